@@ -1,0 +1,40 @@
+# The two commands of the README work on a fresh machine: each makes the virtual
+# environment it needs. `make demo` runs the main job, `make test` the test suite.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SHARED ?= ../shared
+
+.PHONY: setup demo test lint scenarios bench ci clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+demo: setup
+	$(BIN)/waterline demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check agent collectors executors tests bench
+	$(BIN)/mypy
+
+# The shared example scenarios, through the installed `waterline`.
+scenarios: setup
+	@if [ -d $(SHARED)/scenarios ]; then \
+		WATERLINE=$(BIN)/waterline $(PYTHON) $(SHARED)/bin/check-scenarios $(SHARED)/scenarios; \
+	else echo "no $(SHARED)/scenarios here: skipped"; fi
+
+bench: setup
+	$(BIN)/python -m bench
+
+ci: lint test scenarios
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,86 @@
+"""Kubernetes resource quantities as floats in base units (cores, bytes, plain counts).
+
+Kubernetes accepts decimal SI suffixes (n u m k M G T P E), binary suffixes
+(Ki Mi Gi Ti Pi Ei) and decimal exponents (``1e3``, ``1E-3``). CPU ``100m`` is 0.1 cores,
+memory ``1Gi`` is 1073741824 bytes.
+"""
+
+from __future__ import annotations
+
+import re
+
+_SUFFIXES: dict[str, float] = {
+    "": 1.0,
+    "n": 1e-9,
+    "u": 1e-6,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2.0**10,
+    "Mi": 2.0**20,
+    "Gi": 2.0**30,
+    "Ti": 2.0**40,
+    "Pi": 2.0**50,
+    "Ei": 2.0**60,
+}
+
+_QUANTITY = re.compile(
+    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>[a-zA-Z]*))$"
+)
+
+_cache: dict[str, float] = {}
+
+
+def parse_quantity(value: object) -> float:
+    """Parse a quantity (string or number) into a float in base units.
+
+    Raises ValueError with the offending text; callers wrap it with the object and field.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"not a quantity: {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"not a quantity: {value!r}")
+    cached = _cache.get(value)
+    if cached is not None:
+        return cached
+    match = _QUANTITY.match(value.strip())
+    if match is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    number = float(match.group("num"))
+    if match.group("exp"):
+        result = number * 10.0 ** int(match.group("exp")[1:])
+    else:
+        suffix = match.group("suffix") or ""
+        if suffix not in _SUFFIXES:
+            raise ValueError(f"unknown quantity suffix {suffix!r} in {value!r}")
+        result = number * _SUFFIXES[suffix]
+    if len(_cache) < 100_000:
+        _cache[value] = result
+    return result
+
+
+def parse_resource_list(raw: object) -> dict[str, float]:
+    """Parse a ResourceList mapping ({cpu: "500m", memory: "1Gi"}) into floats."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"expected a mapping of resources, got {type(raw).__name__}")
+    out: dict[str, float] = {}
+    for name, quantity in raw.items():
+        try:
+            out[str(name)] = parse_quantity(quantity)
+        except ValueError as err:
+            raise ValueError(f"{name}: {err}") from None
+    return out
+
+
+def format_cpu(cores: float) -> str:
+    """Render cores the way Kubernetes prints them (``1500m``), for messages and events."""
+    millis = round(cores * 1000)
+    return f"{millis // 1000}" if millis % 1000 == 0 else f"{millis}m"

@@ -1,0 +1,30 @@
+"""RFC 3339 timestamps as float seconds since the epoch (UTC)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+
+def parse_time(value: object) -> float | None:
+    """Parse an RFC 3339 timestamp; None stays None. Raises ValueError on garbage."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        moment = value if value.tzinfo else value.replace(tzinfo=UTC)
+        return moment.timestamp()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError(f"not a timestamp: {value!r}")
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    moment = datetime.fromisoformat(text)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+def format_time(epoch: float) -> str:
+    """Render epoch seconds as RFC 3339 UTC with a Z."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

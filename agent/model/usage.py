@@ -1,0 +1,37 @@
+"""Observed usage: what a collector measured, or what a scenario says was demanded.
+
+Units: CPU in cores, memory in bytes. ``None`` means "no figure", which is not zero:
+a pod without a figure is sorted last and never credited with a release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerUsage:
+    cpu: float | None = None
+    memory: float | None = None
+    ext_cpu: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodUsage:
+    """Pod totals; ``containers`` holds the per-container split where it is known."""
+
+    cpu: float | None = None
+    memory: float | None = None
+    ext_cpu: float | None = None
+    containers: Mapping[str, ContainerUsage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSample:
+    """One observation of a node: node metrics by registry name, pod usage by ns/name."""
+
+    at: float
+    node: str
+    metrics: Mapping[str, float]
+    pods: Mapping[str, PodUsage] = field(default_factory=dict)

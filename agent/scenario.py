@@ -1,0 +1,166 @@
+"""Scenario files for `waterline simulate` (the contract is ../shared/SIMULATE.md).
+
+A scenario is parsed once into plain data: the clock, the raw config sections (each engine
+parses and validates its own section), the object store, and the node samples.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agent.errors import InvalidObject
+from agent.model.store import ObjectStore
+from agent.model.timeutil import parse_time
+from agent.model.usage import ContainerUsage, NodeSample, PodUsage
+
+EPOCH = 0.0
+CONFIG_SECTIONS = frozenset({"agent", "arbitration", "defrag", "daemonset", "queues", "reservations"})
+
+try:  # the C loader is several times faster on large scenarios
+    _YamlLoader: Any = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML built without libyaml
+    _YamlLoader = yaml.SafeLoader
+
+
+@dataclass
+class Scenario:
+    now: float = EPOCH
+    config: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    store: ObjectStore = field(default_factory=ObjectStore)
+    samples: list[NodeSample] = field(default_factory=list)
+    name: str = "scenario"
+
+    def config_section(self, key: str) -> Mapping[str, Any] | None:
+        """The raw config section, or None when the scenario does not give it."""
+        return self.config.get(key)
+
+
+def _bad(field_path: str, message: str, name: str = "") -> InvalidObject:
+    return InvalidObject("Scenario", name, field_path, message)
+
+
+def read_document(path: Path) -> object:
+    """Read YAML, or JSON when the file ends in .json (the standard library is fastest)."""
+    text = path.read_text()
+    if path.suffix == ".json":
+        return json.loads(text)
+    return yaml.load(text, Loader=_YamlLoader)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        doc = read_document(path)
+    except (OSError, ValueError, yaml.YAMLError) as err:
+        raise _bad("", f"cannot read {path}: {str(err).splitlines()[0]}", path.name) from None
+    return parse_scenario(doc, path.name)
+
+
+def parse_scenario(doc: object, name: str = "scenario") -> Scenario:
+    if not isinstance(doc, dict):
+        raise _bad("", "expected a mapping at the top level", name)
+    try:
+        now = parse_time(doc.get("now")) if doc.get("now") is not None else EPOCH
+    except ValueError as err:
+        raise _bad("now", str(err), name) from None
+    config = doc.get("config") or {}
+    if not isinstance(config, dict):
+        raise _bad("config", "expected a mapping", name)
+    for key, section in config.items():
+        if key not in CONFIG_SECTIONS:
+            raise _bad(f"config.{key}", f"unknown section (known: {sorted(CONFIG_SECTIONS)})", name)
+        if section is not None and not isinstance(section, dict):
+            raise _bad(f"config.{key}", "expected a mapping", name)
+    objects = doc.get("objects") or []
+    if not isinstance(objects, list):
+        raise _bad("objects", "expected a list", name)
+    store = ObjectStore.from_dicts(objects)
+    samples_raw = doc.get("samples") or []
+    if not isinstance(samples_raw, list):
+        raise _bad("samples", "expected a list", name)
+    samples = [parse_sample(s, f"samples[{i}]", now, name) for i, s in enumerate(samples_raw)]
+    return Scenario(
+        now=now or EPOCH,
+        config={k: (v or {}) for k, v in config.items()},
+        store=store,
+        samples=samples,
+        name=name,
+    )
+
+
+def _number(value: object, where: str, name: str, allow_none: bool = True) -> float | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad(where, f"must be a number, got {value!r}", name)
+    if value != value or value < 0:  # NaN or negative
+        raise _bad(where, f"must be a non-negative number, got {value!r}", name)
+    return float(value)
+
+
+def _container_usage(raw: object, where: str, name: str) -> ContainerUsage:
+    if not isinstance(raw, dict):
+        raise _bad(where, "expected a mapping", name)
+    return ContainerUsage(
+        cpu=_number(raw.get("cpu"), f"{where}.cpu", name),
+        memory=_number(raw.get("memory"), f"{where}.memory", name),
+        ext_cpu=_number(raw.get("extCpu"), f"{where}.extCpu", name),
+    )
+
+
+def _sum_known(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def parse_pod_usage(raw: object, where: str, name: str = "scenario") -> PodUsage:
+    if not isinstance(raw, dict):
+        raise _bad(where, "expected a mapping", name)
+    containers_raw = raw.get("containers")
+    if containers_raw is None:
+        total = _container_usage(raw, where, name)
+        return PodUsage(total.cpu, total.memory, total.ext_cpu)
+    if not isinstance(containers_raw, dict):
+        raise _bad(f"{where}.containers", "expected a mapping", name)
+    containers = {
+        str(c): _container_usage(u, f"{where}.containers.{c}", name) for c, u in containers_raw.items()
+    }
+    parts = list(containers.values())
+    return PodUsage(
+        cpu=_sum_known([c.cpu for c in parts]),
+        memory=_sum_known([c.memory for c in parts]),
+        ext_cpu=_sum_known([c.ext_cpu for c in parts]),
+        containers=containers,
+    )
+
+
+def parse_sample(raw: object, where: str, now: float, name: str = "scenario") -> NodeSample:
+    if not isinstance(raw, dict):
+        raise _bad(where, "expected a mapping", name)
+    at = _number(raw.get("at", 0), f"{where}.at", name, allow_none=False)
+    node = raw.get("node")
+    if not isinstance(node, str) or not node:
+        raise _bad(f"{where}.node", "must name a node", name)
+    metrics_raw = raw.get("metrics") or {}
+    if not isinstance(metrics_raw, dict):
+        raise _bad(f"{where}.metrics", "expected a mapping", name)
+    metrics = {}
+    for metric, value in metrics_raw.items():
+        number = _number(value, f"{where}.metrics.{metric}", name)
+        if number is not None:
+            metrics[str(metric)] = number
+    pods_raw = raw.get("pods") or {}
+    if not isinstance(pods_raw, dict):
+        raise _bad(f"{where}.pods", "expected a mapping of namespace/name to usage", name)
+    pods = {}
+    for key, usage in pods_raw.items():
+        if not isinstance(key, str) or key.count("/") != 1:
+            raise _bad(f"{where}.pods.{key}", "pod keys are namespace/name", name)
+        pods[key] = parse_pod_usage(usage, f"{where}.pods.{key}", name)
+    return NodeSample(at=now + (at or 0.0), node=node, metrics=metrics, pods=pods)

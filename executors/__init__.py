@@ -1,0 +1,1 @@
+"""Act on the world: sorters, the precise-execution engine, and the actuators behind it."""

@@ -1,0 +1,42 @@
+"""The two things the node agent can do to a pod, as small interfaces.
+
+The precise-execution engine decides and calls these; what sits behind them is the
+simulated API and cgroups (``waterline simulate``, tests), real cgroup files
+(``executors.cgroup_throttle``) and the Eviction API (``executors.eviction``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from typing import Protocol
+
+from agent.model.objects import Pod
+
+
+class EvictionResult(StrEnum):
+    EVICTED = "evicted"  # the API accepted the eviction; the pod is terminating
+    BLOCKED_BY_PDB = "blocked-by-pdb"  # 429: a disruption budget refused; try the next pod
+    GONE = "gone"  # 404: already gone, counts as released
+    FAILED = "failed"  # anything else (500 for several budgets, network): skip the pod
+
+    @property
+    def releases(self) -> bool:
+        return self in (EvictionResult.EVICTED, EvictionResult.GONE)
+
+
+class Evictor(Protocol):
+    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+        """Ask for the eviction of ``pod``; never a direct delete."""
+        ...
+
+
+class CpuThrottler(Protocol):
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+        """Cap each named container at the given cores. Before the first write for a pod
+        the original quotas are persisted, so they can be restored exactly."""
+        ...
+
+    def restore(self, pod: Pod) -> None:
+        """Write back the original quota of every container of ``pod`` and forget it."""
+        ...
