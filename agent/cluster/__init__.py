@@ -1,0 +1,1 @@
+"""The cluster controller: arbitration, migration, defragmentation, reservations and preemption."""
