@@ -1,0 +1,395 @@
+"""Reservations: capacity held on a node for its owners until used, expired or deleted.
+
+The CRD (``qos.waterline.io/v1alpha1``, kind ``Reservation``, cluster-scoped) follows the
+shape operators know from Koordinator::
+
+    spec:
+      template: {spec: {containers: [{resources: {requests: {cpu: "2"}}}]}}  # what to hold
+      owners:                       # who may use it; any entry matches (fields inside ANDed)
+      - object: {namespace: default, name: web-0, uid: ...}
+      - controller: {kind: ReplicaSet, name: web-7d9, namespace: default, uid: ...}
+      - labelSelector: {matchLabels: {app: web}}
+      ttl: 1h                       # or `expires: <time>`; default 24h; "0" = never expires
+      allocateOnce: true            # default: the first owner to use it ends it (Succeeded)
+    status:
+      phase: Pending | Available | Succeeded | Failed | Expired
+      nodeName: n1
+      allocatable: {cpu: "2"}       # held; defaults to the template's pod request
+      allocated: {cpu: "1"}         # already used by current owners
+      currentOwners: [{namespace: default, name: web-0, uid: ...}]
+      conditions: [{type: Ready, status: "True", reason: Available}]
+
+Only an Available, unexpired reservation bound to a node holds capacity, and what it holds
+is ``allocatable - allocated``: the owners' pods already count on the node by their own
+requests, so counting the whole reservation again would charge them twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.errors import InvalidObject
+from agent.model.objects import Pod, Resources, parse_pod
+from agent.model.quantity import parse_resource_list
+from agent.model.selectors import LabelSelector, parse_label_selector
+from agent.model.timeutil import parse_time
+
+KIND = "Reservation"
+
+PENDING = "Pending"
+AVAILABLE = "Available"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+EXPIRED = "Expired"
+PHASES = (PENDING, AVAILABLE, SUCCEEDED, FAILED, EXPIRED)
+#: Phases a reservation never leaves.
+FINAL_PHASES = frozenset({SUCCEEDED, FAILED, EXPIRED})
+
+DEFAULT_TTL_SECONDS = 24 * 3600.0
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number or a Go duration string ("90s", "1h30m", "0")."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a duration: {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if text in ("0", ""):
+            return 0.0
+        try:
+            return _checked(float(text))
+        except ValueError:
+            pass
+        seconds = 0.0
+        pos = 0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != pos:
+                raise ValueError(f"not a duration: {value!r}")
+            seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or pos == 0:
+            raise ValueError(f"not a duration: {value!r}")
+    else:
+        raise ValueError(f"not a duration: {value!r}")
+    return _checked(seconds)
+
+
+def _checked(seconds: float) -> float:
+    if seconds != seconds or seconds < 0:
+        raise ValueError(f"must be a non-negative duration, got {seconds!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """A pod named by uid, or else by namespace and name."""
+
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+    def matches(self, pod: Pod) -> bool:
+        if self.uid:
+            return pod.uid == self.uid
+        if self.namespace and pod.namespace != self.namespace:
+            return False
+        return pod.name == self.name
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRef:
+    """A pod's controller owner, by uid, or else by kind and name (and namespace if given)."""
+
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    namespace: str = ""
+
+    def matches(self, pod: Pod) -> bool:
+        ctl = pod.controller
+        if ctl is None:
+            return False
+        if self.namespace and pod.namespace != self.namespace:
+            return False
+        if self.uid:
+            return ctl.uid == self.uid
+        return ctl.name == self.name and (not self.kind or ctl.kind == self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """One owners[] entry: every part that is set must match."""
+
+    object: ObjectRef | None = None
+    controller: ControllerRef | None = None
+    selector: LabelSelector | None = None
+
+    def matches(self, pod: Pod) -> bool:
+        if self.object is not None and not self.object.matches(pod):
+            return False
+        if self.controller is not None and not self.controller.matches(pod):
+            return False
+        return self.selector is None or self.selector.matches(pod.labels)
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    name: str
+    uid: str = ""
+    creation_time: float | None = None
+    template: Pod | None = None
+    owners: tuple[Owner, ...] = ()
+    #: Seconds after creation at which it expires; None = never.
+    ttl: float | None = DEFAULT_TTL_SECONDS
+    expires: float | None = None
+    allocate_once: bool = True
+    phase: str = PENDING
+    node_name: str = ""
+    allocatable: Resources = field(default_factory=dict)
+    allocated: Resources = field(default_factory=dict)
+    current_owners: tuple[ObjectRef, ...] = ()
+    conditions: tuple[Condition, ...] = ()
+
+    def owns(self, pod: Pod) -> bool:
+        """May this pod use the reservation's capacity?"""
+        return any(owner.matches(pod) for owner in self.owners)
+
+    def expiry(self) -> float | None:
+        if self.expires is not None:
+            return self.expires
+        if self.ttl is None or self.creation_time is None:
+            return None
+        return self.creation_time + self.ttl
+
+    def effective_phase(self, now: float) -> str:
+        """The phase at ``now``: a live reservation past its expiry is Expired, and an
+        allocateOnce reservation that already has an owner is Succeeded (its leftover is
+        released), whatever the last status write said."""
+        if self.phase in FINAL_PHASES:
+            return self.phase
+        expiry = self.expiry()
+        if expiry is not None and now >= expiry:
+            return EXPIRED
+        if self.phase == AVAILABLE and self.allocate_once and self.current_owners:
+            return SUCCEEDED
+        return self.phase
+
+    def holds_capacity(self, now: float) -> bool:
+        return bool(self.node_name) and self.effective_phase(now) == AVAILABLE
+
+    def reserved(self) -> Resources:
+        """What it holds for its owners: allocatable (else the template's request) minus
+        what is already allocated, never negative."""
+        base = self.allocatable or (self.template.requests if self.template else {})
+        return {r: max(0.0, q - self.allocated.get(r, 0.0)) for r, q in base.items()}
+
+
+@dataclass(slots=True)
+class Hold:
+    """Capacity a reservation still holds on a node; mutable so that a planner can let an
+    owner consume it while the plan grows."""
+
+    reservation: Reservation
+    remaining: dict[str, float]
+
+    def blocks(self, pod: Pod) -> bool:
+        return not self.reservation.owns(pod)
+
+
+def holds_by_node(reservations: Iterable[Reservation], now: float) -> dict[str, list[Hold]]:
+    """Reserved capacity per node, from the reservations that hold some at ``now``
+    (ordered by name so that owners consume them deterministically)."""
+    out: dict[str, list[Hold]] = {}
+    for res in sorted(reservations, key=lambda r: r.name):
+        if not res.holds_capacity(now):
+            continue
+        remaining = {r: q for r, q in res.reserved().items() if q > 0}
+        if remaining:
+            out.setdefault(res.node_name, []).append(Hold(res, remaining))
+    return out
+
+
+# -- parsing ---------------------------------------------------------------------------
+
+
+def _str(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def _ref(raw: object, path: str) -> ObjectRef:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    ref = ObjectRef(_str(raw.get("namespace")), _str(raw.get("name")), _str(raw.get("uid")))
+    if not ref.uid and not ref.name:
+        raise ValueError(f"{path}: must give uid or name")
+    return ref
+
+
+def _owner(raw: object, path: str) -> Owner:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping")
+    unknown = set(raw) - {"object", "controller", "labelSelector"}
+    if unknown:
+        raise ValueError(f"{path}.{sorted(unknown)[0]}: unknown field")
+    obj = _ref(raw["object"], f"{path}.object") if raw.get("object") is not None else None
+    ctl = None
+    if raw.get("controller") is not None:
+        c = raw["controller"]
+        if not isinstance(c, dict):
+            raise ValueError(f"{path}.controller: expected a mapping")
+        ctl = ControllerRef(
+            _str(c.get("kind")), _str(c.get("name")), _str(c.get("uid")), _str(c.get("namespace"))
+        )
+        if not ctl.uid and not ctl.name:
+            raise ValueError(f"{path}.controller: must give uid or name")
+    sel = None
+    if raw.get("labelSelector") is not None:
+        sel = parse_label_selector(raw["labelSelector"], f"{path}.labelSelector")
+        if sel.is_empty:
+            raise ValueError(
+                f"{path}.labelSelector: must select something (an empty selector would let "
+                "every pod use the reservation)"
+            )
+    if obj is None and ctl is None and sel is None:
+        raise ValueError(f"{path}: must set object, controller or labelSelector")
+    return Owner(obj, ctl, sel)
+
+
+def _resources(raw: object, path: str) -> dict[str, float]:
+    try:
+        return parse_resource_list(raw)
+    except ValueError as err:
+        raise ValueError(f"{path}.{err}") from None
+
+
+def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
+    """Parse a Reservation dict; raises InvalidObject naming the field."""
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    name = _str(meta.get("name"))
+    if not name:
+        raise InvalidObject(KIND, "", "metadata.name", "must be set")
+    spec = raw.get("spec")
+    status = raw.get("status") or {}
+    if not isinstance(spec, dict):
+        raise InvalidObject(KIND, name, "spec", "must be a mapping")
+    if not isinstance(status, dict):
+        raise InvalidObject(KIND, name, "status", "must be a mapping")
+
+    def bad(fieldpath: str, message: str) -> InvalidObject:
+        return InvalidObject(KIND, name, fieldpath, message)
+
+    template_raw = spec.get("template")
+    if not isinstance(template_raw, dict) or not isinstance(template_raw.get("spec"), dict):
+        raise bad("spec.template", "must be a pod template with a spec")
+    tmeta = template_raw.get("metadata") if isinstance(template_raw.get("metadata"), dict) else {}
+    try:
+        template = parse_pod(
+            {
+                "metadata": {**(tmeta or {}), "name": f"reservation-{name}"},
+                "spec": template_raw["spec"],
+                "status": {"phase": "Pending"},
+            }
+        )
+    except InvalidObject as err:
+        raise bad(f"spec.template.{err.field}".rstrip("."), err.message) from None
+
+    owners_raw = spec.get("owners")
+    if not isinstance(owners_raw, list) or not owners_raw:
+        raise bad("spec.owners", "must list at least one owner")
+    owners = []
+    for i, o in enumerate(owners_raw):
+        try:
+            owners.append(_owner(o, f"spec.owners[{i}]"))
+        except ValueError as err:
+            path, _, message = str(err).partition(": ")
+            raise bad(path, message) from None
+
+    if spec.get("ttl") is not None and spec.get("expires") is not None:
+        raise bad("spec.ttl", "and spec.expires are mutually exclusive")
+    ttl: float | None = DEFAULT_TTL_SECONDS
+    expires = None
+    if spec.get("ttl") is not None:
+        try:
+            ttl = parse_duration(spec["ttl"])
+        except ValueError as err:
+            raise bad("spec.ttl", str(err)) from None
+        if ttl == 0:
+            ttl = None  # 0 disables expiry
+    if spec.get("expires") is not None:
+        ttl = None
+        try:
+            expires = parse_time(spec["expires"])
+        except ValueError as err:
+            raise bad("spec.expires", str(err)) from None
+    allocate_once = spec.get("allocateOnce", True)
+    if not isinstance(allocate_once, bool):
+        raise bad("spec.allocateOnce", f"must be true or false, got {allocate_once!r}")
+
+    phase = _str(status.get("phase")) or PENDING
+    if phase not in PHASES:
+        raise bad("status.phase", f"must be one of {list(PHASES)}, got {phase!r}")
+    try:
+        allocatable = _resources(status.get("allocatable"), "status.allocatable")
+        allocated = _resources(status.get("allocated"), "status.allocated")
+    except ValueError as err:
+        path, _, message = str(err).partition(": ")
+        raise bad(path, message) from None
+    current = status.get("currentOwners") or []
+    if not isinstance(current, list):
+        raise bad("status.currentOwners", "must be a list")
+    try:
+        current_owners = tuple(_ref(o, f"status.currentOwners[{i}]") for i, o in enumerate(current))
+    except ValueError as err:
+        path, _, message = str(err).partition(": ")
+        raise bad(path, message) from None
+    conditions = tuple(
+        Condition(
+            _str(c.get("type")),
+            _str(c.get("status")),
+            _str(c.get("reason")),
+            _str(c.get("message")),
+        )
+        for c in status.get("conditions") or []
+        if isinstance(c, dict)
+    )
+    try:
+        created = parse_time(meta.get("creationTimestamp"))
+    except ValueError as err:
+        raise bad("metadata.creationTimestamp", str(err)) from None
+    return Reservation(
+        name=name,
+        uid=_str(meta.get("uid")) or name,
+        creation_time=created,
+        template=template,
+        owners=tuple(owners),
+        ttl=ttl,
+        expires=expires,
+        allocate_once=allocate_once,
+        phase=phase,
+        node_name=_str(status.get("nodeName")),
+        allocatable=allocatable,
+        allocated=allocated,
+        current_owners=current_owners,
+        conditions=conditions,
+    )
+
+
+def parse_reservations(raws: Iterable[Mapping[str, Any]]) -> list[Reservation]:
+    return [parse_reservation(r) for r in raws]
