@@ -66,7 +66,7 @@ def parse_scenario(doc: object, name: str = "scenario") -> Scenario:
     if not isinstance(doc, dict):
         raise _bad("", "expected a mapping at the top level", name)
     try:
-        now = parse_time(doc.get("now")) if doc.get("now") is not None else EPOCH
+        now = parse_time(doc.get("now")) or EPOCH
     except ValueError as err:
         raise _bad("now", str(err), name) from None
     config = doc.get("config") or {}

@@ -588,7 +588,9 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         raise InvalidObject(kind, f"{namespace}/{name}", "spec.replicas", f"must be an integer, got {replicas!r}")
     owner = None
     for i, o in enumerate(meta.get("ownerReferences") or []):
-        ref = guarded(kind, f"{namespace}/{name}", "", lambda o=o, i=i: _parse_owner(o, f"metadata.ownerReferences[{i}]"))
+        if not isinstance(o, dict):
+            raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", "expected a mapping")
+        ref = _parse_owner(o, f"metadata.ownerReferences[{i}]")
         if ref.controller:
             owner = ref
     return Workload(kind, namespace, name, str(meta.get("uid") or f"{kind}/{namespace}/{name}"), replicas, owner)

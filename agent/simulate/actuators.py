@@ -1,0 +1,60 @@
+"""Simulated actuators: an Eviction API that honours PodDisruptionBudgets the way the API
+server does, and a CPU throttler that remembers caps. Used by `simulate` and tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from agent.model.objects import Pod, PodDisruptionBudget, disruptions_allowed
+from executors.actuators import EvictionResult
+
+
+class SimulatedEvictionAPI:
+    """policy/v1 Eviction semantics: 404 for a pod that is gone, 500 when more than one
+    budget selects the pod, 429 when its budget allows no disruption, else evicted."""
+
+    def __init__(self, pods: Iterable[Pod], pdbs: Iterable[PodDisruptionBudget]) -> None:
+        self.pods = {p.key: p for p in pods}
+        self.pdbs = list(pdbs)
+        self.gone: set[str] = set()
+        self.calls: list[tuple[str, EvictionResult]] = []
+
+    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+        result = self._decide(pod)
+        if result is EvictionResult.EVICTED:
+            self.gone.add(pod.key)
+        self.calls.append((pod.key, result))
+        return result
+
+    def _decide(self, pod: Pod) -> EvictionResult:
+        if pod.key in self.gone or pod.key not in self.pods:
+            return EvictionResult.GONE
+        budgets = [b for b in self.pdbs if b.selects(pod)]
+        if len(budgets) > 1:
+            return EvictionResult.FAILED
+        if budgets and pod.phase == "Running":
+            budget = budgets[0]
+            selected = [p for k, p in self.pods.items() if k not in self.gone and budget.selects(p)]
+            if disruptions_allowed(budget, selected) <= 0:
+                return EvictionResult.BLOCKED_BY_PDB
+        return EvictionResult.EVICTED
+
+
+class SimulatedThrottler:
+    """Remembers the container caps written; restore forgets them."""
+
+    def __init__(self) -> None:
+        self.caps: dict[str, dict[str, float]] = {}
+        self.writes = 0
+
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+        self.caps[pod.key] = dict(container_caps)
+        self.writes += 1
+
+    def restore(self, pod: Pod) -> None:
+        self.caps.pop(pod.key, None)
+        self.writes += 1
+
+    def pod_cap(self, key: str) -> float | None:
+        caps = self.caps.get(key)
+        return sum(caps.values()) if caps else None

@@ -1,0 +1,169 @@
+"""The `nodes` section of `waterline simulate`: samples replayed through the node agent.
+
+Samples are *demand*: what would be measured had the agent never acted. Before each tick
+the effect of earlier actions is applied to the sample: evicted pods are gone (their CPU
+and memory, from this sample or else as last known, leave the node metrics) and a
+throttled pod uses ``min(demand, cap)`` (per container where the sample splits it), the
+node's CPU dropping by the difference. Pressure metrics are taken as given. Samples of all
+nodes are replayed in time order against one simulated Eviction API, so budgets spanning
+nodes behave as live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from agent.errors import InvalidObject
+from agent.model.objects import Node, Pod
+from agent.model.usage import NodeSample, PodUsage
+from agent.node.policy import PolicySet, load_policies
+from agent.node.registry import BY_NAME, CPU, MEMORY
+from agent.node.tick import NodeBrain
+from agent.scenario import Scenario
+from agent.settings import AgentSettings, parse_agent_settings
+from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
+
+
+def strict_policies(scenario: Scenario) -> PolicySet:
+    """Policies and actions of a scenario; the first invalid one is an error."""
+    policies = load_policies(scenario.store.raw.get("NodeQOSEnsurancePolicy", []),
+                             scenario.store.raw.get("AvoidanceAction", []))
+    if policies.errors:
+        raise policies.errors[0]
+    return policies
+
+
+def _validate_samples(scenario: Scenario) -> None:
+    store = scenario.store
+    on_node: dict[str, set[str]] = {}
+    last_at: dict[str, float] = {}
+    for i, sample in enumerate(scenario.samples):
+        where = f"samples[{i}]"
+        if sample.node not in store.nodes:
+            raise InvalidObject("Scenario", scenario.name, f"{where}.node", f"unknown node {sample.node!r}")
+        if sample.at < last_at.get(sample.node, float("-inf")):
+            raise InvalidObject("Scenario", scenario.name, f"{where}.at",
+                                f"goes back in time for node {sample.node}")
+        last_at[sample.node] = sample.at
+        for metric in sample.metrics:
+            if metric not in BY_NAME:
+                raise InvalidObject("Scenario", scenario.name, f"{where}.metrics.{metric}",
+                                    f"unknown metric (known: {', '.join(BY_NAME)})")
+        if sample.node not in on_node:
+            on_node[sample.node] = {p.key for p in store.pods if p.node_name == sample.node}
+        for key in sample.pods:
+            if key not in on_node[sample.node]:
+                raise InvalidObject("Scenario", scenario.name, f"{where}.pods.{key}",
+                                    f"no such pod on node {sample.node}")
+
+
+def _throttled_usage(demand: PodUsage, caps: Mapping[str, float]) -> PodUsage:
+    """What a throttled pod uses: min(demand, cap), per container where known."""
+    if demand.cpu is None:
+        return demand
+    if demand.containers and all(c in caps for c in demand.containers):
+        containers = {
+            name: replace(u, cpu=None if u.cpu is None else min(u.cpu, caps[name]))
+            for name, u in demand.containers.items()
+        }
+        cpu = sum(u.cpu for u in containers.values() if u.cpu is not None)
+        return replace(demand, cpu=cpu, containers=containers)
+    cap = sum(caps.values())
+    if demand.cpu <= cap:
+        return demand
+    scale = cap / demand.cpu if demand.cpu else 0.0
+    containers = {n: replace(u, cpu=None if u.cpu is None else u.cpu * scale)
+                  for n, u in demand.containers.items()}
+    return replace(demand, cpu=cap, containers=containers)
+
+
+class SimulatedNode:
+    def __init__(self, node: Node, pods: list[Pod], settings: AgentSettings,
+                 api: SimulatedEvictionAPI) -> None:
+        self.node = node
+        self.pods = pods
+        self.api = api
+        self.brain = NodeBrain(settings)
+        self.throttler = SimulatedThrottler()
+        self.last_known: dict[str, PodUsage] = {}
+        self.evicted: list[str] = []
+        self.ticks: list[dict[str, Any]] = []
+
+    def effective(self, sample: NodeSample) -> tuple[dict[str, float], dict[str, PodUsage]]:
+        for key, usage in sample.pods.items():
+            self.last_known[key] = usage
+        gone = set(self.evicted)
+        cpu_drop = mem_drop = 0.0
+        for key in gone:
+            last = sample.pods.get(key) or self.last_known.get(key)
+            if last is not None:
+                cpu_drop += last.cpu or 0.0
+                mem_drop += last.memory or 0.0
+        pods: dict[str, PodUsage] = {}
+        for key, usage in sample.pods.items():
+            if key in gone:
+                continue
+            caps = self.throttler.caps.get(key)
+            if caps and usage.cpu is not None:
+                used = _throttled_usage(usage, caps)
+                cpu_drop += usage.cpu - (used.cpu or 0.0)
+                usage = used
+            pods[key] = usage
+        metrics = dict(sample.metrics)
+        alloc = self.node.allocatable
+        for name, drop, resource in (("cpu_total_usage", cpu_drop, CPU), ("memory_total_usage", mem_drop, MEMORY)):
+            if name in metrics:
+                metrics[name] = max(0.0, metrics[name] - drop)
+            util = name.replace("_usage", "_utilization")
+            if util in metrics and alloc.get(resource):
+                metrics[util] = max(0.0, metrics[util] - drop * 100.0 / alloc[resource])
+        return metrics, pods
+
+    def tick(self, sample: NodeSample, policies: PolicySet, scenario: Scenario) -> None:
+        metrics, usage = self.effective(sample)
+        gone = set(self.evicted)
+        report = self.brain.tick(
+            now=sample.at,
+            node=self.node,
+            pods=[p for p in self.pods if p.key not in gone],
+            metrics=metrics,
+            usage=usage,
+            policies=policies,
+            namespace_labels=scenario.store.namespace_labels,
+            evictor=self.api,
+            throttler=self.throttler,
+        )
+        for record in report.actions:
+            if record.action == "evict" and record.result == "evicted" and not record.preview:
+                self.evicted.append(record.pod)
+        self.ticks.append(report.to_report(origin=scenario.now))
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "ticks": self.ticks,
+            "evicted": list(self.evicted),
+            "throttled": {k: round(v, 6) for k, v in sorted(self.brain.caps().items())},
+        }
+
+
+def simulate_nodes(scenario: Scenario) -> dict[str, Any] | None:
+    settings = parse_agent_settings(scenario.config_section("agent"), "Scenario config", "agent")
+    policies = strict_policies(scenario)
+    if not scenario.samples:
+        return None
+    _validate_samples(scenario)
+    store = scenario.store
+    api = SimulatedEvictionAPI(store.pods, store.pdbs)
+    by_node = store.pods_by_node()
+    nodes: dict[str, SimulatedNode] = {}
+    order = sorted(range(len(scenario.samples)), key=lambda i: (scenario.samples[i].at, i))
+    for i in order:
+        sample = scenario.samples[i]
+        sim = nodes.get(sample.node)
+        if sim is None:
+            sim = nodes[sample.node] = SimulatedNode(
+                store.nodes[sample.node], by_node.get(sample.node, []), settings, api)
+        sim.tick(sample, policies, scenario)
+    return {name: nodes[name].report() for name in sorted(nodes)}
