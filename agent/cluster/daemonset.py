@@ -1,0 +1,377 @@
+"""DaemonSet preemption: make room on its node for a DaemonSet pod that cannot fit there.
+
+A DaemonSet pod is bound to one node (spec.nodeName, or a required node affinity on
+``metadata.name`` as the DaemonSet controller writes it). When it stays Pending past
+``preemptionStartDelay`` and the node's allocatable minus the requests of its active pods
+cannot hold it (every resource it requests, plus one pod slot), victims are chosen on that
+node by the configured strategies, tried in order.
+
+Decisions where DESIGN.md is silent:
+
+* Fit is checked against requests, as the scheduler does: active pods are the pods bound to
+  the node and not finished (terminating pods still hold their room until they are gone,
+  but are never chosen again as victims).
+* A pod without creationTimestamp has an unknown age and is taken as past the delay.
+* A pending DaemonSet pod whose node is unknown, or whose affinity names several nodes, is
+  skipped (there is no single node to make room on).
+* The strategy ``multiple`` skips a pod that frees none of what is still short (evicting it
+  would not bring the pod closer to fitting).
+* The section is None when no DaemonSet pod is pending on a known node at all; pending pods
+  that fit, or are younger than the delay, produce no entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.errors import InvalidObject
+from agent.model.objects import Node, Pod
+from agent.scenario import Scenario
+
+OPT_OUT_LABEL = "qos.waterline.io/allow-preemption"
+SINGLE = "single"
+MULTIPLE = "multiple"
+STRATEGIES = (SINGLE, MULTIPLE)
+DEFAULT_STRATEGY = (SINGLE, MULTIPLE)
+
+#: Victim classes, least protected first.
+REGULAR = 0
+OWNER = 1  # other pods name this pod as their owner
+OPTED_OUT = 2  # labelled qos.waterline.io/allow-preemption: "false" (wins over OWNER)
+CLASS_NAMES = ("regular", "owner", "opted-out")
+
+EPS = 1e-9
+
+
+# -- args ----------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DaemonSetArgs:
+    """config.daemonset. Durations in seconds."""
+
+    preemptionStartDelay: float = 30.0  # noqa: N815 - config key spelling
+    strategy: tuple[str, ...] = DEFAULT_STRATEGY
+    deviationPercent: float = 10.0  # noqa: N815
+    maxVictims: int = 3  # noqa: N815
+
+    def validate(self) -> DaemonSetArgs:
+        for name in ("preemptionStartDelay", "deviationPercent"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+            ):
+                raise _bad(name, f"must be a number, got {value!r}")
+            if value < 0:
+                raise _bad(name, f"must be >= 0, got {value}")
+        if isinstance(self.maxVictims, bool) or not isinstance(self.maxVictims, int):
+            raise _bad("maxVictims", f"must be an integer, got {self.maxVictims!r}")
+        if self.maxVictims < 1:
+            raise _bad("maxVictims", f"must be >= 1, got {self.maxVictims}")
+        if not self.strategy:
+            raise _bad("strategy", f"must list at least one of {list(STRATEGIES)}")
+        for i, name in enumerate(self.strategy):
+            if name not in STRATEGIES:
+                raise _bad(f"strategy[{i}]", f"must be one of {list(STRATEGIES)}, got {name!r}")
+            if name in self.strategy[:i]:
+                raise _bad(f"strategy[{i}]", f"repeats {name!r}")
+        return self
+
+
+def _bad(field_path: str, message: str) -> InvalidObject:
+    return InvalidObject("config", "daemonset", field_path, message)
+
+
+def parse_args(raw: Mapping[str, Any] | None) -> DaemonSetArgs:
+    """Parse config.daemonset (absent: defaults); unknown keys are refused."""
+    raw = dict(raw or {})
+    known = set(DaemonSetArgs.__dataclass_fields__)
+    for key in raw:
+        if key not in known:
+            raise _bad(str(key), f"unknown field (known: {sorted(known)})")
+    strategy = raw.get("strategy", DEFAULT_STRATEGY)
+    if isinstance(strategy, str):
+        strategy = [strategy]
+    if not isinstance(strategy, (list, tuple)):
+        raise _bad("strategy", f"must be a list, got {strategy!r}")
+    raw["strategy"] = tuple(strategy)
+    return DaemonSetArgs(**raw).validate()
+
+
+# -- the node snapshot -------------------------------------------------------------------
+@dataclass(slots=True)
+class NodeRoom:
+    """A node's allocatable against the requests of its active pods; updated as the plan
+    evicts victims and places DaemonSet pods."""
+
+    node: Node
+    pods: list[Pod]
+    used: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for pod in self.pods:
+            for r, q in pod.requests.items():
+                self.used[r] = self.used.get(r, 0.0) + q
+
+    def free(self, resource: str) -> float:
+        return self.node.allocatable.get(resource, 0.0) - self.used.get(resource, 0.0)
+
+    def shortfall(self, pod: Pod, without: Iterable[Pod] = ()) -> dict[str, float]:
+        """What is missing for ``pod`` to fit once ``without`` are gone (``pods`` = slots)."""
+        freed: dict[str, float] = {}
+        count = 0
+        for victim in without:
+            count += 1
+            for r, q in victim.requests.items():
+                freed[r] = freed.get(r, 0.0) + q
+        short = {}
+        for r, q in pod.requests.items():
+            gap = q - self.free(r) - freed.get(r, 0.0)
+            if q > 0 and gap > EPS * max(1.0, q):
+                short[r] = gap
+        if len(self.pods) - count + 1 > self.node.max_pods:
+            short["pods"] = len(self.pods) - count + 1 - self.node.max_pods
+        return short
+
+    def remove(self, victims: Iterable[Pod]) -> None:
+        gone = {v.uid for v in victims}
+        for pod in self.pods:
+            if pod.uid in gone:
+                for r, q in pod.requests.items():
+                    self.used[r] = self.used.get(r, 0.0) - q
+        self.pods = [p for p in self.pods if p.uid not in gone]
+
+    def place(self, pod: Pod) -> None:
+        self.pods.append(pod)
+        for r, q in pod.requests.items():
+            self.used[r] = self.used.get(r, 0.0) + q
+
+
+# -- victims: who may go, and in which order --------------------------------------------
+def owner_uids(pods: Iterable[Pod]) -> frozenset[str]:
+    """Uids (and namespace/name, for owner references without uid) of pods that other pods
+    name as owner."""
+    out: set[str] = set()
+    for pod in pods:
+        for ref in pod.owners:
+            if ref.kind == "Pod":
+                if ref.uid:
+                    out.add(ref.uid)
+                out.add(f"{pod.namespace}/{ref.name}")
+    return frozenset(out)
+
+
+def victim_class(pod: Pod, owners: frozenset[str]) -> int:
+    if pod.labels.get(OPT_OUT_LABEL) == "false":
+        return OPTED_OUT
+    if pod.uid in owners or pod.key in owners:
+        return OWNER
+    return REGULAR
+
+
+def may_preempt(victim: Pod, ds_pod: Pod) -> bool:
+    """Never victims: DaemonSet pods, mirror pods, pods of higher priority, terminating pods."""
+    return not (
+        victim.is_daemonset
+        or victim.is_mirror
+        or victim.priority > ds_pod.priority
+        or victim.is_terminating
+    )
+
+
+def dominant_resource(ds_pod: Pod, node: Node) -> str | None:
+    """The DaemonSet pod's largest request relative to the node's allocatable."""
+    best: tuple[float, str] | None = None
+    for r, q in sorted(ds_pod.requests.items()):
+        if q <= 0:
+            continue
+        alloc = node.allocatable.get(r, 0.0)
+        ratio = q / alloc if alloc > 0 else math.inf
+        if best is None or ratio > best[0]:
+            best = (ratio, r)
+    return best[1] if best else None
+
+
+def deviation(victim: Pod, ds_pod: Pod) -> float:
+    """Largest |victim - daemonset| / daemonset over the resources the DaemonSet pod requests."""
+    return max(
+        (abs(victim.request(r) - q) / q for r, q in ds_pod.requests.items() if q > 0),
+        default=0.0,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Victim:
+    pod: Pod
+    klass: int
+    dominant: float  # request of the DaemonSet pod's dominant resource
+
+
+#: Inside the class order: class, lower priority, younger, smaller request of the dominant
+#: resource, then namespace/name so the order is total.
+CLASS_ORDER: tuple[tuple[str, Callable[[Victim], Any]], ...] = (
+    ("class", lambda v: v.klass),
+    ("lower priority", lambda v: v.pod.priority),
+    ("younger", lambda v: -(v.pod.creation_time if v.pod.creation_time is not None else -math.inf)),
+    ("smaller dominant request", lambda v: v.dominant),
+    ("namespace/name", lambda v: v.pod.key),
+)
+
+
+def class_order_key(v: Victim) -> tuple[Any, ...]:
+    return tuple(fn(v) for _, fn in CLASS_ORDER)
+
+
+# -- strategies ------------------------------------------------------------------------------
+def _single(
+    room: NodeRoom, ds_pod: Pod, victims: Sequence[Victim], args: DaemonSetArgs
+) -> list[Pod] | None:
+    """One victim within deviationPercent on every resource the DaemonSet pod requests,
+    whose removal makes it fit; closest first, ties by the class order."""
+    limit = args.deviationPercent / 100.0 + EPS
+    fitting = [
+        (deviation(v.pod, ds_pod), class_order_key(v), v)
+        for v in victims
+        if deviation(v.pod, ds_pod) <= limit and not room.shortfall(ds_pod, (v.pod,))
+    ]
+    if not fitting:
+        return None
+    fitting.sort(key=lambda t: (t[0], t[1]))
+    return [fitting[0][2].pod]
+
+
+def _multiple(
+    room: NodeRoom, ds_pod: Pod, victims: Sequence[Victim], args: DaemonSetArgs
+) -> list[Pod] | None:
+    """Class 1, then classes 1+2, then all: largest dominant request first until the pod
+    fits, at most maxVictims."""
+    for tier in (REGULAR, OWNER, OPTED_OUT):
+        pool = sorted(
+            (v for v in victims if v.klass <= tier), key=lambda v: (-v.dominant, class_order_key(v))
+        )
+        chosen: list[Pod] = []
+        short = room.shortfall(ds_pod)
+        for v in pool:
+            if len(chosen) == args.maxVictims:
+                break
+            if not any(r == "pods" or v.pod.request(r) > 0 for r in short):
+                continue
+            chosen.append(v.pod)
+            short = room.shortfall(ds_pod, chosen)
+            if not short:
+                return chosen
+    return None
+
+
+STRATEGY_FNS: Mapping[
+    str, Callable[[NodeRoom, Pod, Sequence[Victim], DaemonSetArgs], list[Pod] | None]
+] = {
+    SINGLE: _single,
+    MULTIPLE: _multiple,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    pod: str
+    node: str
+    strategy: str | None
+    victims: tuple[str, ...]
+
+
+def plan_pod(
+    room: NodeRoom, ds_pod: Pod, owners: frozenset[str], args: DaemonSetArgs
+) -> tuple[str | None, list[Pod]]:
+    """The strategy that found victims and the victims, or (None, []) when none did."""
+    dominant = dominant_resource(ds_pod, room.node)
+    victims = [
+        Victim(p, victim_class(p, owners), p.request(dominant) if dominant else 0.0)
+        for p in room.pods
+        if may_preempt(p, ds_pod)
+    ]
+    for name in args.strategy:
+        chosen = STRATEGY_FNS[name](room, ds_pod, victims, args)
+        if chosen:
+            return name, chosen
+    return None, []
+
+
+# -- pending DaemonSet pods ------------------------------------------------------------------
+def required_node(pod: Pod) -> str | None:
+    if pod.node_name:
+        return pod.node_name
+    if pod.node_affinity is not None:
+        names = pod.node_affinity.required_node_names()
+        if names is not None and len(names) == 1:
+            return next(iter(names))
+    return None
+
+
+def pending_daemonset_pods(pods: Iterable[Pod], nodes: Mapping[str, Node]) -> list[tuple[Pod, str]]:
+    """Pending DaemonSet pods bound to a known node, oldest first."""
+    out = []
+    for pod in pods:
+        if not pod.is_daemonset or pod.phase != "Pending" or pod.is_terminating:
+            continue
+        node = required_node(pod)
+        if node is not None and node in nodes:
+            out.append((pod, node))
+    out.sort(
+        key=lambda t: (
+            t[0].creation_time if t[0].creation_time is not None else -math.inf,
+            t[0].key,
+        )
+    )
+    return out
+
+
+def past_delay(pod: Pod, now: float, delay: float) -> bool:
+    return pod.creation_time is None or now - pod.creation_time > delay
+
+
+def decide(
+    nodes: Mapping[str, Node], pods: Sequence[Pod], now: float, args: DaemonSetArgs | None = None
+) -> list[Preemption] | None:
+    """One Preemption per pending DaemonSet pod past the delay that does not fit its node,
+    served oldest first on a snapshot updated as victims go and DaemonSet pods land.
+    None when no DaemonSet pod is pending at all."""
+    args = args or DaemonSetArgs()
+    pending = pending_daemonset_pods(pods, nodes)
+    if not pending:
+        return None
+    waiting = {p.uid for p, _ in pending}
+    owners = owner_uids(pods)
+    active: dict[str, list[Pod]] = {}
+    for pod in pods:
+        if pod.is_active and pod.node_name in nodes and pod.uid not in waiting:
+            active.setdefault(pod.node_name, []).append(pod)
+    rooms: dict[str, NodeRoom] = {}
+    out: list[Preemption] = []
+    for pod, node_name in pending:
+        if not past_delay(pod, now, args.preemptionStartDelay):
+            continue
+        room = rooms.get(node_name)
+        if room is None:
+            room = rooms[node_name] = NodeRoom(nodes[node_name], list(active.get(node_name, [])))
+        if not room.shortfall(pod):
+            room.place(pod)  # it fits: the scheduler will place it, later pods see it there
+            continue
+        strategy, victims = plan_pod(room, pod, owners, args)
+        if strategy is not None:
+            room.remove(victims)
+            room.place(pod)
+        out.append(Preemption(pod.key, node_name, strategy, tuple(v.key for v in victims)))
+    return out
+
+
+def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
+    args = parse_args(scenario.config_section("daemonset"))
+    result = decide(scenario.store.nodes, scenario.store.pods, scenario.now, args)
+    if result is None:
+        return None
+    return {
+        p.pod: {"node": p.node, "strategy": p.strategy, "victims": list(p.victims)} for p in result
+    }
