@@ -1,0 +1,40 @@
+"""Deployment defaults shared by the programs and the manifests in deploy/.
+
+The agent's flags default to these values and deploy/daemonset.yaml mounts, exposes and
+probes exactly these paths and ports; tests/unit/test_deploy.py checks the two agree, so a
+change here that the manifests do not follow fails a test instead of a rollout.
+
+Why the host paths are mounted at their own paths: the agent reads host-wide /proc (node
+CPU and memory, PSI, pids of pods) and writes CPU quotas under the host's cgroup tree, and
+keeping the in-container paths equal to the host paths lets `waterline agent --local` on a
+workstation and the DaemonSet run with the same defaults. runc allows a procfs bind mount
+over /proc (the host's /proc is a procfs).
+"""
+
+from __future__ import annotations
+
+#: Prometheus metrics, /healthz and /readyz are served on this port (all interfaces).
+METRICS_PORT = 9108
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+
+#: Original CPU quotas of throttled containers are persisted here (a hostPath in the
+#: DaemonSet, so a restarted or upgraded agent can still restore every pod it throttled).
+STATE_DIR = "/var/lib/waterline"
+PROC_ROOT = "/proc"
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+#: The agent learns its node from this environment variable (downward API spec.nodeName)
+#: and runs `waterline agent --node-name=$(NODE_NAME)`.
+NODE_NAME_ENV = "NODE_NAME"
+
+IMAGE = "ghcr.io/waterline/waterline:0.1.0"
+
+#: Where deploy/ installs everything, and the controller's leader-election Lease.
+NAMESPACE = "waterline-system"
+CONTROLLER_LEASE_NAME = "waterline-controller"
+CONTROLLER_LEASE_NAMESPACE = NAMESPACE
+
+#: The CRD group and version of every Waterline custom resource.
+API_GROUP = "qos.waterline.io"
+API_VERSION = "v1alpha1"

@@ -1,0 +1,549 @@
+"""deploy/ and config/: every manifest parses and passes Kubernetes' own schemas, the
+DaemonSet agrees with the agent's defaults, RBAC grants exactly what the programs use,
+the CRDs are structural, and every sample in config/ passes its CRD's schema (with the
+API server's pruning made strict: an unknown field is an error, as kubectl's default
+server-side field validation reports it)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+
+from agent import defaults
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+CONFIG = ROOT / "config"
+#: The oldest Kubernetes minor we install on (CEL validation rules are GA from 1.29).
+KUBE_VERSION = "1.29.0"
+GROUP = defaults.API_GROUP
+
+
+def _docs(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+
+
+def _manifest_files() -> list[Path]:
+    return sorted(p for p in DEPLOY.rglob("*.yaml") if p.name != "kustomization.yaml")
+
+
+def _all_manifests() -> list[dict[str, Any]]:
+    return [d for p in _manifest_files() for d in _docs(p)]
+
+
+def _one(kind: str, name: str | None = None) -> dict[str, Any]:
+    found = [
+        d
+        for d in _all_manifests()
+        if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)
+    ]
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def _crds() -> dict[str, dict[str, Any]]:
+    """CRDs by kind."""
+    return {
+        d["spec"]["names"]["kind"]: d
+        for d in _all_manifests()
+        if d["kind"] == "CustomResourceDefinition"
+    }
+
+
+# -- every manifest --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", _manifest_files(), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_manifest_parses_and_passes_kubernetes_schema(path: Path) -> None:
+    docs = _docs(path)
+    assert docs, f"{path} is empty"
+    for doc in docs:
+        assert doc.get("apiVersion") and doc.get("kind") and doc["metadata"].get("name")
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+
+
+def test_kubernetes_schema_check_is_strict() -> None:
+    """A typo in a field name must fail, or the test above proves nothing."""
+    ds = copy.deepcopy(_one("DaemonSet"))
+    ds["spec"]["template"]["spec"]["containers"][0]["volumeMount"] = []
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(ds, KUBE_VERSION, strict=True)
+
+
+def test_kustomization_installs_every_manifest() -> None:
+    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+    listed = [DEPLOY / r for r in kustomization["resources"]]
+    for path in listed:
+        assert path.is_file(), f"kustomization lists a missing file: {path}"
+    assert sorted(listed) == _manifest_files(), "a manifest in deploy/ is not in kustomization.yaml"
+    kinds = {d["kind"] for d in _all_manifests()}
+    assert {
+        "CustomResourceDefinition",
+        "Namespace",
+        "DaemonSet",
+        "Deployment",
+        "ClusterRole",
+    } <= kinds
+
+
+def test_namespaced_objects_live_in_the_waterline_namespace() -> None:
+    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    for doc in _all_manifests():
+        if doc["kind"] not in cluster_scoped:
+            assert doc["metadata"].get("namespace") == defaults.NAMESPACE, doc["metadata"]["name"]
+    assert _one("Namespace")["metadata"]["name"] == defaults.NAMESPACE
+
+
+# -- the DaemonSet agrees with the agent's defaults -----------------------------------
+
+
+def _agent_pod() -> dict[str, Any]:
+    return _one("DaemonSet", "waterline-agent")["spec"]["template"]["spec"]
+
+
+def _agent_container() -> dict[str, Any]:
+    containers = _agent_pod()["containers"]
+    assert len(containers) == 1
+    return containers[0]
+
+
+def test_agent_command_image_and_node_name() -> None:
+    c = _agent_container()
+    assert c["image"] == defaults.IMAGE
+    assert c["args"] == ["agent", f"--node-name=$({defaults.NODE_NAME_ENV})"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env[defaults.NODE_NAME_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_agent_port_and_probes_use_the_metrics_port() -> None:
+    c = _agent_container()
+    ports = {p["name"]: p for p in c["ports"]}
+    assert ports["metrics"]["containerPort"] == defaults.METRICS_PORT
+    assert c["livenessProbe"]["httpGet"] == {"path": defaults.HEALTH_PATH, "port": "metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": defaults.READY_PATH, "port": "metrics"}
+    annotations = _one("DaemonSet")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["prometheus.io/port"] == str(defaults.METRICS_PORT)
+
+
+def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """mountPath -> (volumeMount, volume)."""
+    volumes = {v["name"]: v for v in _agent_pod()["volumes"]}
+    return {m["mountPath"]: (m, volumes[m["name"]]) for m in _agent_container()["volumeMounts"]}
+
+
+@pytest.mark.parametrize(
+    ("mount_path", "host_path", "writable"),
+    [
+        (defaults.PROC_ROOT, "/proc", False),
+        (defaults.CGROUP_ROOT, "/sys/fs/cgroup", True),
+        (defaults.STATE_DIR, defaults.STATE_DIR, True),
+    ],
+)
+def test_agent_host_mounts(mount_path: str, host_path: str, writable: bool) -> None:
+    mount, volume = _mounts()[mount_path]
+    assert volume["hostPath"]["path"] == host_path
+    assert bool(mount.get("readOnly")) is not writable
+
+
+def test_agent_writes_only_cgroups_state_and_tmp() -> None:
+    writable = {path for path, (m, _) in _mounts().items() if not m.get("readOnly")}
+    assert writable == {defaults.CGROUP_ROOT, defaults.STATE_DIR, "/tmp"}
+    state = _mounts()[defaults.STATE_DIR][1]
+    assert state["hostPath"]["type"] == "DirectoryOrCreate"  # first start on a fresh node
+
+
+def test_agent_least_privilege() -> None:
+    pod, c = _agent_pod(), _agent_container()
+    sc = c["securityContext"]
+    assert sc["privileged"] is False
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+
+
+def test_agent_runs_on_every_node_and_is_node_critical() -> None:
+    pod, c = _agent_pod(), _agent_container()
+    assert {"operator": "Exists"} in pod["tolerations"]  # every taint, every effect
+    assert pod["priorityClassName"] == "system-node-critical"
+    assert not pod.get("nodeSelector") and not pod.get("affinity")
+    assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
+    assert c["resources"]["limits"]["memory"]
+
+
+def test_controller_deployment_and_lease() -> None:
+    deploy = _one("Deployment", "waterline-controller")
+    assert deploy["spec"]["replicas"] >= 2  # a warm follower
+    c = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert c["image"] == defaults.IMAGE
+    assert c["args"] == ["controller"]
+    env = {e["name"]: e.get("value") for e in c["env"]}
+    assert env["LEASE_NAME"] == defaults.CONTROLLER_LEASE_NAME
+    assert env["LEASE_NAMESPACE"] == defaults.CONTROLLER_LEASE_NAMESPACE
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert deploy["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+    assert "volumes" not in deploy["spec"]["template"]["spec"]
+
+
+# -- RBAC: exactly the verbs the programs use ------------------------------------------
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """(apiGroup, resource, verb, resourceName or '*') for every rule."""
+    out = set()
+    for rule in rules:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    for name in rule.get("resourceNames") or ["*"]:
+                        out.add((group, resource, verb, name))
+    return out
+
+
+def _expand(table: dict[tuple[str, str], str]) -> set[tuple[str, str, str, str]]:
+    return {(g, r, v, "*") for (g, r), verbs in table.items() for v in verbs.split()}
+
+
+AGENT_GRANTS = _expand(
+    {
+        ("", "pods"): "get list watch",
+        ("", "namespaces"): "get list watch",
+        ("policy", "poddisruptionbudgets"): "get list watch",
+        ("", "nodes"): "get list watch patch",
+        ("", "pods/eviction"): "create",
+        (GROUP, "nodeqosensurancepolicies"): "list watch",
+        (GROUP, "avoidanceactions"): "list watch",
+        ("", "events"): "create patch",
+        ("events.k8s.io", "events"): "create patch",
+    }
+)
+
+CONTROLLER_GRANTS = _expand(
+    {
+        (GROUP, "podmigrationjobs"): "get list watch create update patch",
+        (GROUP, "podmigrationjobs/status"): "update patch",
+        (GROUP, "reservations"): "get list watch create update patch delete",
+        (GROUP, "reservations/status"): "update patch",
+        (GROUP, "queues"): "get list watch",
+        (GROUP, "queues/status"): "update patch",
+        ("", "pods"): "list watch",
+        ("", "pods/eviction"): "create",
+        ("", "nodes"): "list watch patch",
+        ("apps", "deployments"): "get list",
+        ("apps", "replicasets"): "get list",
+        ("apps", "statefulsets"): "get list",
+        ("batch", "jobs"): "get list",
+        ("", "events"): "create patch",
+        ("events.k8s.io", "events"): "create patch",
+    }
+)
+
+LEASE_GRANTS = {
+    ("coordination.k8s.io", "leases", "create", "*"),
+    ("coordination.k8s.io", "leases", "get", defaults.CONTROLLER_LEASE_NAME),
+    ("coordination.k8s.io", "leases", "update", defaults.CONTROLLER_LEASE_NAME),
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "expected"),
+    [
+        ("ClusterRole", "waterline-agent", AGENT_GRANTS),
+        ("ClusterRole", "waterline-controller", CONTROLLER_GRANTS),
+        ("Role", "waterline-controller-leader-election", LEASE_GRANTS),
+    ],
+)
+def test_rbac_grants_exactly_what_is_used(kind: str, name: str, expected: set[Any]) -> None:
+    assert _grants(_one(kind, name)["rules"]) == expected
+
+
+def test_no_wildcards_and_no_pod_deletes() -> None:
+    for doc in _all_manifests():
+        for rule in doc.get("rules", []):
+            for key in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[key], f"{doc['metadata']['name']}: wildcard {key}"
+            assert not ({"pods", "nodes"} & set(rule["resources"]) and "delete" in rule["verbs"])
+
+
+@pytest.mark.parametrize(
+    ("workload", "role_kind", "role"),
+    [
+        ("DaemonSet", "ClusterRole", "waterline-agent"),
+        ("Deployment", "ClusterRole", "waterline-controller"),
+        ("Deployment", "Role", "waterline-controller-leader-election"),
+    ],
+)
+def test_each_program_is_bound_to_its_role(workload: str, role_kind: str, role: str) -> None:
+    account = _one(workload)["spec"]["template"]["spec"]["serviceAccountName"]
+    _one("ServiceAccount", account)
+    bindings = [
+        d
+        for d in _all_manifests()
+        if d["kind"].endswith("RoleBinding")
+        and d["roleRef"]
+        == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}
+    ]
+    subjects = [s for b in bindings for s in b["subjects"]]
+    assert {"kind": "ServiceAccount", "name": account, "namespace": defaults.NAMESPACE} in subjects
+
+
+# -- CRDs --------------------------------------------------------------------------------
+
+CRD_KINDS = {
+    "NodeQOSEnsurancePolicy": "nodeqosensurancepolicies",
+    "AvoidanceAction": "avoidanceactions",
+    "PodMigrationJob": "podmigrationjobs",
+    "Reservation": "reservations",
+    "Queue": "queues",
+}
+WITH_STATUS = {"PodMigrationJob", "Reservation", "Queue"}
+
+
+def _schema(kind: str) -> dict[str, Any]:
+    (version,) = _crds()[kind]["spec"]["versions"]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def test_crd_names_group_scope_and_subresources() -> None:
+    crds = _crds()
+    assert set(crds) == set(CRD_KINDS)
+    for kind, plural in CRD_KINDS.items():
+        spec = crds[kind]["spec"]
+        assert crds[kind]["metadata"]["name"] == f"{plural}.{GROUP}"
+        assert spec["group"] == GROUP and spec["scope"] == "Cluster"
+        assert spec["names"]["plural"] == plural
+        (version,) = spec["versions"]
+        assert version["name"] == defaults.API_VERSION and version["served"] and version["storage"]
+        assert ("status" in version.get("subresources", {})) == (kind in WITH_STATUS)
+
+
+def _walk(node: dict[str, Any], path: str = "") -> Iterator[tuple[str, dict[str, Any]]]:
+    yield path, node
+    for name, child in (node.get("properties") or {}).items():
+        yield from _walk(child, f"{path}.{name}")
+    if isinstance(node.get("items"), dict):
+        yield from _walk(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _walk(node["additionalProperties"], f"{path}{{}}")
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_KINDS))
+def test_crd_schema_is_structural(kind: str) -> None:
+    """The API server's structural rules: every node has a type unless it is int-or-string
+    or preserves unknown fields; properties only on objects, items only on arrays; never
+    both properties and additionalProperties; every default passes its own schema."""
+    for path, node in _walk(_schema(kind)):
+        where = f"{kind}{path}"
+        assert (
+            node.get("type")
+            or node.get("x-kubernetes-int-or-string")
+            or node.get("x-kubernetes-preserve-unknown-fields")
+        ), f"{where}: no type"
+        if "properties" in node or "additionalProperties" in node:
+            assert node["type"] == "object", where
+            assert not ("properties" in node and "additionalProperties" in node), where
+        if "items" in node:
+            assert node["type"] == "array", where
+        if "default" in node:
+            jsonschema.validate(node["default"], _strict(node))
+
+
+def _strict(node: dict[str, Any]) -> dict[str, Any]:
+    """The CRD schema as JSON Schema with pruning turned into an error."""
+    out = dict(node)
+    out.pop("x-kubernetes-validations", None)
+    if out.get("x-kubernetes-int-or-string") and "anyOf" not in out:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if "properties" in out:
+        out["properties"] = {k: _strict(v) for k, v in out["properties"].items()}
+        if not out.get("x-kubernetes-preserve-unknown-fields"):
+            out.setdefault("additionalProperties", False)
+    if isinstance(out.get("items"), dict):
+        out["items"] = _strict(out["items"])
+    if isinstance(out.get("additionalProperties"), dict):
+        out["additionalProperties"] = _strict(out["additionalProperties"])
+    return out
+
+
+def _defaulted(node: dict[str, Any], value: Any) -> Any:
+    """Apply schema defaults the way the API server does (only under present parents)."""
+    if isinstance(value, dict) and "properties" in node:
+        out = dict(value)
+        for name, child in node["properties"].items():
+            if name not in out and "default" in child:
+                out[name] = copy.deepcopy(child["default"])
+            if name in out:
+                out[name] = _defaulted(child, out[name])
+        return out
+    if isinstance(value, list) and isinstance(node.get("items"), dict):
+        return [_defaulted(node["items"], v) for v in value]
+    return value
+
+
+def _validate(obj: dict[str, Any]) -> dict[str, Any]:
+    """Validate a custom resource against its CRD; return it with defaults applied."""
+    assert obj["apiVersion"] == f"{GROUP}/{defaults.API_VERSION}"
+    schema = _schema(obj["kind"])
+    defaulted: dict[str, Any] = _defaulted(schema, obj)
+    jsonschema.validate(defaulted, _strict(schema))
+    assert "namespace" not in obj["metadata"], "Waterline's resources are cluster-scoped"
+    return defaulted
+
+
+# -- the samples in config/ -------------------------------------------------------------
+
+
+def _samples() -> list[tuple[str, dict[str, Any]]]:
+    files = sorted((CONFIG / "policies").glob("*.yaml")) + sorted(
+        (CONFIG / "samples").glob("*.yaml")
+    )
+    return [(f"{p.parent.name}/{p.name}#{i}", d) for p in files for i, d in enumerate(_docs(p))]
+
+
+@pytest.mark.parametrize(("where", "obj"), _samples(), ids=[w for w, _ in _samples()])
+def test_sample_passes_its_crd_schema(where: str, obj: dict[str, Any]) -> None:
+    _validate(obj)
+
+
+def test_samples_cover_every_kind_and_the_documented_cases() -> None:
+    objs = [o for _, o in _samples()]
+    kinds = {o["kind"] for o in objs}
+    assert kinds == set(CRD_KINDS)
+    actions = {o["metadata"]["name"]: o for o in objs if o["kind"] == "AvoidanceAction"}
+    policies = [o for o in objs if o["kind"] == "NodeQOSEnsurancePolicy"]
+    rules = [r for p in policies for r in p["spec"]["objectiveEnsurances"]]
+    for rule in rules:
+        assert rule["actionName"] in actions, f"{rule['name']} names a missing action"
+        assert rule["metricRule"]["name"] in _registered_metrics()
+    for action in actions.values():
+        assert "throttle" in action["spec"] or "eviction" in action["spec"]  # the CEL rule
+    batch = [
+        p
+        for p in policies
+        if p["spec"].get("nodeSelector", {}).get("matchLabels") == {"pool": "batch"}
+    ]
+    assert any(
+        actions[r["actionName"]]["spec"].get("throttle")
+        for p in batch
+        for r in p["spec"]["objectiveEnsurances"]
+    )
+    memory = [r for r in rules if r["metricRule"]["name"].startswith("memory")]
+    assert any("eviction" in actions[r["actionName"]]["spec"] for r in memory)
+    assert any(r.get("strategy") == "Preview" for r in rules)
+
+
+def _registered_metrics() -> set[str]:
+    registry = pytest.importorskip("agent.node.registry")
+    return {m.name for m in registry.METRICS}
+
+
+def test_defaults_follow_the_design() -> None:
+    policy = _validate(
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "NodeQOSEnsurancePolicy",
+            "metadata": {"name": "p"},
+            "spec": {
+                "objectiveEnsurances": [
+                    {
+                        "name": "r",
+                        "metricRule": {"name": "cpu_total_usage", "value": 6},
+                        "actionName": "a",
+                    }
+                ]
+            },
+        }
+    )
+    rule = policy["spec"]["objectiveEnsurances"][0]
+    assert (rule["avoidanceThreshold"], rule["restoreThreshold"], rule["strategy"]) == (
+        1,
+        1,
+        "None",
+    )
+    action = _validate(
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "AvoidanceAction",
+            "metadata": {"name": "a"},
+            "spec": {"eviction": {}},
+        }
+    )
+    assert action["spec"]["coolDownSeconds"] == 300
+    assert action["spec"]["scope"] == {
+        "qosClasses": ["BestEffort", "Burstable"],
+        "maxPriority": 999999,
+    }
+    queue = _validate(
+        {"apiVersion": f"{GROUP}/v1alpha1", "kind": "Queue", "metadata": {"name": "q"}}
+    )
+    assert queue["spec"] == {"weight": 1, "reclaimable": True}
+    job = _validate(
+        {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "PodMigrationJob",
+            "metadata": {"name": "j"},
+            "spec": {"podRef": {"namespace": "default", "name": "p"}},
+        }
+    )
+    assert job["spec"]["mode"] == "ReservationFirst" and job["spec"]["paused"] is False
+
+
+BAD = [
+    ("NodeQOSEnsurancePolicy", ("spec", "objectiveEnsurances", 0, "avoidanceThreshold"), 0),
+    ("NodeQOSEnsurancePolicy", ("spec", "objectiveEnsurances", 0, "strategy"), "Enforce"),
+    ("NodeQOSEnsurancePolicy", ("spec", "objectiveEnsurances", 0, "metricRule", "value"), "six"),
+    ("NodeQOSEnsurancePolicy", ("spec", "objectiveEnsurances", 0, "actionNmae"), "typo"),
+    ("AvoidanceAction", ("spec", "throttle", "cpuThrottle", "minCPURatio"), 101),
+    ("AvoidanceAction", ("spec", "throttle", "cpuThrottle", "stepCPURatio"), 0),
+    ("AvoidanceAction", ("spec", "coolDownSeconds"), -1),
+    ("AvoidanceAction", ("spec", "scope", "qosClasses"), ["Besteffort"]),
+    ("PodMigrationJob", ("spec", "mode"), "Teleport"),
+    ("PodMigrationJob", ("spec", "ttl"), "ten minutes"),
+    ("PodMigrationJob", ("status", "phase"), "Done"),
+    ("Reservation", ("status", "phase"), "Held"),
+    ("Queue", ("spec", "weight"), 0),
+    ("Queue", ("spec", "capability", "cpu"), "lots"),
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value"), BAD, ids=[f"{k}:{'.'.join(map(str, p))}" for k, p, _ in BAD]
+)
+def test_schema_rejects_bad_fields(kind: str, path: tuple[Any, ...], value: Any) -> None:
+    obj = copy.deepcopy(next(o for _, o in _samples() if o["kind"] == kind))
+    target: Any = obj
+    for key in path[:-1]:
+        if isinstance(target, dict):
+            target = target.setdefault(key, {})
+        else:
+            target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(obj)
+
+
+def test_samples_parse_with_the_engines_own_parsers() -> None:
+    """The CRD schema and the Python parsers must accept the same samples."""
+    policy = pytest.importorskip("agent.node.policy")
+    migration = pytest.importorskip("agent.cluster.migration")
+    reservation = pytest.importorskip("agent.cluster.reservation")
+    objs = [o for _, o in _samples()]
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for o in objs:
+        by_kind.setdefault(o["kind"], []).append(o)
+    actions = {a["metadata"]["name"]: policy.parse_action(a) for a in by_kind["AvoidanceAction"]}
+    for p in by_kind["NodeQOSEnsurancePolicy"]:
+        policy.parse_policy(p, actions)
+    for j in by_kind["PodMigrationJob"]:
+        migration.parse_pod_migration_job(j)
+    for r in by_kind["Reservation"]:
+        reservation.parse_reservation(r)
