@@ -1,0 +1,72 @@
+"""Small, fast file reads for the collectors, and a "log once" guard for bad files.
+
+A tick reads about a thousand small pseudo-files; ``os.open``/``os.read`` on bytes avoids
+the text-IO layers of ``open()`` (a measurable share of the tick on 250 pods). A file that
+is missing or holds garbage is logged once per path and problem, then skipped quietly on
+later ticks: a single bad pod must never crash the agent nor flood its log.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import structlog
+
+#: Forget what was logged beyond this many distinct problems (pod churn over months).
+_MAX_REMEMBERED = 10_000
+
+
+def read_bytes(path: str, limit: int = 65536) -> bytes:
+    """The content of a small file; raises OSError."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def read_int(path: str) -> int:
+    """A file holding one integer; raises OSError or ValueError."""
+    return int(read_bytes(path, 128))
+
+
+def stat_field(data: bytes, key: bytes) -> int:
+    """The value of ``key`` in a ``key value`` per line file (cpu.stat, memory.stat).
+
+    A plain ``find`` beats splitting the ~40 lines of memory.stat into a dict each tick.
+    Raises ValueError when the key is absent or its value is not an integer.
+    """
+    start = 0
+    while True:
+        at = data.find(key, start)
+        if at < 0:
+            raise ValueError(f"no {key.decode()} field")
+        end_key = at + len(key)
+        if (at == 0 or data[at - 1] == 0x0A) and data[end_key : end_key + 1] == b" ":
+            end = data.find(b"\n", end_key)
+            return int(data[end_key + 1 : end if end >= 0 else len(data)])
+        start = end_key
+
+
+class OnceLog:
+    """Log each (problem, path) once; later occurrences are counted, not logged."""
+
+    def __init__(self, logger: Any | None = None) -> None:
+        self._log = logger if logger is not None else structlog.get_logger()
+        self._seen: set[tuple[str, str]] = set()
+        self.suppressed = 0
+
+    def warn(self, event: str, path: str, **fields: Any) -> None:
+        key = (event, path)
+        if key in self._seen:
+            self.suppressed += 1
+            return
+        if len(self._seen) >= _MAX_REMEMBERED:
+            self._seen.clear()
+        self._seen.add(key)
+        self._log.warning(event, path=path, **fields)
+
+    def forget(self, path_prefix: str) -> None:
+        """Allow a path to be logged again (e.g. a pod that came back)."""
+        self._seen = {k for k in self._seen if not k[1].startswith(path_prefix)}
