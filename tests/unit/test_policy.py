@@ -1,0 +1,134 @@
+import pytest
+
+from agent.errors import InvalidObject
+from agent.model.objects import parse_pod
+from agent.node.policy import load_policies, never_candidate_reason, parse_action, parse_policy
+from tests.unit.builders import action, pod, policy, rule
+
+
+def test_action_defaults():
+    parsed = parse_action(action("a", throttle={}))
+    assert parsed.cool_down_seconds == 300
+    assert parsed.throttle is not None and parsed.throttle.min_cpu_ratio == 0
+    assert parsed.throttle.step_cpu_ratio == 10
+    assert parsed.eviction is None
+    assert parsed.scope.qos_classes == {"BestEffort", "Burstable"}
+    assert parsed.scope.max_priority == 999999
+
+
+def test_policy_defaults_and_quantity_values():
+    parsed = parse_policy(policy("p", [rule("mem", "memory_total_usage", "28Gi", "a")]))
+    only = parsed.rules[0]
+    assert only.value == 28 * 2**30
+    assert (only.avoidance_threshold, only.restore_threshold, only.preview) == (1, 1, False)
+    assert only.key == "p/mem"
+    assert parsed.selects({"any": "labels"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (action("a"), "spec"),  # neither throttle nor eviction
+        (action("a", throttle={"minCPURatio": 101}), "spec.throttle.cpuThrottle.minCPURatio"),
+        (action("a", throttle={"minCPURatio": -1}), "spec.throttle.cpuThrottle.minCPURatio"),
+        (action("a", throttle={"stepCPURatio": 0}), "spec.throttle.cpuThrottle.stepCPURatio"),
+        (action("a", throttle={"stepCPURatio": "ten"}), "spec.throttle.cpuThrottle.stepCPURatio"),
+        (action("a", throttle={}, cool_down=-5), "spec.coolDownSeconds"),
+        (action("a", throttle={}, scope={"qosClasses": ["Gold"]}), "spec.scope.qosClasses[0]"),
+        (action("a", throttle={}, scope={"podSelector": {"matchExpressions": [{"key": "x", "operator": "Near"}]}}),
+         "spec.scope.podSelector.matchExpressions[0].operator"),
+        (action("a", eviction={"terminationGracePeriodSeconds": -1}),
+         "spec.eviction.terminationGracePeriodSeconds"),
+    ],
+)
+def test_bad_actions_name_the_field(raw, field):
+    with pytest.raises(InvalidObject) as err:
+        parse_action(raw)
+    assert err.value.kind == "AvoidanceAction"
+    assert err.value.name == "a"
+    assert err.value.field == field
+    assert "AvoidanceAction a" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("rule_raw", "field"),
+    [
+        (rule("r", "cpu_total_usag", "6", "a"), "spec.objectiveEnsurances[0].metricRule.name"),
+        (rule("r", "cpu_total_usage", "six", "a"), "spec.objectiveEnsurances[0].metricRule.value"),
+        (rule("r", "cpu_total_usage", "6", "a", avoidanceThreshold=0),
+         "spec.objectiveEnsurances[0].avoidanceThreshold"),
+        (rule("r", "cpu_total_usage", "6", "a", restoreThreshold=0),
+         "spec.objectiveEnsurances[0].restoreThreshold"),
+        (rule("r", "cpu_total_usage", "6", "a", strategy="Maybe"), "spec.objectiveEnsurances[0].strategy"),
+        (rule("r", "cpu_total_usage", "6", "missing"), "spec.objectiveEnsurances[0].actionName"),
+    ],
+)
+def test_bad_rules_name_the_policy_and_field(rule_raw, field):
+    with pytest.raises(InvalidObject) as err:
+        parse_policy(policy("cpu-guard", [rule_raw]), {"a": parse_action(action("a", throttle={}))})
+    assert err.value.name == "cpu-guard"
+    assert err.value.field == field
+
+
+def test_load_policies_keeps_the_valid_ones():
+    loaded = load_policies(
+        [
+            policy("good", [rule("r", "cpu_total_usage", "6", "t")]),
+            policy("bad", [rule("r", "cpu_total_usage", "6", "broken")]),
+            policy("typo", [rule("r", "cpu_total_usag", "6", "t")]),
+        ],
+        [action("t", throttle={}), action("broken")],
+    )
+    assert [p.name for p in loaded.policies] == ["good"]
+    assert set(loaded.actions) == {"t"}
+    fields = sorted((e.kind, e.name, e.field) for e in loaded.errors)
+    assert fields == [
+        ("AvoidanceAction", "broken", "spec"),
+        ("NodeQOSEnsurancePolicy", "bad", "spec.objectiveEnsurances[0].actionName"),
+        ("NodeQOSEnsurancePolicy", "typo", "spec.objectiveEnsurances[0].metricRule.name"),
+    ]
+
+
+def test_node_pools_by_selector():
+    loaded = load_policies(
+        [
+            policy("batch", [rule("r", "cpu_total_usage", "6", "t")],
+                   {"matchLabels": {"pool": "batch"}}),
+            policy("not-gpu", [rule("r", "cpu_total_usage", "7", "t")],
+                   {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}),
+        ],
+        [action("t", throttle={})],
+    )
+    assert [p.name for p in loaded.for_node({"pool": "batch"})] == ["batch", "not-gpu"]
+    assert [p.name for p in loaded.for_node({"pool": "web", "gpu": "a100"})] == []
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"annotations": {"kubernetes.io/config.mirror": "abc"}}, "mirror or static pod"),
+        ({"annotations": {"kubernetes.io/config.source": "file"}}, "mirror or static pod"),
+        ({"owner_kind": "DaemonSet"}, "DaemonSet pod"),
+        ({"deleting": True}, "being deleted"),
+        ({"annotations": {"qos.waterline.io/protected": "true"}}, "annotated qos.waterline.io/protected"),
+        ({"priority": 2_000_000_000}, "system-critical priority"),
+        ({}, None),
+        ({"annotations": {"qos.waterline.io/protected": "false"}}, None),
+    ],
+)
+def test_never_candidates(kwargs, reason):
+    assert never_candidate_reason(parse_pod(pod("p", **kwargs))) == reason
+
+
+def test_scope_filters():
+    scope = parse_action(action("a", throttle={}, scope={
+        "qosClasses": ["BestEffort"], "maxPriority": 100,
+        "namespaceSelector": {"matchLabels": {"team": "batch"}},
+        "podSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["critical"]}]},
+    })).scope
+    be = parse_pod(pod("p", priority=100))
+    assert scope.admits(be, {"team": "batch"})
+    assert not scope.admits(be, {"team": "web"})
+    assert not scope.admits(parse_pod(pod("p", priority=101)), {"team": "batch"})
+    assert not scope.admits(parse_pod(pod("p", labels={"tier": "critical"})), {"team": "batch"})
+    assert not scope.admits(parse_pod(pod("p", requests={"cpu": "1"})), {"team": "batch"})  # Burstable
