@@ -237,49 +237,111 @@ def _key(order: Sequence[Callable[[Any, str], Any]], item: Any, resource: str) -
 
 
 class _Targets:
-    """The target set, fullest first (then name), kept sorted as utilizations change."""
+    """The target set, fullest first (then name), kept sorted as utilizations change.
+
+    Keys live in consecutive blocks that each know the largest headroom (protection limit
+    minus used, of the resource) among their nodes, so a pod skips whole blocks of full
+    nodes: a plan over thousands of targets does not test every node for every pod.
+    """
+
+    BLOCK = 48
 
     def __init__(self, states: Iterable[NodeState], args: DefragArgs) -> None:
         self.args = args
-        self.keys: list[tuple[float, str]] = []
+        self.resource = args.resource_type
         self.states: dict[str, NodeState] = {}
+        self.limit: dict[str, float] = {}
+        keys: list[tuple[float, str]] = []
         for state in states:
+            total = state.allocatable(self.resource)
             self.states[state.name] = state
-            self._insert(state)
+            # The protection limit with the float slack of the per-node check folded in.
+            self.limit[state.name] = total * args.protection_threshold / 100.0 + EPSILON * max(
+                1.0, total
+            )
+            key = self.key_of(state)
+            if key is not None:
+                keys.append(key)
+        keys.sort()
+        size = self.BLOCK
+        self.blocks: list[list[tuple[float, str]]] = [
+            keys[i : i + size] for i in range(0, len(keys), size)
+        ]
+        self.firsts = [b[0] for b in self.blocks]
+        self.maxes = [self._max(b) for b in self.blocks]
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.blocks)
+
+    def names(self) -> list[str]:
+        return [name for block in self.blocks for _, name in block]
 
     def key_of(self, state: NodeState) -> tuple[float, str] | None:
-        util = state.utilization(self.args.resource_type)
+        util = state.utilization(self.resource)
         inside = self.args.defragment_threshold < util < self.args.protection_threshold
         return (-util, state.name) if inside else None
 
-    def _insert(self, state: NodeState) -> None:
-        key = self.key_of(state)
-        if key is not None:
-            bisect.insort(self.keys, key)
+    def _headroom(self, name: str) -> float:
+        return self.limit[name] - self.states[name].used.get(self.resource, 0.0)
+
+    def _max(self, block: list[tuple[float, str]]) -> float:
+        return max(self._headroom(name) for _, name in block)
+
+    def _block_of(self, key: tuple[float, str]) -> int:
+        return max(0, bisect.bisect_right(self.firsts, key) - 1)
+
+    def _remove(self, key: tuple[float, str]) -> None:
+        if not self.blocks:
+            return
+        i = self._block_of(key)
+        block = self.blocks[i]
+        j = bisect.bisect_left(block, key)
+        if j == len(block) or block[j] != key:
+            return
+        del block[j]
+        if block:
+            self.firsts[i] = block[0]
+            self.maxes[i] = self._max(block)
+        else:
+            del self.blocks[i], self.firsts[i], self.maxes[i]
+
+    def _add(self, key: tuple[float, str]) -> None:
+        if not self.blocks:
+            self.blocks, self.firsts, self.maxes = [[key]], [key], [self._headroom(key[1])]
+            return
+        i = self._block_of(key)
+        block = self.blocks[i]
+        bisect.insort(block, key)
+        if len(block) > 2 * self.BLOCK:
+            half = len(block) // 2
+            self.blocks[i : i + 1] = [block[:half], block[half:]]
+            self.firsts[i : i + 1] = [block[0], block[half]]
+            self.maxes[i : i + 1] = [self._max(block[:half]), self._max(block[half:])]
+        else:
+            self.firsts[i] = block[0]
+            self.maxes[i] = self._max(block)
 
     def update(self, state: NodeState, old_key: tuple[float, str] | None) -> None:
+        """Re-file a node whose usage changed (``old_key`` = its key before)."""
         if old_key is not None:
-            i = bisect.bisect_left(self.keys, old_key)
-            if i < len(self.keys) and self.keys[i] == old_key:
-                del self.keys[i]
-        self._insert(state)
+            self._remove(old_key)
+        key = self.key_of(state)
+        if key is not None:
+            self._add(key)
 
     def find(self, pod: Pod) -> NodeState | None:
-        args = self.args
-        resource = args.resource_type
-        need = pod.request(resource)
-        percent = args.protection_threshold
-        threshold = (resource, percent)
-        for _, name in self.keys:
-            state = self.states[name]
-            total = state.node.allocatable.get(resource, 0.0)
-            # Fast necessary condition (reservations only add to it).
-            if state.used.get(resource, 0.0) + need > total * percent / 100.0 + EPSILON * max(
-                1.0, total
-            ):
+        """The first target, in order, that passes every placement check."""
+        need = pod.request(self.resource)
+        threshold = (self.resource, self.args.protection_threshold)
+        for block, best in zip(self.blocks, self.maxes, strict=True):
+            if need > best:
                 continue
-            if why_not(pod, state, threshold) is None:
-                return state
+            for _, name in block:
+                if need > self._headroom(name):  # necessary; reservations only add to it
+                    continue
+                state = self.states[name]
+                if why_not(pod, state, threshold) is None:
+                    return state
         return None
 
 
@@ -333,8 +395,15 @@ def plan_defrag(
             ),
             args,
         )
+        all_holds = [h for hs in copied_holds.values() for h in hs]
+        planner = _Planner(
+            snapshot,
+            targets,
+            args,
+            lambda pod: any(h.reservation.owns(pod) for h in all_holds),
+        )
         for source in sources:
-            moved, reason = _drain(source, targets, snapshot, args)
+            moved, reason = planner.drain(source)
             if reason is not None:
                 skipped[source.name] = reason
                 continue
@@ -355,33 +424,80 @@ def plan_defrag(
     )
 
 
-def _drain(
-    source: NodeState, targets: _Targets, snapshot: Snapshot, args: DefragArgs
-) -> tuple[list[Migration], str | None]:
-    """Place every pod that must leave ``source``, or nothing: on the first pod that
-    cannot move, undo this source's placements and say why."""
-    resource = args.resource_type
-    movers = [p for p in source.pods if not stays(p)]
-    for pod in movers:
-        if not migratable(pod, args):
-            return [], f"NotMigratable {pod.key}"
-    movers.sort(key=lambda p: _key(POD_ORDER, p, resource))
-    placed: list[tuple[Pod, NodeState, list[tuple[Hold, dict[str, float]]]]] = []
-    for pod in movers:
-        target = targets.find(pod)
-        if target is None:
-            for done, state, taken in reversed(placed):
-                old = targets.key_of(state)
-                snapshot.remove(done, state.name, taken)
-                targets.update(state, old)
-            return [], f"NoTarget {pod.key}"
-        old = targets.key_of(target)
-        taken = snapshot.place(pod, target.name)
-        targets.update(target, old)
-        placed.append((pod, target, taken))
-    for pod in movers:
-        snapshot.remove(pod, source.name)
-    return [Migration(pod, source.name, state.name) for pod, state, _ in placed], None
+def _signature(pod: Pod, resource: str) -> tuple[Any, ...]:
+    """Everything the placement checks read from a pod except its name, uid and its
+    request of ``resource``: two pods with one signature fit the same targets, the larger
+    one no more often."""
+    return (
+        pod.namespace,
+        tuple(sorted(pod.labels.items())),
+        tuple(sorted((r, q) for r, q in pod.requests.items() if r != resource)),
+        tuple(sorted(pod.node_selector.items())),
+        pod.node_affinity,
+        pod.anti_affinity,
+        pod.tolerations,
+    )
+
+
+@dataclass(slots=True)
+class _Planner:
+    """One planning pass: the snapshot, the targets and what is known not to fit.
+
+    Committed plan states only ever get fuller (targets gain pods and lose headroom, the
+    target set shrinks), so a pod shape that found no target in a committed state never
+    will later; ``unplaceable`` keeps the smallest such request per signature so that the
+    many sources holding a replica of an unplaceable pod are rejected without a scan.
+    """
+
+    snapshot: Snapshot
+    targets: _Targets
+    args: DefragArgs
+    reservation_owners: Callable[[Pod], bool]
+    unplaceable: dict[tuple[Any, ...], float] = field(default_factory=dict)
+
+    def _known_unplaceable(self, pod: Pod, sig: tuple[Any, ...] | None) -> bool:
+        if sig is None or sig not in self.unplaceable:
+            return False
+        return pod.request(self.args.resource_type) >= self.unplaceable[sig]
+
+    def _remember(self, pod: Pod, sig: tuple[Any, ...] | None) -> None:
+        if sig is not None:
+            need = pod.request(self.args.resource_type)
+            self.unplaceable[sig] = min(need, self.unplaceable.get(sig, need))
+
+    def drain(self, source: NodeState) -> tuple[list[Migration], str | None]:
+        """Place every pod that must leave ``source``, or nothing: on the first pod that
+        cannot move, undo this source's placements and say why."""
+        args, targets, snapshot = self.args, self.targets, self.snapshot
+        resource = args.resource_type
+        movers = [p for p in source.pods if not stays(p)]
+        for pod in movers:
+            if not migratable(pod, args):
+                return [], f"NotMigratable {pod.key}"
+        movers.sort(key=lambda p: _key(POD_ORDER, p, resource))
+        sigs = [None if self.reservation_owners(p) else _signature(p, resource) for p in movers]
+        for pod, sig in zip(movers, sigs, strict=True):
+            if self._known_unplaceable(pod, sig):
+                return [], f"NoTarget {pod.key}"
+        placed: list[tuple[Pod, NodeState, list[tuple[Hold, dict[str, float]]]]] = []
+        for pod, sig in zip(movers, sigs, strict=True):
+            target = targets.find(pod)
+            if target is None:
+                for done, state, taken in reversed(placed):
+                    old = targets.key_of(state)
+                    snapshot.remove(done, state.name, taken)
+                    targets.update(state, old)
+                # Back at a committed state: learn whether the pod fits there at all.
+                if not placed or targets.find(pod) is None:
+                    self._remember(pod, sig)
+                return [], f"NoTarget {pod.key}"
+            old = targets.key_of(target)
+            taken = snapshot.place(pod, target.name)
+            targets.update(target, old)
+            placed.append((pod, target, taken))
+        for pod in movers:
+            snapshot.remove(pod, source.name)
+        return [Migration(pod, source.name, state.name) for pod, state, _ in placed], None
 
 
 def fragmentation(states: Iterable[NodeState], resource: str) -> float:
