@@ -1,0 +1,222 @@
+"""The real CPU throttle: CFS quota writes on container cgroups, and their exact undo.
+
+For each container the cap (cores) becomes ``quota = cap * period`` with the period the
+cgroup already has (v1 ``cpu.cfs_period_us``; v2 the second field of ``cpu.max``), at
+least 1000 us (the kernel refuses less), and never above the container's original quota:
+throttling only ever tightens what the pod spec allowed.
+
+Ordering that makes it safe to kill the agent at any moment: the original quota of a
+container is persisted (``QuotaState``, atomic) *before* the first write to it; when
+persisting fails nothing is written. Restoring writes the stored original back verbatim
+(``-1`` / ``max 100000`` = unlimited) and then forgets it. A container cgroup that no
+longer exists (pod deleted, container restarted) counts as restored: the runtime created
+the new one with the spec's quota.
+
+After a restart the agent calls :meth:`CgroupThrottler.reconcile` with the pods that still
+exist (and, optionally, which throttled pods a rule still needs); when a policy or action
+is deleted it calls :meth:`restore_where` (by tag) or :meth:`restore_all`.
+Failures are logged, never raised: a single bad pod or file must not stop the agent.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterable, Mapping
+
+import structlog
+
+from agent.model.objects import Pod
+from collectors.cgroups import CgroupMounts
+from collectors.files import read_bytes
+from collectors.layout import PodCgroupLayout
+from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
+
+MIN_QUOTA_US = 1000
+V1_QUOTA = "cpu.cfs_quota_us"
+V1_PERIOD = "cpu.cfs_period_us"
+V2_MAX = "cpu.max"
+
+
+def parse_quota(version: int, quota_text: str, period_text: str = "") -> tuple[int | None, int]:
+    """(quota us or None for unlimited, period us) from the files' contents."""
+    if version == 1:
+        quota = int(quota_text)
+        return (None if quota < 0 else quota), int(period_text)
+    fields = quota_text.split()
+    if len(fields) != 2:
+        raise ValueError(f"cpu.max must hold 'quota period', got {quota_text!r}")
+    return (None if fields[0] == "max" else int(fields[0])), int(fields[1])
+
+
+def quota_for(cap_cores: float, period_us: int, original_quota: int | None) -> int:
+    """The quota that caps at ``cap_cores``: >= 1000 us, <= the original quota."""
+    quota = max(MIN_QUOTA_US, round(cap_cores * period_us))
+    if original_quota is not None:
+        quota = min(quota, max(original_quota, MIN_QUOTA_US))
+    return quota
+
+
+class CgroupThrottler:
+    """Implements ``executors.actuators.CpuThrottler`` on the host's cgroup tree."""
+
+    def __init__(
+        self,
+        mounts: CgroupMounts,
+        state: QuotaState,
+        layout: PodCgroupLayout | None = None,
+        kubelet_root: str = "",
+    ) -> None:
+        self.version = mounts.version
+        root = mounts.v1.get("cpu") if self.version == 1 else mounts.unified
+        if root is None:
+            raise ValueError("no cpu controller hierarchy: cannot throttle")
+        self.cpu_root: str = root
+        self.state = state
+        self.layout = layout if layout is not None else PodCgroupLayout(root, kubelet_root)
+        self._log = structlog.get_logger()
+
+    # -- files ---------------------------------------------------------------------
+
+    def _quota_file(self, cgroup: str, version: int) -> str:
+        return f"{self.cpu_root}/{cgroup}/{V1_QUOTA if version == 1 else V2_MAX}"
+
+    def _read(self, cgroup: str) -> tuple[str, int | None, int]:
+        """(raw quota text, quota or None, period) of a cgroup; raises OSError/ValueError."""
+        raw = read_bytes(self._quota_file(cgroup, self.version), 256).decode().strip()
+        period_text = ""
+        if self.version == 1:
+            period_text = read_bytes(f"{self.cpu_root}/{cgroup}/{V1_PERIOD}", 64).decode()
+        quota, period = parse_quota(self.version, raw, period_text)
+        return raw, quota, period
+
+    def _write(self, path: str, text: str) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # never O_CREAT: a gone cgroup is ENOENT
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+    # -- CpuThrottler --------------------------------------------------------------
+
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], tag: str = "") -> None:
+        """Cap each named container at the given cores (original quotas saved first)."""
+        found = self.layout.locate(pod)
+        if found is None:
+            self._log.warning("throttle: pod cgroup not found", pod=pod.key, uid=pod.uid)
+            return
+        record = self.state.get(pod.uid)
+        originals: dict[str, ContainerQuota] = dict(record.containers) if record else {}
+        targets: dict[str, tuple[str, int | None, int]] = {}
+        for name in sorted(container_caps):
+            cgroup = found.containers.get(name)
+            if cgroup is None:
+                self._log.warning(
+                    "throttle: container cgroup not found", pod=pod.key, container=name
+                )
+                continue
+            try:
+                raw, quota, period = self._read(cgroup)
+            except (OSError, ValueError, UnicodeDecodeError) as err:
+                self._log.warning(
+                    "throttle: quota unreadable", pod=pod.key, container=name, error=str(err)
+                )
+                continue
+            saved = originals.get(name)
+            if saved is None or saved.cgroup != cgroup:  # first write, or a restarted container
+                originals[name] = saved = ContainerQuota(cgroup, self.version, raw)
+            orig_quota, _ = parse_quota(self.version, saved.original, str(period))
+            targets[name] = (cgroup, orig_quota, period)
+        if not targets:
+            return
+        updated = ThrottledPod(
+            pod.uid, pod.namespace, pod.name, originals, tag or (record.tag if record else "")
+        )
+        if updated != record:
+            try:
+                self.state.put(updated)
+            except OSError as err:
+                self._log.error(
+                    "throttle: original quotas not persisted, nothing written",
+                    pod=pod.key,
+                    error=str(err),
+                )
+                return
+        written: dict[str, float] = {}
+        for name, (cgroup, orig_quota, period) in targets.items():
+            quota = quota_for(container_caps[name], period, orig_quota)
+            text = str(quota) if self.version == 1 else f"{quota} {period}"
+            try:
+                self._write(self._quota_file(cgroup, self.version), text)
+            except OSError as err:
+                self._log.warning(
+                    "throttle: quota write failed", pod=pod.key, container=name, error=str(err)
+                )
+                continue
+            written[name] = quota / period
+            self._log.info(
+                "throttled", pod=pod.key, container=name, quota_us=quota, period_us=period
+            )
+        if written:
+            try:
+                self.state.set_caps(pod.uid, written)
+            except OSError as err:
+                self._log.warning("throttle: caps not persisted", pod=pod.key, error=str(err))
+
+    def restore(self, pod: Pod) -> None:
+        """Write back the original quota of every container of ``pod`` and forget it."""
+        self.restore_uid(pod.uid)
+
+    # -- restart and policy deletion -----------------------------------------------
+
+    def restore_uid(self, uid: str) -> bool:
+        """Restore a pod by uid from the state file; True when nothing is left to restore."""
+        record = self.state.get(uid)
+        if record is None:
+            return True
+        done: set[str] = set()
+        for name, saved in record.containers.items():
+            path = self._quota_file(saved.cgroup, saved.version)
+            try:
+                self._write(path, saved.original)
+            except OSError as err:
+                if err.errno != errno.ENOENT:
+                    self._log.warning(
+                        "restore failed, will retry", pod=record.key, container=name, error=str(err)
+                    )
+                    continue
+            done.add(name)
+            self._log.info("quota restored", pod=record.key, container=name, quota=saved.original)
+        try:
+            self.state.remove(uid, done)
+        except OSError as err:
+            self._log.error("restore: state not persisted", pod=record.key, error=str(err))
+        return len(done) == len(record.containers)
+
+    def throttled_pods(self) -> Mapping[str, ThrottledPod]:
+        """Pods with a saved original quota, by uid (survives restarts)."""
+        return self.state.pods()
+
+    def restore_where(self, predicate: Callable[[ThrottledPod], bool]) -> list[str]:
+        """Restore every throttled pod the predicate picks; the uids fully restored."""
+        return [
+            uid
+            for uid, record in self.state.pods().items()
+            if predicate(record) and self.restore_uid(uid)
+        ]
+
+    def restore_all(self) -> list[str]:
+        return self.restore_where(lambda _record: True)
+
+    def reconcile(
+        self,
+        existing_pod_uids: Iterable[str],
+        keep: Callable[[ThrottledPod], bool] | None = None,
+    ) -> list[str]:
+        """Start-up: restore (or just forget, when their cgroup is gone) pods that no longer
+        exist, and pods that ``keep`` says no rule needs any more. Pods kept stay throttled
+        at their current quota; the engine raises them through throttle-up."""
+        existing = set(existing_pod_uids)
+        return self.restore_where(
+            lambda r: r.uid not in existing or (keep is not None and not keep(r))
+        )

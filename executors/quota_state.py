@@ -1,0 +1,194 @@
+"""The throttler's memory: the original CPU quota of every container it has capped.
+
+Kept as one small JSON file in the agent's state directory (a hostPath, so it outlives the
+agent's pod), rewritten atomically on every change: write a temp file in the same
+directory, fsync it, rename it over the old one, fsync the directory. A crash at any point
+leaves either the old or the new file, never a torn one. The original is stored exactly as
+the kernel showed it (``-1``, ``50000``, ``max 100000``) so that restoring writes back
+exactly that, "unlimited" included.
+
+A file that cannot be parsed is moved aside (``.corrupt-<time>``) and logged as an error:
+the agent keeps working, but the pods it named cannot be restored automatically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import structlog
+
+STATE_FILE = "cpu-quota.json"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerQuota:
+    #: The container cgroup, relative to the cpu controller root.
+    cgroup: str
+    #: 1: ``cpu.cfs_quota_us`` holds the quota; 2: ``cpu.max`` holds ``quota period``.
+    version: int
+    #: The quota file's content before our first write, stripped.
+    original: str
+    #: The cap last written, in cores (None before the first write).
+    cap: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottledPod:
+    uid: str
+    namespace: str
+    name: str
+    containers: Mapping[str, ContainerQuota] = field(default_factory=dict)
+    #: Free text the caller attaches (e.g. the action that throttled), kept across restarts.
+    tag: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _to_json(pods: Mapping[str, ThrottledPod]) -> dict[str, Any]:
+    return {
+        "version": FORMAT_VERSION,
+        "pods": {
+            uid: {
+                "namespace": p.namespace,
+                "name": p.name,
+                "tag": p.tag,
+                "containers": {
+                    name: {
+                        "cgroup": c.cgroup,
+                        "version": c.version,
+                        "original": c.original,
+                        "cap": c.cap,
+                    }
+                    for name, c in p.containers.items()
+                },
+            }
+            for uid, p in pods.items()
+        },
+    }
+
+
+def _from_json(raw: Any) -> dict[str, ThrottledPod]:
+    if not isinstance(raw, dict) or raw.get("version") != FORMAT_VERSION:
+        raise ValueError("not a version 1 quota state")
+    pods: dict[str, ThrottledPod] = {}
+    for uid, p in raw["pods"].items():
+        containers = {}
+        for name, c in p["containers"].items():
+            version = int(c["version"])
+            if version not in (1, 2) or not isinstance(c["original"], str):
+                raise ValueError(f"pod {uid} container {name}: bad quota record")
+            cap = c.get("cap")
+            containers[str(name)] = ContainerQuota(
+                cgroup=str(c["cgroup"]),
+                version=version,
+                original=c["original"],
+                cap=None if cap is None else float(cap),
+            )
+        pods[str(uid)] = ThrottledPod(
+            uid=str(uid),
+            namespace=str(p["namespace"]),
+            name=str(p["name"]),
+            containers=containers,
+            tag=str(p.get("tag", "")),
+        )
+    return pods
+
+
+class QuotaState:
+    """Original quotas by pod uid, persisted on every change."""
+
+    def __init__(self, state_dir: str, filename: str = STATE_FILE) -> None:
+        self.dir = state_dir
+        self.path = os.path.join(state_dir, filename)
+        self._log = structlog.get_logger()
+        self._pods: dict[str, ThrottledPod] = self._load()
+
+    def _load(self) -> dict[str, ThrottledPod]:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                return _from_json(json.load(f))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            aside = f"{self.path}.corrupt-{int(time.time())}"
+            try:
+                os.replace(self.path, aside)
+            except OSError:
+                aside = ""
+            self._log.error(
+                "quota state unreadable; pods it named cannot be restored automatically",
+                path=self.path,
+                moved_to=aside,
+                error=str(err),
+            )
+            return {}
+
+    def _save(self, pods: dict[str, ThrottledPod]) -> None:
+        """Atomically replace the state file; raises OSError (nothing changed then)."""
+        os.makedirs(self.dir, exist_ok=True)
+        data = json.dumps(_to_json(pods), sort_keys=True, indent=1).encode()
+        fd, tmp = tempfile.mkstemp(prefix=".cpu-quota-", dir=self.dir)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        dir_fd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+        self._pods = pods
+
+    def pods(self) -> Mapping[str, ThrottledPod]:
+        return dict(self._pods)
+
+    def get(self, uid: str) -> ThrottledPod | None:
+        return self._pods.get(uid)
+
+    def put(self, pod: ThrottledPod) -> None:
+        """Record (or replace) a pod and persist; raises OSError when not persisted."""
+        self._save({**self._pods, pod.uid: pod})
+
+    def set_caps(self, uid: str, caps: Mapping[str, float]) -> None:
+        """Record the caps last written (informational: for throttled_pods after restart)."""
+        pod = self._pods.get(uid)
+        if pod is None:
+            return
+        containers = {
+            name: replace(c, cap=caps[name]) if name in caps else c
+            for name, c in pod.containers.items()
+        }
+        self._save({**self._pods, uid: replace(pod, containers=containers)})
+
+    def remove(self, uid: str, containers: set[str] | None = None) -> None:
+        """Forget a pod (or some of its containers) and persist; raises OSError."""
+        pod = self._pods.get(uid)
+        if pod is None:
+            return
+        pods = dict(self._pods)
+        left = {
+            n: c
+            for n, c in pod.containers.items()
+            if containers is not None and n not in containers
+        }
+        if left:
+            pods[uid] = replace(pod, containers=left)
+        else:
+            del pods[uid]
+        self._save(pods)
