@@ -239,7 +239,8 @@ def _single(
     ]
     if not fitting:
         return None
-    fitting.sort(key=lambda t: (t[0], t[1]))
+    # deviations equal to 1e-9 are ties (0.95 and 1.05 against 1 differ only by float noise)
+    fitting.sort(key=lambda t: (round(t[0], 9), t[1]))
     return [fitting[0][2].pod]
 
 

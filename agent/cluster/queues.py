@@ -680,10 +680,10 @@ def decide(
 
 
 def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
+    args = parse_args(scenario.config_section("queues"))  # a bad config is refused even unused
     raws = scenario.store.raw.get(KIND) or []
     if not raws:
         return None
-    args = parse_args(scenario.config_section("queues"))
     queues = parse_queues(raws)
     result = decide(queues, scenario.store.nodes.values(), scenario.store.pods, scenario.now, args)
     return {
