@@ -25,8 +25,9 @@ Decisions made where DESIGN.md is silent (what an SRE on a large cluster would e
 * Unavailable pods are the workload's live pods (not Succeeded/Failed) that are not
   ready or are being deleted; the candidate itself is never counted, so a crash-looping
   pod can still be moved off a bad node.
-* A Running job whose pod is gone still counts on its ``status.nodeName`` and its pod's
-  namespace: the migration is not over until the replacement is ready.
+* A Running job whose pod is gone (evicted, replacement not ready yet) still counts in
+  its pod's namespace, but on no node: ``status.nodeName`` is where the pod goes, and the
+  node it left is not known any more.
 * ``spec.priorityClassName`` naming no known PriorityClass counts as priority 0.
 * Workload limits accept an integer or a percentage of replicas (``"20%"``, rounded down,
   never below 1); node and namespace limits are integers, ``null`` meaning no limit.
@@ -396,8 +397,6 @@ class _Budget:
                 continue
             if pod is None:
                 self.pods.add(job.pod_key)
-                if job.node_name:
-                    self.per_node[job.node_name] += 1
                 self.per_namespace[job.pod_namespace] += 1
                 continue
             self.add(pod, index.workload_of.get(pod.key))

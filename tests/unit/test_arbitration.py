@@ -459,14 +459,14 @@ def test_max_migrating_per_node_counts_running_and_passed_jobs() -> None:
     assert reasons(run(objs, args)) == (["j-a", "j-c"], {"j-b": "MaxMigratingPerNode"}, {})
 
 
-def test_running_job_of_a_gone_pod_still_counts_on_its_node() -> None:
+def test_running_job_of_a_gone_pod_counts_in_its_namespace_not_on_a_node() -> None:
     gone = job("j-gone", "evicted", phase="Running")
-    gone["status"]["nodeName"] = "n1"
+    gone["status"]["nodeName"] = "n1"  # where the pod goes, not where it was
     objs = [workload("Deployment", "web", 100), pod("a", "n1"), gone, job("j-a", "a")]
-    args = ArbitrationArgs(
-        max_migrating_per_node=1, max_migrating_per_workload=100, max_unavailable_per_workload=100
-    )
-    assert reasons(run(objs, args)) == ([], {"j-a": "MaxMigratingPerNode"}, {})
+    limits = {"max_migrating_per_workload": 100, "max_unavailable_per_workload": 100}
+    assert run(objs, ArbitrationArgs(max_migrating_per_node=1, **limits)).passed == ("j-a",)
+    blocked = ArbitrationArgs(max_migrating_per_namespace=1, **limits)
+    assert reasons(run(objs, blocked))[1] == {"j-a": "MaxMigratingPerNamespace"}
 
 
 def test_max_migrating_per_namespace() -> None:
