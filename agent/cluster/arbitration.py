@@ -8,6 +8,8 @@ count as migrating, and so does every job passed earlier in the same round. At m
 
 Decisions made where DESIGN.md is silent (what an SRE on a large cluster would expect):
 
+* "A batch Job already has pods migrating" is read at the start of the round (Running
+  jobs); jobs passing during the round do not reorder it.
 * Non-retryable failures are decided before the ordering: a failed job counts against no
   limit, so where it would have sat in the walk changes nothing.
 * ``spec.paused`` jobs are left alone and reported waiting as ``Paused``; a second job for
