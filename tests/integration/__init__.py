@@ -1,0 +1,1 @@
+"""Integration tests: real cgroups, processes and sockets (``pytest -m integration``)."""

@@ -1,0 +1,229 @@
+"""The collector and the throttler against the real cgroup v1 hierarchies of this host.
+
+Busy processes are started inside a kubepods-shaped tree (cgroupfs driver, under a unique
+kubelet ``--cgroup-root``: ``kubepods-waterline-test-<pid>-<n>/kubepods/besteffort/...``)
+in the ``cpu`` and ``cpuacct`` hierarchies. Memory is left alone: moving test processes
+between memory cgroups would take them out of whatever limits this sandbox put on us.
+Every cgroup and process made here is removed by the fixture's finalizer, also on failure.
+
+CPU figures are checked against ``cpuacct.usage`` read over the same window, not against
+wall-clock expectations: other tests share the two cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.model.objects import BEST_EFFORT, Container, Pod
+from collectors.cgroups import CgroupMounts, detect_mounts
+from collectors.pod_stats import PodStatsCollector
+from executors.cgroup_throttle import CgroupThrottler
+from executors.quota_state import QuotaState
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+_COUNTER = itertools.count()
+
+
+class V1Node:
+    """A throwaway kubepods tree with busy processes in it."""
+
+    def __init__(self) -> None:
+        detected = detect_mounts()
+        cpu, acct = detected.v1.get("cpu"), detected.v1.get("cpuacct")
+        if cpu is None or acct is None:
+            pytest.skip(f"cpu and cpuacct are not cgroup v1 controllers here ({detected.mode})")
+        self.mounts = CgroupMounts(detected.cgroup_root, {"cpu": cpu, "cpuacct": acct})
+        self.roots = sorted({cpu, acct})
+        self.kubelet_root = f"kubepods-waterline-test-{os.getpid()}-{next(_COUNTER)}"
+        self.dirs: list[str] = []
+        self.procs: list[subprocess.Popen[bytes]] = []
+        try:
+            self._mkdir(self.kubelet_root)
+        except OSError as err:
+            pytest.skip(f"cannot create cgroups under {cpu}: {err}")
+        self._mkdir(f"{self.kubelet_root}/kubepods")
+        self._mkdir(f"{self.kubelet_root}/kubepods/besteffort")
+
+    def _mkdir(self, rel: str) -> None:
+        for root in self.roots:
+            os.mkdir(f"{root}/{rel}")
+            if rel not in self.dirs:
+                self.dirs.append(rel)
+
+    def pod_rel(self, uid: str) -> str:
+        return f"{self.kubelet_root}/kubepods/besteffort/pod{uid}"
+
+    def add_pod(self, name: str, uid: str, busy: dict[str, int]) -> Pod:
+        """A pod whose containers run ``busy[name]`` busy-looping processes each."""
+        self._mkdir(self.pod_rel(uid))
+        containers = []
+        for cname, n in busy.items():
+            cid = f"{uid}{cname}"
+            rel = f"{self.pod_rel(uid)}/{cid}"
+            self._mkdir(rel)
+            for _ in range(n):
+                self.spawn_in(rel)
+            containers.append(Container(cname, container_id=f"containerd://{cid}"))
+        return Pod(namespace="it", name=name, uid=uid, qos_class=BEST_EFFORT,
+                   containers=tuple(containers))  # fmt: skip
+
+    def spawn_in(self, rel: str) -> None:
+        procs_files = [f"{root}/{rel}/cgroup.procs" for root in self.roots]
+
+        def enter() -> None:  # runs in the child before exec: born inside the cgroup
+            for path in procs_files:
+                with open(path, "w") as f:
+                    f.write(str(os.getpid()))
+
+        self.procs.append(
+            subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=enter)  # noqa: PLW1509
+        )
+
+    def acct(self, rel: str) -> int:
+        return int(Path(self.mounts.v1["cpuacct"], rel, "cpuacct.usage").read_text())
+
+    def quota(self, rel: str) -> str:
+        return Path(self.mounts.v1["cpu"], rel, "cpu.cfs_quota_us").read_text().strip()
+
+    def cleanup(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+        for rel in reversed(self.dirs):
+            for root in self.roots:
+                for _ in range(50):  # a killed task can take a moment to leave
+                    try:
+                        os.rmdir(f"{root}/{rel}")
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.02)
+
+
+@pytest.fixture
+def node() -> Iterator[V1Node]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create cgroups")
+    made = V1Node()
+    try:
+        yield made
+    finally:
+        made.cleanup()
+
+
+def _rate(node: V1Node, rel: str, seconds: float) -> float:
+    u0, t0 = node.acct(rel), time.monotonic()
+    time.sleep(seconds)
+    return (node.acct(rel) - u0) / 1e9 / (time.monotonic() - t0)
+
+
+def test_collector_matches_cpuacct_over_the_same_window(node: V1Node) -> None:
+    pods = [
+        node.add_pod("one", "u1", {"a": 1}),
+        node.add_pod("two", "u2", {"a": 1, "b": 0}),
+    ]
+    collector = PodStatsCollector(node.mounts, kubelet_root=node.kubelet_root)
+    rels = [node.pod_rel("u1"), node.pod_rel("u2"), f"{node.pod_rel('u1')}/u1a"]
+    first = collector.collect(pods)
+    before = [node.acct(r) for r in rels]
+    t0 = time.monotonic()
+    assert all(u.cpu is None for u in first.usage.values())  # first sample: no rate
+    time.sleep(1.0)
+    sample = collector.collect(pods)
+    elapsed = time.monotonic() - t0
+    expected = [(node.acct(r) - b) / 1e9 / elapsed for r, b in zip(rels, before, strict=True)]
+    one, two = sample.usage["it/one"], sample.usage["it/two"]
+    assert one.cpu is not None and two.cpu is not None
+    assert one.containers["a"].cpu is not None
+    measured = [one.cpu, two.cpu, one.containers["a"].cpu]
+    for got, want in zip(measured, expected, strict=True):
+        assert want > 0.05, f"busy loop got almost no CPU ({want:.3f} cores)"
+        assert got == pytest.approx(want, rel=0.10), (measured, expected)
+    assert two.containers["b"].cpu == pytest.approx(0.0, abs=0.01)  # the idle container
+
+
+def test_quota_caps_kernel_usage_and_restore_writes_minus_one(node: V1Node, tmp_path: Path) -> None:
+    cap = 0.2
+    pods = [node.add_pod("be1", "t1", {"a": 1}), node.add_pod("be2", "t2", {"a": 1})]
+    throttler = CgroupThrottler(
+        node.mounts, QuotaState(str(tmp_path / "state")), kubelet_root=node.kubelet_root
+    )
+    containers = [f"{node.pod_rel(p.uid)}/{p.uid}a" for p in pods]
+    assert [node.quota(c) for c in containers] == ["-1", "-1"]
+    for pod in pods:
+        throttler.apply(pod, {"a": cap})
+    assert [node.quota(c) for c in containers] == ["20000", "20000"]
+    collector = PodStatsCollector(node.mounts, kubelet_root=node.kubelet_root)
+    collector.collect(pods)
+    ticks = [[_rate(node, c, 1.0) for c in containers] for _ in range(3)]
+    stats = collector.collect(pods).stats["it/be1"].containers["a"]
+    assert stats.throttling is not None and stats.throttling.throttled_ratio is not None
+    assert stats.throttling.throttled_ratio > 0.5  # a capped busy loop hits the cap each period
+    print(f"kernel-measured usage per tick after capping at {cap} cores: {ticks}")
+    for i, _ in enumerate(containers):
+        per_tick = [t[i] for t in ticks]
+        assert any(abs(u - cap) <= 0.1 * cap for u in per_tick), per_tick
+        assert per_tick[-1] <= 1.1 * cap, per_tick
+
+    for pod in pods:
+        throttler.restore(pod)
+    assert [node.quota(c) for c in containers] == ["-1", "-1"]
+    assert throttler.throttled_pods() == {}
+
+
+THROTTLER = """
+import sys, time
+from agent.model.objects import Container, Pod
+from collectors.cgroups import CgroupMounts
+from executors.cgroup_throttle import CgroupThrottler
+from executors.quota_state import QuotaState
+cg_root, cpu, acct, kubelet_root, state_dir, uid = sys.argv[1:7]
+mounts = CgroupMounts(cg_root, {"cpu": cpu, "cpuacct": acct})
+pod = Pod(namespace="it", name="victim", uid=uid, qos_class="BestEffort",
+          containers=(Container("a", container_id=f"containerd://{uid}a"),))
+CgroupThrottler(mounts, QuotaState(state_dir), kubelet_root=kubelet_root).apply(pod, {"a": 0.2})
+print("throttled", flush=True)
+time.sleep(60)
+"""
+
+
+def test_new_throttler_restores_after_the_old_one_was_killed(node: V1Node, tmp_path: Path) -> None:
+    pod = node.add_pod("victim", "k1", {"a": 1})
+    container = f"{node.pod_rel('k1')}/k1a"
+    state_dir = str(tmp_path / "state")
+    child = subprocess.Popen(
+        [sys.executable, "-c", THROTTLER, node.mounts.cgroup_root, node.mounts.v1["cpu"],
+         node.mounts.v1["cpuacct"], node.kubelet_root, state_dir, "k1"],
+        cwd=ROOT, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        lines = iter(child.stdout.readline, b"")  # the child also logs to stdout
+        assert any(line.strip() == b"throttled" for line in lines)
+        assert node.quota(container) == "20000"
+        child.send_signal(signal.SIGKILL)  # mid-throttle: no chance to clean up
+        child.wait(timeout=10)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=10)
+    assert node.quota(container) == "20000"  # still throttled by the dead agent
+
+    fresh = CgroupThrottler(node.mounts, QuotaState(state_dir), kubelet_root=node.kubelet_root)
+    assert set(fresh.throttled_pods()) == {"k1"}
+    restored = fresh.reconcile({pod.uid}, keep=lambda _record: False)  # no rule needs it
+    assert restored == ["k1"]
+    assert node.quota(container) == "-1"
+    assert fresh.throttled_pods() == {}
