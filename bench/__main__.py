@@ -7,6 +7,7 @@ import sys
 
 BENCHMARKS = (
     "bench.decision",
+    "bench.collectors",
 )
 
 

@@ -1,0 +1,216 @@
+"""Collector cost per tick on a node of 250 pods x 3 containers.
+
+Builds fake cgroup trees on tmpfs (``/dev/shm``): a v1 host shaped like ours (separate
+``cpu``, ``cpuacct`` and ``memory`` hierarchies, cgroupfs driver, containerd) and a v2
+host (systemd driver, CRI-O), with the kernel's file formats. For each it prints the
+collector's CPU time per tick beside a bare loop that only opens and reads the same files
+(``os.open``/``os.read``/``os.close``, the cheapest Python can do), and the peak RSS of a
+fresh process that ran the collector. Each measurement runs in its own interpreter so that
+peak RSS is the collector's, not the other benchmarks'.
+
+Goals (issue 3): at most 3x the bare read loop; peak RSS under 80 MiB.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PODS = 250
+CONTAINERS = 3
+TICKS = 40
+QOS = ("Guaranteed", "Burstable", "BestEffort")
+
+V1_MEMORY_STAT = "".join(
+    f"{k} {v}\n"
+    for k, v in [
+        ("cache", 1), ("rss", 2), ("rss_huge", 0), ("shmem", 0), ("mapped_file", 0),
+        ("dirty", 0), ("writeback", 0), ("pgpgin", 9), ("pgpgout", 9), ("pgfault", 9),
+        ("pgmajfault", 0), ("inactive_anon", 0), ("active_anon", 2), ("inactive_file", 1),
+        ("active_file", 0), ("unevictable", 0), ("hierarchical_memory_limit", 9 << 40),
+        ("hierarchical_memsw_limit", 9 << 40), ("total_cache", 4096), ("total_rss", 81920),
+        ("total_rss_huge", 0), ("total_shmem", 0), ("total_mapped_file", 0),
+        ("total_dirty", 0), ("total_writeback", 0), ("total_pgpgin", 99),
+        ("total_pgpgout", 99), ("total_pgfault", 999), ("total_pgmajfault", 0),
+        ("total_inactive_anon", 0), ("total_active_anon", 81920),
+        ("total_inactive_file", 4096), ("total_active_file", 0), ("total_unevictable", 0),
+    ]
+)  # fmt: skip
+_V2_MEMORY_KEYS = (
+    "anon file kernel kernel_stack pagetables sec_pagetables percpu sock vmalloc shmem "
+    "zswap zswapped file_mapped file_dirty file_writeback swapcached anon_thp file_thp "
+    "shmem_thp inactive_anon active_anon inactive_file active_file unevictable "
+    "slab_reclaimable slab_unreclaimable slab workingset_refault_anon "
+    "workingset_refault_file workingset_activate_anon workingset_activate_file "
+    "workingset_restore_anon workingset_restore_file workingset_nodereclaim pgscan "
+    "pgsteal pgscan_kswapd pgscan_direct pgsteal_kswapd pgsteal_direct pgfault "
+    "pgmajfault pgrefill pgactivate pgdeactivate pglazyfree pglazyfreed thp_fault_alloc "
+    "thp_collapse_alloc"
+)
+V2_MEMORY_STAT = "".join(f"{k} 12345\n" for k in _V2_MEMORY_KEYS.split())
+PSI = "some avg10=0.00 avg60=0.00 avg300=0.00 total=0\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text)
+
+
+def _build(base: Path, version: int) -> tuple[list[dict[str, object]], list[str]]:
+    """Make the tree; returns raw pod specs and the files the collector reads each tick."""
+    roots = [base / c for c in ("cpu", "cpuacct", "memory")] if version == 1 else [base]
+    for r in roots:
+        r.mkdir(parents=True, exist_ok=True)
+    if version == 2:
+        _write(base / "cgroup.controllers", "cpuset cpu io memory pids\n")
+    pods: list[dict[str, object]] = []
+    files: list[str] = []
+    for i in range(PODS):
+        qos = QOS[i % 3]
+        uid = f"0000{i:04d}-aaaa-bbbb-cccc-{i:012d}"
+        if version == 1:
+            q = {"Guaranteed": "", "Burstable": "burstable/", "BestEffort": "besteffort/"}[qos]
+            pod_rel = f"kubepods/{q}pod{uid}"
+            names = [f"{i:04d}{c:060d}" for c in range(CONTAINERS)]
+            ids = [f"containerd://{n}" for n in names]
+        else:
+            u = uid.replace("-", "_")
+            q = {"Guaranteed": "", "Burstable": "burstable", "BestEffort": "besteffort"}[qos]
+            pod_rel = (
+                f"kubepods.slice/kubepods-{q}.slice/kubepods-{q}-pod{u}.slice"
+                if q
+                else f"kubepods.slice/kubepods-pod{u}.slice"
+            )
+            cids = [f"{i:04d}{c:060d}" for c in range(CONTAINERS)]
+            names = [f"crio-{c}.scope" for c in cids]
+            ids = [f"cri-o://{c}" for c in cids]
+        for rel in [pod_rel, *(f"{pod_rel}/{n}" for n in names)]:
+            if version == 1:
+                cpu, acct, mem = (base / c / rel for c in ("cpu", "cpuacct", "memory"))
+                for d in (cpu, acct, mem):
+                    d.mkdir(parents=True, exist_ok=True)
+                _write(acct / "cpuacct.usage", "123456789012\n")
+                _write(cpu / "cpu.stat", "nr_periods 100\nnr_throttled 3\nthrottled_time 999\n"
+                       "nr_bursts 0\nburst_time 0\n")  # fmt: skip
+                _write(mem / "memory.usage_in_bytes", "86016\n")
+                _write(mem / "memory.stat", V1_MEMORY_STAT)
+                files += [str(acct / "cpuacct.usage"), str(cpu / "cpu.stat"),
+                          str(mem / "memory.usage_in_bytes"), str(mem / "memory.stat")]  # fmt: skip
+            else:
+                d = base / rel
+                d.mkdir(parents=True, exist_ok=True)
+                _write(d / "cpu.stat", "usage_usec 123456789\nuser_usec 1\nsystem_usec 1\n"
+                       "nr_periods 100\nnr_throttled 3\nthrottled_usec 999\n"
+                       "nr_bursts 0\nburst_usec 0\n")  # fmt: skip
+                _write(d / "memory.current", "86016\n")
+                _write(d / "memory.stat", V2_MEMORY_STAT)
+                _write(d / "cpu.pressure", PSI)
+                _write(d / "memory.pressure", PSI)
+                files += [str(d / f) for f in ("cpu.stat", "memory.current", "memory.stat",
+                                               "cpu.pressure", "memory.pressure")]  # fmt: skip
+        pods.append({"name": f"p{i:03d}", "uid": uid, "qos": qos, "ids": ids})
+    return pods, files
+
+
+def _bare(files: list[str]) -> None:
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.read(fd, 65536)
+        finally:
+            os.close(fd)
+
+
+def _per_tick(fn: object, ticks: int) -> float:
+    samples = []
+    for _ in range(ticks):
+        t0 = time.process_time()
+        fn()  # type: ignore[operator]
+        samples.append(time.process_time() - t0)
+    return statistics.median(samples)
+
+
+def child(version: int, what: str) -> None:
+    """Runs in a fresh interpreter; prints one JSON line."""
+    import structlog
+
+    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())  # no log I/O
+    from agent.model.objects import Container, Pod
+    from collectors.cgroups import CgroupMounts
+    from collectors.pod_stats import PodStatsCollector
+
+    base = Path(tempfile.mkdtemp(prefix=f"waterline-bench-{os.getpid()}-", dir="/dev/shm"))
+    try:
+        raw, files = _build(base, version)
+        if what == "bare":
+            seconds = _per_tick(lambda: _bare(files), TICKS)
+            out = {"seconds": seconds, "files": len(files)}
+        else:
+            pods = [
+                Pod(
+                    namespace="bench",
+                    name=str(p["name"]),
+                    uid=str(p["uid"]),
+                    qos_class=str(p["qos"]),
+                    containers=tuple(
+                        Container(f"c{j}", container_id=cid)
+                        for j, cid in enumerate(p["ids"])  # type: ignore[arg-type]
+                    ),
+                )
+                for p in raw
+            ]
+            if version == 1:
+                mounts = CgroupMounts(
+                    str(base), {c: str(base / c) for c in ("cpu", "cpuacct", "memory")}
+                )
+            else:
+                mounts = CgroupMounts(str(base), {}, str(base), frozenset({"cpu", "memory"}))
+            collector = PodStatsCollector(mounts)
+            first = collector.collect(pods)  # locates every cgroup (cached afterwards)
+            assert len(first.usage) == PODS, (len(first.usage), first.missing[:3])
+            seconds = _per_tick(lambda: collector.collect(pods), TICKS)
+            peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            out = {"seconds": seconds, "rss_mib": peak_kib / 1024}
+        print(json.dumps(out))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _run(version: int, what: str) -> dict[str, float]:
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.collectors", str(version), what],
+        cwd=root, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    if not os.path.isdir("/dev/shm"):
+        print("no /dev/shm: skipped")
+        return
+    print(f"{PODS} pods x {CONTAINERS} containers, median of {TICKS} ticks, CPU time")
+    for version in (1, 2):
+        bare = _run(version, "bare")
+        coll = _run(version, "collector")
+        ratio = coll["seconds"] / bare["seconds"]
+        print(
+            f"cgroup v{version}: collector {coll['seconds'] * 1e3:.1f} ms/tick, "
+            f"bare read loop {bare['seconds'] * 1e3:.1f} ms/tick ({bare['files']:.0f} files), "
+            f"ratio {ratio:.2f}x (goal <= 3x); collector peak RSS {coll['rss_mib']:.1f} MiB "
+            f"(goal < 80 MiB)"
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3:
+        child(int(sys.argv[1]), sys.argv[2])
+    else:
+        main()
