@@ -105,7 +105,8 @@ def metric_chart(metric: str, ticks: Sequence[Mapping[str, Any]]) -> str | None:
         # a waterline holds from its tick until the next one: draw it as steps
         steps = []
         for x, y in series:
-            end = following[x] if following[x] is not None else x + tail
+            nxt = following[x]
+            end: float = nxt if nxt is not None else x + tail
             steps.append(f"M{scale.x(x):.1f},{scale.y(y):.1f} H{scale.x(end):.1f}")
         out.append(f'<path class="waterline {kind}" d="{" ".join(steps)}" fill="none" '
                    f'stroke="{LINE_COLOURS[kind]}" stroke-dasharray="6 4" stroke-width="2">'
@@ -163,6 +164,7 @@ def _node_section(name: str, node: Mapping[str, Any]) -> str:
 
 def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
     parts: list[str] = []
+    rows: list[tuple[Any, ...]]
     if "arbitration" in report:
         arb = report["arbitration"]
         rows = [(j, "passed", i + 1) for i, j in enumerate(arb.get("passed", []))]
