@@ -25,6 +25,7 @@ path and leave that field ``None``; nothing here raises on a bad file.
 from __future__ import annotations
 
 import errno
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -144,7 +145,8 @@ class PodStatsCollector:
         try:
             data = read_bytes(path)
         except OSError as err:
-            if err.errno == errno.ENOENT and enabled is None:
+            # ENOENT in a cgroup that still exists: this kernel has no per-cgroup PSI.
+            if err.errno == errno.ENOENT and enabled is None and os.path.isdir(f"{base}/{rel}"):
                 self._log.warn("no per-cgroup PSI on this kernel", path)
                 return None, False
             return None, enabled

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.model.objects import BEST_EFFORT, BURSTABLE, GUARANTEED
-from collectors.files import OnceLog
+from collectors.files import OnceLog, stat_field
 from collectors.node_stats import NodeStatsCollector
 from collectors.pod_stats import PodStatsCollector
 from collectors.psi import parse_psi
@@ -229,3 +229,12 @@ def test_node_without_psi_or_with_garbage_leaves_those_metrics_out(tmp_path: Pat
 def test_node_with_no_proc_at_all_has_no_metrics(tmp_path: Path) -> None:
     stats = NodeStatsCollector(str(tmp_path / "none"), clock=Clock()).collect()
     assert stats.metrics == {} and stats.load is None
+
+
+def test_stat_field_matches_whole_keys_only() -> None:
+    data = b"total_inactive_file 7\ninactive_file 3\nnr_periods_x 1\nnr_periods 9"
+    assert stat_field(data, b"inactive_file") == 3
+    assert stat_field(data, b"total_inactive_file") == 7
+    assert stat_field(data, b"nr_periods") == 9
+    with pytest.raises(ValueError):
+        stat_field(data, b"active_file")
