@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,7 +31,7 @@ from agent.model.objects import Node, Pod
 NOW = 1_000_000.0
 
 
-def qraw(name: str = "q1", **spec: object) -> dict[str, object]:
+def qraw(name: str = "q1", **spec: Any) -> dict[str, object]:
     return {"kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
@@ -106,7 +107,7 @@ def test_queue_shapes_as_in_volcano() -> None:
         ({"reclaimable": "no"}, "spec.reclaimable"),
     ],
 )
-def test_queue_validation_names_the_field(spec: dict[str, object], field: str | None) -> None:
+def test_queue_validation_names_the_field(spec: dict[str, Any], field: str | None) -> None:
     if field is None:
         assert parse_queue(qraw(**spec)).guarantee == {}
         return
@@ -350,7 +351,7 @@ def test_search_is_exact_on_small_instances(
     sizes: list[tuple[int, int, int]], rooms: tuple[int, int, int], want: tuple[int, int]
 ) -> None:
     cands = [cand(f"p{i}", f"q{q}", float(c), float(m)) for i, (q, c, m) in enumerate(sizes)]
-    headroom = {f"q{q}": (float(rooms[q]), 12.0) for q in range(3)}
+    headroom: dict[str, tuple[float, ...]] = {f"q{q}": (float(rooms[q]), 12.0) for q in range(3)}
     need_vec = tuple(float(w) for w in want if w) if want[1] else (float(want[0]),)
     if len(need_vec) == 1:
         cands = [Candidate(c.key, c.queue, 0, 0.0, c.frees[:1]) for c in cands]
