@@ -1,0 +1,11 @@
+"""The Kubernetes adapter: one verb a module, as in kopf.
+
+``client`` builds the transport (the official client's ApiClient, raw JSON only),
+``errors`` turns API failures into our exceptions, ``fetching`` lists, ``watching`` keeps a
+list+watch loop alive, ``cache`` holds slim records, ``nodeview`` is what the node agent
+reads, ``evicting``, ``patching``, ``creating`` and ``events`` write, ``leases`` elects a
+leader. ``devserver`` is a local Kubernetes-shaped API server for tests and demos.
+
+Nothing here imports the agent's engines or the controller, and ``kubernetes.client`` is
+imported lazily (inside ``client``), never when ``agent`` is imported.
+"""

@@ -1,0 +1,73 @@
+"""Evictions through the policy/v1 Eviction subresource; never a direct delete.
+
+The API server's answers are outcomes, not failures: 201 evicted; 429 with a
+DisruptionBudget cause = a budget refused, try the next candidate; 404 = already gone,
+counts as released; 409 on our uid precondition = the pod we meant is gone (a new pod took
+its name), also released; 500 = the pod has several budgets (the API refuses those), or a
+real server error: reported and skipped. Network failures are ``failed`` as well: the
+caller skips the pod this round and the backoff lives in the reflectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agent.kube.client import KubeApi
+from agent.kube.errors import KubeConflict, KubeError, KubeNotFound, KubeTooManyRequests
+from agent.kube.resources import PODS
+
+EVICTED = "evicted"
+BLOCKED = "blocked"
+GONE = "gone"
+FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionOutcome:
+    result: str  # EVICTED | BLOCKED | GONE | FAILED
+    message: str = ""
+    status: int = 0
+
+
+def eviction_body(
+    namespace: str, name: str, grace_seconds: int | None, uid: str = ""
+) -> dict[str, Any]:
+    options: dict[str, Any] = {}
+    if grace_seconds is not None:
+        options["gracePeriodSeconds"] = int(grace_seconds)
+    if uid:
+        options["preconditions"] = {"uid": uid}
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+        "deleteOptions": options,
+    }
+
+
+def evict(
+    api: KubeApi, namespace: str, name: str, grace_seconds: int | None, uid: str = ""
+) -> EvictionOutcome:
+    """Ask the API server to evict one pod (``uid`` guards against a same-named successor)."""
+    body = eviction_body(namespace, name, grace_seconds, uid)
+    try:
+        api.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+    except KubeTooManyRequests as err:
+        # A budget refusal carries a DisruptionBudget cause; a 429 without one is API
+        # throttling. Either way this pod is skipped this round.
+        return EvictionOutcome(
+            BLOCKED if err.has_cause("DisruptionBudget") else FAILED, _detail(err), 429
+        )
+    except KubeNotFound as err:
+        return EvictionOutcome(GONE, err.message, 404)
+    except KubeConflict as err:
+        return EvictionOutcome(GONE, err.message, 409)
+    except KubeError as err:
+        return EvictionOutcome(FAILED, err.message, err.status)
+    return EvictionOutcome(EVICTED, "", 201)
+
+
+def _detail(err: KubeError) -> str:
+    causes = "; ".join(str(c.get("message") or "") for c in err.causes if c.get("message"))
+    return f"{err.message} ({causes})" if causes else err.message

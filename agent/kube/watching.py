@@ -1,0 +1,224 @@
+"""The list+watch loop (a reflector, as client-go calls it) that keeps a cache current.
+
+List once, then watch from the list's resourceVersion with bookmarks, resuming from the
+last seen version whenever a watch ends (server timeout, dropped connection, malformed
+line). A 410 Gone (version compacted) relists at once; a relist deletes what vanished.
+Any other failure waits with exponential backoff and jitter, then retries. Every fault is
+logged once when it starts and once when it ends (not per retry), and a transient one
+marks the API unreachable in the cache until a request succeeds again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from agent.errors import InvalidObject
+from agent.kube.backoff import Backoff, BackoffArgs
+from agent.kube.cache import Cache
+from agent.kube.client import KubeApi, WatchStream
+from agent.kube.errors import KubeError, KubeGone, from_status
+from agent.kube.fetching import Selectors, list_objects
+from agent.kube.resources import Resource
+
+
+@dataclass(frozen=True, slots=True)
+class WatchArgs:
+    #: The server ends each watch after this many seconds (randomised in [t, 2t) as
+    #: client-go does, so that watches of many agents do not restart together).
+    watch_timeout_seconds: int = 300
+    #: A watch that sends nothing (not even a bookmark) this long past its timeout is dead.
+    read_slack_seconds: float = 30.0
+    list_read_timeout: float = 60.0
+    page_size: int = 500
+    backoff: BackoffArgs = field(default_factory=BackoffArgs)
+
+    def validate(self) -> WatchArgs:
+        if self.watch_timeout_seconds < 1:
+            raise InvalidObject(
+                "WatchArgs",
+                "",
+                "watch_timeout_seconds",
+                f"must be >= 1, got {self.watch_timeout_seconds}",
+            )
+        if self.read_slack_seconds <= 0:
+            raise InvalidObject(
+                "WatchArgs", "", "read_slack_seconds", f"must be > 0, got {self.read_slack_seconds}"
+            )
+        if self.list_read_timeout <= 0:
+            raise InvalidObject(
+                "WatchArgs", "", "list_read_timeout", f"must be > 0, got {self.list_read_timeout}"
+            )
+        if self.page_size < 1:
+            raise InvalidObject("WatchArgs", "", "page_size", f"must be >= 1, got {self.page_size}")
+        self.backoff.validate()
+        return self
+
+
+class MalformedEvent(KubeError):
+    """A watch line that is not a JSON event: resume from the last good version."""
+
+
+class Reflector:
+    def __init__(
+        self,
+        api: KubeApi,
+        resource: Resource,
+        cache: Cache,
+        selectors: Selectors = Selectors(),
+        args: WatchArgs | None = None,
+        rng: random.Random | None = None,
+        logger: Any = None,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.cache = cache
+        self.selectors = selectors
+        self.args = (args or WatchArgs()).validate()
+        self.rng = rng or random.Random()
+        self.backoff = Backoff(self.args.backoff, self.rng)
+        self.name = f"{resource.plural}?{'&'.join(f'{k}={v}' for k, v in selectors.query())}"
+        self.log = (logger or structlog.get_logger("waterline.kube.watch")).bind(watch=self.name)
+        self.resource_version = ""
+        self._fault: str | None = None
+        self._stream: WatchStream | None = None
+        self._stopped = threading.Event()
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(
+        self, stop: threading.Event | None = None, sleep: Callable[[float], Any] | None = None
+    ) -> None:
+        """Run until ``stop`` is set (or ``self.stop()``)."""
+        stop = stop or self._stopped
+        wait = sleep or stop.wait
+        while not (stop.is_set() or self._stopped.is_set()):
+            try:
+                self.step(stop)
+                self.backoff.reset()
+            except KubeGone:
+                self.log.info(
+                    "watch version expired, relisting", resource_version=self.resource_version
+                )
+                self.resource_version = ""
+            except KubeError as err:
+                if stop.is_set() or self._stopped.is_set():
+                    return
+                self._failed(err)
+                wait(self.backoff.next())
+
+    def step(self, stop: threading.Event | None = None) -> None:
+        """List if there is no version yet, then watch until the stream ends."""
+        if not self.resource_version:
+            self.relist()
+        self.watch(stop)
+
+    def relist(self) -> None:
+        listing = list_objects(
+            self.api,
+            self.resource,
+            self.selectors,
+            page_size=self.args.page_size,
+            timeout=(self.api.args.connect_timeout, self.args.list_read_timeout),
+        )
+        self.cache.replace(self.resource.kind, listing.items)
+        self.resource_version = listing.resource_version
+        self._ok()
+
+    def watch(self, stop: threading.Event | None = None) -> None:
+        timeout = self.args.watch_timeout_seconds
+        timeout = int(timeout + self.rng.random() * timeout)
+        query = self.selectors.query() + [
+            ("watch", "true"),
+            ("resourceVersion", self.resource_version),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", str(timeout)),
+        ]
+        path = self.resource.path(self.selectors.namespace)
+        self._stream = stream = self.api.stream(path, query, timeout + self.args.read_slack_seconds)
+        self._ok()
+        try:
+            for line in stream:
+                if (stop and stop.is_set()) or self._stopped.is_set():
+                    return
+                self._handle(line)
+        finally:
+            self._stream = None
+
+    def stop(self) -> None:
+        """Stop the loop, interrupting a watch that waits for data."""
+        self._stopped.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    # -- internals ----------------------------------------------------------------------
+    def _handle(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise MalformedEvent(f"malformed watch line: {line[:200]!r}") from None
+        if not isinstance(event, dict) or not isinstance(event.get("object"), dict):
+            raise MalformedEvent(f"malformed watch event: {line[:200]!r}")
+        kind, obj = event.get("type"), event["object"]
+        if kind == "ERROR":
+            raise from_status(int(obj.get("code") or 500), obj)
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        version = str(meta.get("resourceVersion") or "")
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            obj.setdefault("kind", self.resource.kind)
+            obj.setdefault("apiVersion", self.resource.api_version)
+            self.cache.apply(self.resource.kind, kind, obj)
+        elif kind != "BOOKMARK":
+            raise MalformedEvent(f"unknown watch event type {kind!r}")
+        if version:
+            self.resource_version = version
+
+    def _failed(self, err: KubeError) -> None:
+        fault = f"{type(err).__name__}: {err.message}"
+        if self._fault is None:
+            self.log.warning("watch failed, retrying with backoff", error=fault, status=err.status)
+        elif fault != self._fault:
+            self.log.debug("watch still failing", error=fault, status=err.status)
+        self._fault = fault
+        if err.transient:
+            self.cache.set_reachable(self.name, False)
+
+    def _ok(self) -> None:
+        if self._fault is not None:
+            self.log.info("watch recovered", after=self._fault)
+            self._fault = None
+        self.cache.set_reachable(self.name, True)
+
+
+class Informers:
+    """Reflector threads that feed one cache; ``stop`` ends them promptly."""
+
+    def __init__(self, reflectors: list[Reflector]) -> None:
+        self.reflectors = reflectors
+        self.threads: list[threading.Thread] = []
+        self.stopping = threading.Event()
+
+    def start(self) -> Informers:
+        for reflector in self.reflectors:
+            thread = threading.Thread(
+                target=reflector.run,
+                args=(self.stopping,),
+                name=f"watch-{reflector.resource.plural}",
+                daemon=True,
+            )
+            thread.start()
+            self.threads.append(thread)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        for reflector in self.reflectors:
+            reflector.stop()
+        for thread in self.threads:
+            thread.join(timeout)
