@@ -679,7 +679,16 @@ def decide(
     return QueueDecision(status, tuple(hungry), short, plan)
 
 
+def _rounded(amounts: Mapping[str, float]) -> dict[str, float]:
+    """Report figures without float noise (6.999999999 -> 7.0): cores and bytes both read
+    fine at 1e-6."""
+    return {r: round(q, 6) for r, q in amounts.items()}
+
+
 def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
+    """The report's ``queues`` key: per queue deserved/allocated/request, the victims in
+    victim order; also the starving queues, the need and whether the victim search was
+    exact. None when the scenario has no Queue."""
     args = parse_args(scenario.config_section("queues"))  # a bad config is refused even unused
     raws = scenario.store.raw.get(KIND) or []
     if not raws:
@@ -689,13 +698,14 @@ def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
     return {
         "queues": {
             name: {
-                "deserved": dict(s.deserved),
-                "allocated": dict(s.allocated),
-                "request": dict(s.request),
+                "deserved": _rounded(s.deserved),
+                "allocated": _rounded(s.allocated),
+                "request": _rounded(s.request),
             }
             for name, s in result.status.items()
         },
         "starving": list(result.starving),
-        "need": dict(result.need),
+        "need": _rounded(result.need),
         "victims": list(result.plan.victims),
+        "exactVictimSearch": result.plan.exact,
     }
