@@ -21,6 +21,16 @@ Decisions where DESIGN.md is silent (what an operator of a large cluster would e
   down in proportion to fit it, so deserved never sums above the total.
 * Victims are active, non-terminating pods. A pod that frees none of the resources being
   reclaimed is never a victim (it would be evicted for nothing).
+
+Victim choice, exactly: the resources being reclaimed are those with a positive need. A set
+is allowed when no queue loses more than (allocated - deserved, floored at 0) in any of
+them, and covers when it frees at least the need in each. Among covers the best has the
+least excess = sum over reclaimed resources of (freed - need) / cluster total (ties within
+1e-9), then the fewest pods, then the earliest in victim order: the sorted victim-order
+positions compared lexicographically. The search is bounded (``select_victims``): exact
+when the candidates form at most ``exactSearchClasses`` classes of interchangeable pods and
+the search ends within ``searchSteps``; else the best of a greedy walk and of the exact
+search over the first classes. The report says which (``exactVictimSearch``).
 """
 
 from __future__ import annotations
