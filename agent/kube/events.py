@@ -175,11 +175,11 @@ class EventRecorder:
 
     def _record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> str:
         now = self.clock()
-        message = self._aggregate(ref, type_, reason, message, now)
+        message, dedup = self._aggregate(ref, type_, reason, message, now)
         if not self._take_token(ref, now):
             self.dropped += 1
             return self.DROPPED
-        key = (ref, type_, reason, message)
+        key = (ref, type_, reason, dedup)
         seen = self._seen.get(key)
         if seen is not None and now - seen.first > self.args.window_seconds:
             seen = None
@@ -215,7 +215,9 @@ class EventRecorder:
             return self.FAILED
 
     # -- internals ----------------------------------------------------------------------
-    def _aggregate(self, ref: ObjectRef, type_: str, reason: str, message: str, now: float) -> str:
+    def _aggregate(self, ref: ObjectRef, type_: str, reason: str, message: str, now: float) -> tuple[str, str]:
+        """(message to write, dedup key): past the limit every new message goes to one
+        combined Event (keyed without its message) that shows the latest."""
         key = (ref, type_, reason)
         entry = self._similar.get(key)
         if entry is None or now - entry[0] > self.args.window_seconds:
@@ -223,8 +225,8 @@ class EventRecorder:
         entry[1].add(message)
         self._remember(self._similar, key, entry)
         if len(entry[1]) > self.args.similar_limit:
-            return COMBINED + message
-        return message
+            return COMBINED + message, COMBINED
+        return message, message
 
     def _take_token(self, ref: ObjectRef, now: float) -> bool:
         a = self.args

@@ -86,7 +86,7 @@ class DevServer:
         return int(self.httpd.server_address[1])
 
     def start(self) -> DevServer:
-        for target in (self.httpd.serve_forever, self._reap_forever):
+        for target in (lambda: self.httpd.serve_forever(poll_interval=0.05), self._reap_forever):
             thread = threading.Thread(target=target, name="dev-apiserver", daemon=True)
             thread.start()
             self._threads.append(thread)
