@@ -1,0 +1,308 @@
+"""The agent's Prometheus metrics, declared in one place, and the HTTP endpoint.
+
+Two kinds of series:
+
+* process counters and histograms (actions, ticks, collector errors, tick duration), kept
+  by prometheus_client and cumulative for the life of the process;
+* a *snapshot* of the node after the last tick (usage, waterlines, gaps, rule states,
+  per-pod CPU), rendered by a custom collector at scrape time. A pod that left the node is
+  simply absent from the next snapshot, so its series vanish instead of going stale, and
+  no label set outlives what it describes.
+
+Labels are bounded: metric and action type come from the registry, rules from the
+policies, pods from the node (about 250); pods carry ``namespace`` and ``pod`` only.
+Node-level values are in the unit of the registry metric they show (cores, bytes or
+percent), which is why they share one family with a ``metric`` label rather than
+carrying a unit suffix. The node is not a label: one agent serves one node and the scrape
+adds the target's labels.
+
+The same port serves ``/healthz`` (the loop is alive: it finished an iteration recently)
+and ``/readyz`` (a tick succeeded recently and the object source is in sync).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from agent.defaults import HEALTH_PATH, METRICS_PORT, READY_PATH
+
+RULE_STATES = ("normal", "triggered", "restored")
+TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(frozen=True, slots=True)
+class PodCpu:
+    namespace: str
+    name: str
+    usage: float | None  # cores; None = no figure this tick
+    cap: float | None = None  # cores; only for pods this agent throttles
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSnapshot:
+    """What the last tick saw and decided, in plain values."""
+
+    usage: Mapping[str, float] = field(default_factory=dict)
+    #: action type -> metric -> value
+    waterlines: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    gaps: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: rule key ``policy/rule`` -> normal | triggered | restored
+    rules: Mapping[str, str] = field(default_factory=dict)
+    pods: tuple[PodCpu, ...] = ()
+    throttled: int = 0
+    #: kind -> number of objects rejected as invalid
+    invalid_objects: Mapping[str, int] = field(default_factory=dict)
+
+
+class _SnapshotCollector(Collector):
+    def __init__(self) -> None:
+        self._snapshot: NodeSnapshot | None = None
+        self._lock = threading.Lock()
+
+    def set(self, snapshot: NodeSnapshot) -> None:
+        with self._lock:
+            self._snapshot = snapshot
+
+    def describe(self) -> list[Any]:
+        return []  # rendered from a snapshot: nothing to check at registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        with self._lock:
+            snap = self._snapshot
+        if snap is None:
+            return
+        usage = GaugeMetricFamily(
+            "waterline_node_usage",
+            "Node usage per registry metric, in the metric's unit (cores, bytes or percent).",
+            labels=["metric"],
+        )
+        for metric, value in sorted(snap.usage.items()):
+            usage.add_metric([metric], value)
+        yield usage
+        lines = GaugeMetricFamily(
+            "waterline_node_waterline",
+            "Waterline in force per action type and metric, in the metric's unit.",
+            labels=["action_type", "metric"],
+        )
+        gaps = GaugeMetricFamily(
+            "waterline_node_gap",
+            "Gap to close per action type and metric (positive = acting), in the metric's unit.",
+            labels=["action_type", "metric"],
+        )
+        for family, table in ((lines, snap.waterlines), (gaps, snap.gaps)):
+            for action_type in sorted(table):
+                for metric, value in sorted(table[action_type].items()):
+                    family.add_metric([action_type, metric], value)
+            yield family
+        rules = GaugeMetricFamily(
+            "waterline_rule_state",
+            "1 for the state each policy rule is in, 0 for the others.",
+            labels=["policy", "rule", "state"],
+        )
+        for key, status in sorted(snap.rules.items()):
+            policy, _, rule = key.partition("/")
+            for state in RULE_STATES:
+                rules.add_metric([policy, rule, state], 1.0 if status == state else 0.0)
+        yield rules
+        yield GaugeMetricFamily(
+            "waterline_throttled_pods", "Pods whose CPU this agent caps now.", value=snap.throttled
+        )
+        cpu = GaugeMetricFamily(
+            "waterline_pod_cpu_usage_cores",
+            "CPU used by each pod on the node over the last tick.",
+            labels=["namespace", "pod"],
+        )
+        caps = GaugeMetricFamily(
+            "waterline_pod_cpu_cap_cores",
+            "CPU cap this agent enforces on a throttled pod.",
+            labels=["namespace", "pod"],
+        )
+        for pod in snap.pods:
+            if pod.usage is not None:
+                cpu.add_metric([pod.namespace, pod.name], pod.usage)
+            if pod.cap is not None:
+                caps.add_metric([pod.namespace, pod.name], pod.cap)
+        yield cpu
+        yield caps
+        invalid = GaugeMetricFamily(
+            "waterline_invalid_objects",
+            "Objects (policies, actions, pods, ...) rejected as invalid, by kind.",
+            labels=["kind"],
+        )
+        for kind, count in sorted(snap.invalid_objects.items()):
+            invalid.add_metric([kind], count)
+        yield invalid
+
+
+class AgentMetrics:
+    """Every metric of the node agent, in its own registry (tests make as many as they like)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.tick_duration = Histogram(
+            "waterline_tick_duration_seconds",
+            "Time one loop iteration took: collect, decide, act, publish.",
+            buckets=TICK_BUCKETS,
+            registry=r,
+        )
+        self.ticks = Counter(
+            "waterline_ticks", "Loop iterations by outcome (ok, failed).", ["outcome"], registry=r
+        )
+        self.actions = Counter(
+            "waterline_actions",
+            "Actions decided, by action (evict, throttle, restore) and result.",
+            ["action", "result"],
+            registry=r,
+        )
+        self.collector_errors = Counter(
+            "waterline_collector_errors",
+            "Files or pods that could not be read, and failed stages, by source.",
+            ["source"],
+            registry=r,
+        )
+        self.last_success = Gauge(
+            "waterline_last_successful_tick_timestamp_seconds",
+            "Unix time of the end of the last tick that completed without error.",
+            registry=r,
+        )
+        self._snapshot = _SnapshotCollector()
+        r.register(self._snapshot)
+
+    def publish(self, snapshot: NodeSnapshot) -> None:
+        self._snapshot.set(snapshot)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class Health:
+    """Liveness and readiness, from the loop's heartbeats.
+
+    Alive while the loop finishes iterations (a stuck loop gets the pod restarted); before
+    the first iteration the start-up time counts as a beat. Ready once a tick has
+    succeeded within ``stale_after`` seconds and ``source_ready`` (the API caches are in
+    sync) says so.
+    """
+
+    def __init__(
+        self,
+        stale_after: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        source_ready: Callable[[], bool] | None = None,
+    ) -> None:
+        self.stale_after = stale_after
+        self._clock = clock
+        self._source_ready = source_ready
+        self._last_beat = clock()
+        self._last_success: float | None = None
+
+    def beat(self, ok: bool) -> None:
+        now = self._clock()
+        self._last_beat = now
+        if ok:
+            self._last_success = now
+
+    def live(self) -> tuple[bool, str]:
+        age = self._clock() - self._last_beat
+        if age > self.stale_after:
+            return False, f"no loop iteration for {age:.0f}s"
+        return True, "ok"
+
+    def ready(self) -> tuple[bool, str]:
+        if self._source_ready is not None and not self._source_ready():
+            return False, "objects not in sync yet"
+        if self._last_success is None:
+            return False, "no successful tick yet"
+        age = self._clock() - self._last_success
+        if age > self.stale_after:
+            return False, f"no successful tick for {age:.0f}s"
+        return True, "ok"
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``:9108`` / ``0.0.0.0:9108`` / ``[::]:9108`` / ``9108`` -> (host, port); host ``""`` = all."""
+    text = addr.strip()
+    if not text:
+        raise ValueError("empty metrics address")
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"metrics address needs a port 0..65535, got {addr!r}")
+    return host, int(port)
+
+
+DEFAULT_ADDR = f":{METRICS_PORT}"
+
+
+class MetricsServer:
+    """``/metrics``, ``/healthz`` and ``/readyz`` on one port, served from a daemon thread."""
+
+    def __init__(self, addr: str, metrics: AgentMetrics, health: Health) -> None:
+        host, port = parse_addr(addr)
+        self.metrics = metrics
+        self.health = health
+        handler = _handler(metrics, health)
+        if ":" in host:
+            import socket
+
+            class _V6(ThreadingHTTPServer):
+                address_family = socket.AF_INET6
+
+            self._server: ThreadingHTTPServer = _V6((host, port), handler)
+        else:
+            self._server = ThreadingHTTPServer((host, port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="metrics", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> MetricsServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+def _handler(metrics: AgentMetrics, health: Health) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, metrics.render(), CONTENT_TYPE_LATEST)
+            elif path in (HEALTH_PATH, READY_PATH):
+                ok, why = health.live() if path == HEALTH_PATH else health.ready()
+                self._send(200 if ok else 503, (why + "\n").encode(), "text/plain; charset=utf-8")
+            else:
+                self._send(404, b"not found\n", "text/plain; charset=utf-8")
+
+        def _send(self, status: int, body: bytes, content_type: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            """Scrapes every 15 s from every node are not news."""
+
+    return Handler

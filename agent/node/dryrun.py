@@ -1,0 +1,39 @@
+"""Actuators that decide nothing and write nothing: they report what would be done.
+
+``ReportingEvictor`` stands in for the Eviction API where there is none (local mode) or
+where nothing may be written (``--dry-run``): it answers ``evicted`` so that the engine
+shows the exact set of pods that would go, and the loop, told that evictions are not
+performed, does not count them as terminating. ``DryRunThrottler`` writes no quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import structlog
+
+from agent.model.objects import Pod
+from executors.actuators import EvictionResult
+
+
+class ReportingEvictor:
+    def __init__(self, why: str) -> None:
+        self.why = why
+        self.log = structlog.get_logger()
+
+    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+        self.log.info(
+            "eviction not performed", pod=pod.key, grace_seconds=grace_seconds, why=self.why
+        )
+        return EvictionResult.EVICTED
+
+
+class DryRunThrottler:
+    def __init__(self) -> None:
+        self.log = structlog.get_logger()
+
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+        self.log.debug("dry run: quota not written", pod=pod.key, caps=dict(container_caps))
+
+    def restore(self, pod: Pod) -> None:
+        self.log.debug("dry run: quota not restored", pod=pod.key)

@@ -1,0 +1,196 @@
+"""Local debug mode's objects: Pods, the Node, policies and actions from YAML files.
+
+``--objects PATH`` names a file or a folder (read recursively, ``*.yaml``, ``*.yml``,
+``*.json``), and may be repeated. A file holds Kubernetes manifests (several documents,
+a ``kind: List``, or a plain list), or a scenario (its ``objects`` are used). The files are
+re-read when one of them changes (size or mtime) or appears or goes, so editing a policy
+while the agent runs takes effect on the next tick.
+
+Decisions where the issue is silent:
+
+* a file that cannot be read or parsed keeps its last good content (and is logged once
+  per change): a half-saved edit must not make every policy vanish and restore every pod;
+* an invalid object is skipped and reported; every other object keeps working;
+* pods without ``spec.nodeName`` are taken as this node's (hand-written local files rarely
+  bind pods);
+* no Node object with the chosen name: a Node is made from this host (its CPUs and
+  memory, label ``kubernetes.io/hostname``), so policies without a node selector apply.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+import yaml
+
+from agent.errors import InvalidObject
+from agent.model.objects import Node
+from agent.model.store import ObjectStore
+from agent.node.loop import Objects
+from agent.node.policy import ACTION_KIND, POLICY_KIND, load_policies
+from collectors.node_stats import parse_meminfo, parse_proc_stat
+
+SUFFIXES = (".yaml", ".yml", ".json")
+
+
+@dataclass(frozen=True, slots=True)
+class _Parsed:
+    signature: tuple[int, int]
+    objects: tuple[Any, ...]
+
+
+def _files(paths: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for path in paths:
+        if os.path.isdir(path):
+            for root, dirs, names in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                out.extend(
+                    os.path.join(root, n)
+                    for n in sorted(names)
+                    if n.endswith(SUFFIXES) and not n.startswith(".")
+                )
+        else:
+            out.append(path)
+    return out
+
+
+def documents_objects(docs: Sequence[Any]) -> list[Any]:
+    """Manifests in parsed documents: plain, ``kind: List``, lists, or a scenario's objects."""
+    out: list[Any] = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if isinstance(doc, list):
+            out.extend(doc)
+        elif isinstance(doc, dict) and "kind" not in doc and isinstance(doc.get("objects"), list):
+            out.extend(doc["objects"])
+        elif isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and "items" in doc:
+            out.extend(doc.get("items") or [])
+        else:
+            out.append(doc)
+    return out
+
+
+def host_node(name: str, proc_root: str = "/proc") -> Node:
+    """A Node standing for this host: its online CPUs and total memory."""
+    cpus = float(os.cpu_count() or 1)
+    memory = 0.0
+    try:
+        with open(os.path.join(proc_root, "stat"), encoding="ascii", errors="replace") as f:
+            cpus = float(parse_proc_stat(f.read()).cpus)
+        with open(os.path.join(proc_root, "meminfo"), encoding="ascii", errors="replace") as f:
+            memory = float(parse_meminfo(f.read()).get("MemTotal", 0))
+    except (OSError, ValueError):
+        pass
+    resources = {"cpu": cpus, "memory": memory, "pods": 110.0}
+    return Node(
+        name=name,
+        labels={"kubernetes.io/hostname": name},
+        allocatable=dict(resources),
+        capacity=dict(resources),
+    )
+
+
+class FileObjectSource:
+    """Callable returning the current :class:`Objects`; re-reads files that changed."""
+
+    def __init__(
+        self, paths: Sequence[str], node_name: str | None = None, proc_root: str = "/proc"
+    ) -> None:
+        if not paths:
+            raise ValueError("local mode needs at least one --objects PATH")
+        self.paths = list(paths)
+        self.proc_root = proc_root
+        self._wanted = node_name
+        self._parsed: dict[str, _Parsed] = {}
+        self._signature: tuple[tuple[str, tuple[int, int]], ...] | None = None
+        self._objects: Objects | None = None
+        self.node_name = node_name or ""
+        self.log = structlog.get_logger()
+        self()  # read once now: resolves the node name and reports bad files at start
+
+    def _read_file(self, path: str, signature: tuple[int, int]) -> None:
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs = list(yaml.safe_load_all(f))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            kept = "keeping its last good content" if path in self._parsed else "skipped"
+            self.log.error("objects file unreadable", path=path, error=str(err), kept=kept)
+            return
+        self._parsed[path] = _Parsed(signature, tuple(documents_objects(docs)))
+
+    def __call__(self) -> Objects:
+        files = _files(self.paths)
+        signature = []
+        for path in files:
+            try:
+                st = os.stat(path)
+            except OSError as err:
+                self.log.error("objects file unreadable", path=path, error=str(err))
+                continue
+            signature.append((path, (st.st_mtime_ns, st.st_size)))
+        key = tuple(signature)
+        if self._objects is not None and key == self._signature:
+            return self._objects
+        for path, sig in signature:
+            known = self._parsed.get(path)
+            if known is None or known.signature != sig:
+                self._read_file(path, sig)
+        present = {p for p, _ in signature}
+        for gone in [p for p in self._parsed if p not in present]:
+            del self._parsed[gone]
+        self._signature = key
+        self._objects = self._build()
+        return self._objects
+
+    def _build(self) -> Objects:
+        store = ObjectStore()
+        invalid: dict[str, int] = {}
+        for path, parsed in self._parsed.items():
+            for index, raw in enumerate(parsed.objects):
+                try:
+                    store.add(raw, f"{path}[{index}]")
+                except (InvalidObject, ValueError, TypeError, KeyError, AttributeError) as err:
+                    kind = raw.get("kind") if isinstance(raw, dict) else None
+                    invalid[str(kind or "object")] = invalid.get(str(kind or "object"), 0) + 1
+                    self.log.error("invalid object skipped", path=path, index=index, error=str(err))
+        policies = load_policies(store.raw.get(POLICY_KIND, []), store.raw.get(ACTION_KIND, []))
+        for bad in policies.errors:
+            self.log.error("invalid policy or action", error=str(bad))
+        node = self._node(store)
+        pods = tuple(p for p in store.pods if p.node_name in ("", node.name))
+        self.log.info(
+            "objects loaded",
+            files=len(self._parsed),
+            node=node.name,
+            pods=len(pods),
+            policies=len(policies.policies),
+            actions=len(policies.actions),
+            invalid=sum(invalid.values()) + len(policies.errors),
+        )
+        namespaces = dict(store.namespaces)
+
+        def namespace_labels(namespace: str) -> Mapping[str, str]:
+            ns = namespaces.get(namespace)
+            return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
+
+        return Objects(node, pods, policies, namespace_labels, invalid)
+
+    def _node(self, store: ObjectStore) -> Node:
+        if not self.node_name:
+            nodes = list(store.nodes)
+            self.node_name = nodes[0] if len(nodes) == 1 else socket.gethostname()
+        node = store.nodes.get(self.node_name)
+        if node is None:
+            self.log.warning(
+                "no Node object with this name: using this host's CPUs and memory",
+                node=self.node_name,
+            )
+            node = host_node(self.node_name, self.proc_root)
+        return node

@@ -1,0 +1,329 @@
+"""The live node loop: collect -> decide -> act -> publish, every ``interval`` seconds.
+
+Everything the loop touches is handed in: where the objects come from (the API caches in
+a cluster, files in local mode), the collector, the decision core (``NodeBrain``, which
+keeps the rule hysteresis, caps and cool-downs across ticks), the two actuators, the clocks
+and the sleep. So tests drive it tick by tick with fakes, and the same loop runs in the
+DaemonSet, in ``--local`` mode and in the demo.
+
+Fail-safe rules (DESIGN.md "Cross-cutting rules"):
+
+* a failure in any stage (objects, collection, decision) fails that tick only: it is
+  logged, counted, and the next tick starts on time. The loop itself never raises;
+* unreadable files and bad pods are skipped by the collectors (counted here as collector
+  errors); an actuator that raises on one pod is caught around that pod, so the other pods
+  of the tick are still acted on;
+* no node object, no metrics -> no action (the analyzer neither triggers nor restores on a
+  missing metric).
+
+The schedule is fixed-rate on the monotonic clock: a tick that overruns its interval makes
+the loop skip the missed slots rather than run ticks back to back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+
+from agent.model.objects import Node, Pod
+from agent.model.usage import PodUsage
+from agent.node.policy import PolicySet
+from agent.node.tick import NodeBrain, TickReport
+from executors.actuators import CpuThrottler, EvictionResult, Evictor
+from executors.engine import ActionRecord
+
+
+@dataclass(frozen=True)
+class Objects:
+    """One snapshot of what the loop decides on (from the API caches, or from files)."""
+
+    node: Node | None
+    pods: Sequence[Pod]
+    policies: PolicySet
+    namespace_labels: Callable[[str], Mapping[str, str]] = lambda ns: {
+        "kubernetes.io/metadata.name": ns
+    }
+    #: kind -> number of objects rejected as invalid (policies' errors are counted apart)
+    invalid: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Collection:
+    """One tick's measurements."""
+
+    metrics: Mapping[str, float]
+    usage: Mapping[str, PodUsage]
+    #: Pods whose cgroup was not found this tick (not started yet, already gone).
+    missing: tuple[str, ...] = ()
+    #: source -> problems met this tick (unreadable or garbage files)
+    errors: Mapping[str, int] = field(default_factory=dict)
+
+
+class Collector(Protocol):
+    def collect(self, node: Node, pods: Sequence[Pod]) -> Collection: ...
+
+
+@dataclass(frozen=True)
+class TickOutcome:
+    """What one tick saw, decided and did: what the console, the metrics and logs show."""
+
+    seq: int
+    at: float  # wall clock, end of the tick
+    duration: float  # seconds
+    node: str
+    report: TickReport | None = None
+    pods: Sequence[Pod] = ()
+    usage: Mapping[str, PodUsage] = field(default_factory=dict)
+    #: pod key -> CPU cap in force after the tick (cores)
+    caps: Mapping[str, float] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    #: source -> errors this tick (collector files, actuators, failed stages)
+    errors: Mapping[str, int] = field(default_factory=dict)
+    invalid: Mapping[str, int] = field(default_factory=dict)
+    policy_errors: tuple[str, ...] = ()
+    #: why the tick failed; None when it completed
+    error: str | None = None
+    #: "applied", or "dry-run" when nothing is written
+    mode: str = "applied"
+    #: False in local mode, where evictions are reported and not performed
+    evictions_performed: bool = True
+    #: The metrics the node's rules watch.
+    watched: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+Publisher = Callable[[TickOutcome], None]
+
+
+class _Guarded:
+    """Actuators wrapped so that one pod's failure is logged and counted, not fatal."""
+
+    def __init__(self, evictor: Evictor, throttler: CpuThrottler, log: Any) -> None:
+        self.evictor = evictor
+        self.throttler = throttler
+        self.log = log
+        self.errors: dict[str, int] = {}
+
+    def _count(self, source: str) -> None:
+        self.errors[source] = self.errors.get(source, 0) + 1
+
+    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+        try:
+            return self.evictor.evict(pod, grace_seconds)
+        except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
+            self._count("evictor")
+            self.log.error("eviction raised", pod=pod.key, error=repr(err))
+            return EvictionResult.FAILED
+
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+        try:
+            self.throttler.apply(pod, container_caps)
+        except Exception as err:  # noqa: BLE001
+            self._count("throttler")
+            self.log.error("throttle raised", pod=pod.key, error=repr(err))
+
+    def restore(self, pod: Pod) -> None:
+        try:
+            self.throttler.restore(pod)
+        except Exception as err:  # noqa: BLE001
+            self._count("throttler")
+            self.log.error("restore raised", pod=pod.key, error=repr(err))
+
+
+class NodeLoop:
+    def __init__(
+        self,
+        *,
+        node_name: str,
+        source: Callable[[], Objects],
+        collector: Collector,
+        brain: NodeBrain,
+        evictor: Evictor,
+        throttler: CpuThrottler,
+        interval: float = 1.0,
+        publishers: Sequence[Publisher] = (),
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] | None = None,
+        evictions_performed: bool = True,
+        dry_run: bool = False,
+    ) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be > 0 seconds, got {interval}")
+        self.node_name = node_name
+        self.source = source
+        self.collector = collector
+        self.brain = brain
+        self.evictor = evictor
+        self.throttler = throttler
+        self.interval = interval
+        self.publishers = list(publishers)
+        self.clock = clock
+        self.monotonic = monotonic
+        self._stop = threading.Event()
+        self.sleep = sleep if sleep is not None else self._stop.wait
+        #: False in local mode: nothing is terminating, so nothing stays "released".
+        self.evictions_performed = evictions_performed
+        self.dry_run = dry_run
+        self.seq = 0
+        self.log = structlog.get_logger().bind(node=node_name)
+
+    # -- one tick ------------------------------------------------------------------------
+    def tick(self) -> TickOutcome:
+        """Run one iteration; never raises."""
+        self.seq += 1
+        started = self.monotonic()
+        errors: dict[str, int] = {}
+        objects: Objects | None = None
+        collection: Collection | None = None
+        report: TickReport | None = None
+        error: str | None = None
+        guarded = _Guarded(self.evictor, self.throttler, self.log)
+        watched: tuple[str, ...] = ()
+        try:
+            objects = self.source()
+        except Exception as err:  # noqa: BLE001 - the loop never dies
+            error = f"objects: {err!r}"
+            errors["objects"] = 1
+        if objects is not None and objects.node is None:
+            error = f"node {self.node_name!r} not found: no decision this tick"
+        if objects is not None and objects.node is not None:
+            node = objects.node
+            watched = tuple(
+                sorted({r.metric for r in objects.policies.rules_for_node(node.labels)})
+            )
+            try:
+                collection = self.collector.collect(node, objects.pods)
+                for source, n in collection.errors.items():
+                    errors[source] = errors.get(source, 0) + n
+            except Exception as err:  # noqa: BLE001
+                error = f"collect: {err!r}"
+                errors["collector"] = errors.get("collector", 0) + 1
+            if collection is not None:
+                try:
+                    report = self.brain.tick(
+                        now=self.clock(),
+                        node=node,
+                        pods=objects.pods,
+                        metrics=collection.metrics,
+                        usage=collection.usage,
+                        policies=objects.policies,
+                        namespace_labels=objects.namespace_labels,
+                        evictor=guarded,
+                        throttler=guarded,
+                    )
+                except Exception as err:  # noqa: BLE001
+                    error = f"decide: {err!r}"
+                    errors["decision"] = errors.get("decision", 0) + 1
+                if not self.evictions_performed:
+                    self.brain.state.evicting.clear()
+        for source, n in guarded.errors.items():
+            errors[source] = errors.get(source, 0) + n
+        outcome = TickOutcome(
+            seq=self.seq,
+            at=self.clock(),
+            duration=self.monotonic() - started,
+            node=self.node_name,
+            report=report,
+            pods=tuple(objects.pods) if objects is not None else (),
+            usage=collection.usage if collection is not None else {},
+            caps=self.brain.caps(),
+            missing=collection.missing if collection is not None else (),
+            errors=errors,
+            invalid=dict(objects.invalid) if objects is not None else {},
+            policy_errors=tuple(str(e) for e in objects.policies.errors) if objects else (),
+            error=error,
+            mode="dry-run" if self.dry_run else "applied",
+            evictions_performed=self.evictions_performed,
+            watched=watched,
+        )
+        self._log_outcome(outcome)
+        for publish in self.publishers:
+            try:
+                publish(outcome)
+            except Exception as err:  # noqa: BLE001
+                self.log.error("publishing a tick failed", publisher=repr(publish), error=repr(err))
+        return outcome
+
+    def _log_outcome(self, outcome: TickOutcome) -> None:
+        if outcome.error is not None:
+            self.log.warning("tick failed", tick=outcome.seq, error=outcome.error)
+        if outcome.report is None:
+            return
+        for record in outcome.report.actions:
+            self.log.info(
+                record.action,
+                tick=outcome.seq,
+                outcome=action_result(record, outcome),
+                **action_fields(record),
+            )
+
+    # -- the loop ------------------------------------------------------------------------
+    def run(self, ticks: int | None = None) -> int:
+        """Tick every ``interval`` until ``ticks`` ran or :meth:`stop`; returns the count."""
+        done = 0
+        next_at = self.monotonic()
+        while not self._stop.is_set():
+            self.tick()
+            done += 1
+            if ticks is not None and done >= ticks:
+                break
+            next_at += self.interval
+            now = self.monotonic()
+            if next_at < now:  # overran: skip the missed slots, keep the phase
+                missed = int((now - next_at) // self.interval) + 1
+                next_at += missed * self.interval
+                self.log.warning("tick overran its interval", skipped=missed)
+            self.sleep(max(0.0, next_at - now))
+        return done
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return after the current tick (signal-handler safe)."""
+        self._stop.set()
+
+
+def action_fields(record: ActionRecord) -> dict[str, Any]:
+    """An action's reason as log fields: rule, metric, value, waterline, gap before/after."""
+    fields: dict[str, Any] = {
+        "pod": record.pod,
+        "rule": record.rule,
+        "action_name": record.action_name,
+        "metric": record.metric,
+        "value": record.value,
+        "waterline": record.waterline,
+        "gap_before": record.gap_before,
+        "gap_after": record.gap_after,
+        "reason": record.reason,
+    }
+    if record.action != "evict":
+        fields["cpu_cap"] = record.cpu_cap
+    if record.released:
+        fields["released"] = dict(record.released)
+    if record.result is not None:
+        fields["result"] = record.result
+    if record.preview:
+        fields["preview"] = True
+    return fields
+
+
+def action_result(record: ActionRecord, outcome: TickOutcome) -> str:
+    """How an action ended: ``preview`` (the rule's strategy), ``dry-run`` (nothing
+    written), ``not-performed`` (a local-mode eviction), the Eviction API's answer, or
+    ``applied``."""
+    if record.preview:
+        return "preview"
+    if outcome.mode == "dry-run":
+        return "dry-run"
+    if record.action == "evict":
+        if not outcome.evictions_performed:
+            return "not-performed"
+        return record.result or "failed"
+    return "applied"

@@ -1,0 +1,55 @@
+"""A tick's outcome, published: the Prometheus snapshot and counters, the health beats."""
+
+from __future__ import annotations
+
+from agent.metrics import AgentMetrics, Health, NodeSnapshot, PodCpu
+from agent.node.loop import TickOutcome, action_result
+
+
+def snapshot_of(outcome: TickOutcome) -> NodeSnapshot:
+    report = outcome.report
+    invalid = dict(outcome.invalid)
+    if outcome.policy_errors:
+        invalid["NodeQOSEnsurancePolicy/AvoidanceAction"] = len(outcome.policy_errors)
+    pods = tuple(
+        PodCpu(
+            pod.namespace,
+            pod.name,
+            outcome.usage[pod.key].cpu if pod.key in outcome.usage else None,
+            outcome.caps.get(pod.key),
+        )
+        for pod in sorted(outcome.pods, key=lambda p: p.key)
+    )
+    return NodeSnapshot(
+        usage=dict(report.usage) if report else {},
+        waterlines=report.waterlines if report else {},
+        gaps=report.gaps if report else {},
+        rules=dict(report.rules) if report else {},
+        pods=pods,
+        throttled=len(outcome.caps),
+        invalid_objects=invalid,
+    )
+
+
+class MetricsPublisher:
+    """Feeds every tick into the metrics and the health checks."""
+
+    def __init__(self, metrics: AgentMetrics, health: Health) -> None:
+        self.metrics = metrics
+        self.health = health
+
+    def __call__(self, outcome: TickOutcome) -> None:
+        m = self.metrics
+        m.tick_duration.observe(outcome.duration)
+        m.ticks.labels("ok" if outcome.ok else "failed").inc()
+        for source, count in outcome.errors.items():
+            m.collector_errors.labels(source).inc(count)
+        if outcome.report is not None:
+            for record in outcome.report.actions:
+                m.actions.labels(record.action, action_result(record, outcome)).inc()
+        if outcome.ok:
+            m.last_success.set(outcome.at)
+        # On a failed tick keep the last good snapshot: the gauges age, the counters tell.
+        if outcome.report is not None:
+            m.publish(snapshot_of(outcome))
+        self.health.beat(outcome.ok)

@@ -1,0 +1,82 @@
+"""One tick's measurements from the host: the node and pod collectors behind one call.
+
+The collectors (``collectors.node_stats``, ``collectors.pod_stats``) read the files and
+log each bad file once; here their warnings are also *counted* per tick, for the
+``waterline_collector_errors_total`` metric, so a file that keeps failing stays visible
+after its first log line. A feature the kernel lacks (no PSI) is not an error.
+
+``node_cpu`` chooses where ``cpu_total_usage`` comes from: ``proc`` (the host's
+/proc/stat, the default and what a node really carries) or ``pods`` (the sum of the pods'
+cgroup usage). ``pods`` is for the demo and for experiments on a shared workstation, where
+the rest of the machine's load would otherwise move the node figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent.model.objects import Node, Pod
+from agent.node.loop import Collection
+from collectors.files import OnceLog
+from collectors.node_stats import CPU_TOTAL_USAGE, CPU_TOTAL_UTILIZATION, NodeStatsCollector
+from collectors.pod_stats import PodStatsCollector
+
+NODE_CPU_SOURCES = ("proc", "pods")
+#: Warnings that report a missing kernel feature, not a failed read.
+_NOT_ERRORS = frozenset({"no PSI file", "no per-cgroup PSI on this kernel"})
+
+
+class CountingLog(OnceLog):
+    """A OnceLog that also counts every problem, logged or suppressed."""
+
+    def __init__(self, logger: Any | None = None) -> None:
+        super().__init__(logger)
+        self.count = 0
+
+    def warn(self, event: str, path: str, **fields: Any) -> None:
+        if event not in _NOT_ERRORS:
+            self.count += 1
+        super().warn(event, path, **fields)
+
+    def drain(self) -> int:
+        count, self.count = self.count, 0
+        return count
+
+
+class HostCollector:
+    def __init__(
+        self,
+        pod_stats: PodStatsCollector,
+        node_stats: NodeStatsCollector,
+        pod_log: CountingLog,
+        node_log: CountingLog,
+        node_cpu: str = "proc",
+    ) -> None:
+        if node_cpu not in NODE_CPU_SOURCES:
+            raise ValueError(f"node CPU source must be one of {NODE_CPU_SOURCES}, got {node_cpu!r}")
+        self.pod_stats = pod_stats
+        self.node_stats = node_stats
+        self.pod_log = pod_log
+        self.node_log = node_log
+        self.node_cpu = node_cpu
+
+    def collect(self, node: Node, pods: Sequence[Pod]) -> Collection:
+        node_sample = self.node_stats.collect(
+            node.allocatable.get("cpu"), node.allocatable.get("memory")
+        )
+        pod_sample = self.pod_stats.collect(pods)
+        metrics = dict(node_sample.metrics)
+        if self.node_cpu == "pods":
+            metrics.pop(CPU_TOTAL_USAGE, None)
+            metrics.pop(CPU_TOTAL_UTILIZATION, None)  # derived again from the new usage
+            figures = [u.cpu for u in pod_sample.usage.values() if u.cpu is not None]
+            if figures:
+                metrics[CPU_TOTAL_USAGE] = sum(figures)
+        errors = {"cgroup": self.pod_log.drain(), "proc": self.node_log.drain()}
+        return Collection(
+            metrics=metrics,
+            usage=pod_sample.usage,
+            missing=pod_sample.missing,
+            errors={k: v for k, v in errors.items() if v},
+        )
