@@ -495,6 +495,53 @@ def _better(excess: float, count: int, picks: tuple[int, ...], best: _Best) -> b
     return picks < best.picks
 
 
+def _tidy(
+    cands: Sequence[Candidate],
+    headroom: Mapping[str, tuple[float, ...]],
+    picks: list[int],
+    freed: list[float],
+    taken: dict[str, list[float]],
+    covered: Callable[[Sequence[float]], bool],
+    excess_of: Callable[[Sequence[float]], float],
+) -> None:
+    """Improve a greedy cover in place, never making it worse: drop picks the cover does not
+    need (latest first), then swap the last pick for the unpicked candidate that closes the
+    remaining gap with the least excess (the earliest among equals). One pass, O(pods)."""
+    dims = range(len(freed))
+
+    def take(pos: int, sign: float) -> None:
+        c = cands[pos]
+        for i in dims:
+            freed[i] += sign * c.frees[i]
+            taken[c.queue][i] += sign * c.frees[i]
+
+    for pos in reversed(list(picks)):
+        if covered([freed[i] - cands[pos].frees[i] for i in dims]):
+            picks.remove(pos)
+            take(pos, -1.0)
+    if not picks:
+        return
+    last = picks.pop()
+    before = excess_of(freed)
+    take(last, -1.0)
+    chosen = set(picks)
+    best_pos, best_excess = last, before
+    seen: set[tuple[str, tuple[float, ...]]] = set()
+    for pos, c in enumerate(cands):
+        shape = (c.queue, c.frees)
+        if pos in chosen or shape in seen:
+            continue
+        seen.add(shape)  # the first unpicked pod of a shape stands for all of them
+        room, used = headroom[c.queue], taken[c.queue]
+        if any(used[i] + c.frees[i] > room[i] + _eps(room[i]) for i in dims):
+            continue
+        trial = [freed[i] + c.frees[i] for i in dims]
+        if covered(trial) and excess_of(trial) < best_excess - 1e-9:
+            best_pos, best_excess = pos, excess_of(trial)
+    picks.append(best_pos)
+    take(best_pos, 1.0)
+
+
 def select_victims(
     cands: Sequence[Candidate],
     headroom: Mapping[str, tuple[float, ...]],
@@ -546,7 +593,8 @@ def select_victims(
             used[i] += c.frees[i]
             freed[i] += c.frees[i]
     if covered(freed):
-        best = _Best(excess_of(freed), len(picks), tuple(picks))
+        _tidy(cands, headroom, picks, freed, taken, covered, excess_of)
+        best = _Best(excess_of(freed), len(picks), tuple(sorted(picks)))
 
     # 2. exact search over counts per class, on a bounded prefix of classes
     by_shape: dict[tuple[str, tuple[float, ...]], _Class] = {}

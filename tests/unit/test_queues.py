@@ -459,3 +459,24 @@ def test_victims_never_take_a_queue_below_deserved(
         for r, amount in result.need.items():
             assert sum(v.request(r) for v in victims) >= amount - 1e-6
         assert all(v.node_name for v in victims)
+
+
+def test_greedy_alone_is_tidied() -> None:
+    """With the exact search off, the greedy cover a + b (excess 1) becomes a + c: the last
+    pick is swapped for the one that closes the gap exactly; redundant picks are dropped."""
+    cands = [cand("a", "q", 2), cand("b", "q", 2), cand("c", "q", 1)]
+    off = QueueArgs(exactSearchClasses=0)
+    picks, excess, exact = select_victims(cands, {"q": (10.0,)}, (3.0,), (10.0,), off) or (
+        (),
+        0,
+        True,
+    )
+    assert ([cands[p].key for p in picks], excess, exact) == (["a", "c"], 0.0, False)
+    # two resources: m (memory only) then big (both) -> m is no longer needed
+    cands = [cand("m", "q", 0, 2), cand("big", "q", 2, 2)]
+    picks, _, _ = select_victims(cands, {"q": (10.0, 10.0)}, (2.0, 2.0), (10.0, 10.0), off) or (
+        (),
+        0,
+        True,
+    )
+    assert [cands[p].key for p in picks] == ["big"]
