@@ -251,6 +251,8 @@ class _Targets:
         self.resource = args.resource_type
         self.states: dict[str, NodeState] = {}
         self.limit: dict[str, float] = {}
+        #: Headroom of each filed node as of its last filing (update() keeps it current).
+        self.head: dict[str, float] = {}
         keys: list[tuple[float, str]] = []
         for state in states:
             total = state.allocatable(self.resource)
@@ -262,6 +264,7 @@ class _Targets:
             key = self.key_of(state)
             if key is not None:
                 keys.append(key)
+                self.head[state.name] = self._headroom(state.name)
         keys.sort()
         size = self.BLOCK
         self.blocks: list[list[tuple[float, str]]] = [
@@ -285,7 +288,8 @@ class _Targets:
         return self.limit[name] - self.states[name].used.get(self.resource, 0.0)
 
     def _max(self, block: list[tuple[float, str]]) -> float:
-        return max(self._headroom(name) for _, name in block)
+        head = self.head
+        return max([head[name] for _, name in block])
 
     def _block_of(self, key: tuple[float, str]) -> int:
         return max(0, bisect.bisect_right(self.firsts, key) - 1)
@@ -299,15 +303,18 @@ class _Targets:
         if j == len(block) or block[j] != key:
             return
         del block[j]
+        room = self.head.pop(key[1])
         if block:
             self.firsts[i] = block[0]
-            self.maxes[i] = self._max(block)
+            if room >= self.maxes[i]:
+                self.maxes[i] = self._max(block)
         else:
             del self.blocks[i], self.firsts[i], self.maxes[i]
 
     def _add(self, key: tuple[float, str]) -> None:
+        room = self.head[key[1]] = self._headroom(key[1])
         if not self.blocks:
-            self.blocks, self.firsts, self.maxes = [[key]], [key], [self._headroom(key[1])]
+            self.blocks, self.firsts, self.maxes = [[key]], [key], [room]
             return
         i = self._block_of(key)
         block = self.blocks[i]
@@ -319,7 +326,7 @@ class _Targets:
             self.maxes[i : i + 1] = [self._max(block[:half]), self._max(block[half:])]
         else:
             self.firsts[i] = block[0]
-            self.maxes[i] = self._max(block)
+            self.maxes[i] = max(self.maxes[i], room)
 
     def update(self, state: NodeState, old_key: tuple[float, str] | None) -> None:
         """Re-file a node whose usage changed (``old_key`` = its key before)."""
@@ -333,11 +340,12 @@ class _Targets:
         """The first target, in order, that passes every placement check."""
         need = pod.request(self.resource)
         threshold = (self.resource, self.args.protection_threshold)
+        head = self.head
         for block, best in zip(self.blocks, self.maxes, strict=True):
             if need > best:
                 continue
             for _, name in block:
-                if need > self._headroom(name):  # necessary; reservations only add to it
+                if need > head[name]:  # necessary; reservations only add to it
                     continue
                 state = self.states[name]
                 if why_not(pod, state, threshold) is None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import agent.cluster.defrag as defrag_module
 from agent.cluster.defrag import (
     DefragArgs,
     DefragPlan,
@@ -703,3 +704,62 @@ def test_plan_never_overfills_breaks_a_constraint_or_half_drains(
                     if term.topology_key == "kubernetes.io/hostname":
                         selects = o.namespace in (term.namespaces or (p.namespace,))
                         assert not (selects and term.selector.matches(o.labels))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), ARGS)
+def test_the_blocked_target_index_never_changes_the_plan(
+    cluster: tuple[list[Node], list[Pod]], args: DefragArgs
+) -> None:
+    """Tiny blocks (many splits, removals and block skips) plan exactly as one big block."""
+    nodes, pods = cluster
+    saved = defrag_module._Targets.BLOCK
+    try:
+        defrag_module._Targets.BLOCK = 1
+        small = plan(nodes, pods, args)
+        defrag_module._Targets.BLOCK = 10_000
+        large = plan(nodes, pods, args)
+    finally:
+        defrag_module._Targets.BLOCK = saved
+    assert moves(small) == moves(large)
+    assert small.freed_nodes == large.freed_nodes
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(50, 95), min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(0, 29), st.integers(-20, 20)), max_size=60),
+    st.integers(1, 4),
+)
+def test_target_index_invariants_under_updates(
+    fills: list[int], changes: list[tuple[int, int]], block: int
+) -> None:
+    """After any sequence of usage changes: the index holds exactly the nodes inside the
+    window, sorted fullest first, and no block under-states its best headroom (a block
+    skipped for lack of room really has none)."""
+    args = DefragArgs()
+    nodes = [node(f"n{i:02d}") for i in range(len(fills))]
+    pods = [
+        pod(f"f{i}", n.name, fill / 10)
+        for i, (n, fill) in enumerate(zip(nodes, fills, strict=True))
+    ]
+    snap = Snapshot.build(nodes, pods)
+    saved = defrag_module._Targets.BLOCK
+    try:
+        defrag_module._Targets.BLOCK = block
+        index = defrag_module._Targets(list(snap.states.values()), args)
+        for which, delta in changes:
+            state = snap.states[nodes[which % len(nodes)].name]
+            old = index.key_of(state)
+            state.used["cpu"] = max(0.0, state.used["cpu"] + delta / 10)
+            index.update(state, old)
+            inside = sorted(
+                (-s.utilization("cpu"), s.name)
+                for s in snap.states.values()
+                if args.defragment_threshold < s.utilization("cpu") < args.protection_threshold
+            )
+            assert [k for b in index.blocks for k in b] == inside
+            for b, best in zip(index.blocks, index.maxes, strict=True):
+                assert best >= max(index.limit[n] - snap[n].used["cpu"] for _, n in b) - 1e-9
+    finally:
+        defrag_module._Targets.BLOCK = saved
