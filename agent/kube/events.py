@@ -215,7 +215,9 @@ class EventRecorder:
             return self.FAILED
 
     # -- internals ----------------------------------------------------------------------
-    def _aggregate(self, ref: ObjectRef, type_: str, reason: str, message: str, now: float) -> tuple[str, str]:
+    def _aggregate(
+        self, ref: ObjectRef, type_: str, reason: str, message: str, now: float
+    ) -> tuple[str, str]:
         """(message to write, dedup key): past the limit every new message goes to one
         combined Event (keyed without its message) that shows the latest."""
         key = (ref, type_, reason)

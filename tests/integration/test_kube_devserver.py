@@ -17,8 +17,8 @@ from agent.kube.creating import create
 from agent.kube.devserver.server import DevServer, read_manifests
 from agent.kube.devserver.testing import pdb, pod, serve
 from agent.kube.errors import KubeConflict, KubeNotFound
-from agent.kube.evicting import BLOCKED, EVICTED, FAILED, GONE, evict
 from agent.kube.events import EventRecorder, KubeEvents, pod_ref, policy_ref
+from agent.kube.evicting import BLOCKED, EVICTED, FAILED, GONE, evict
 from agent.kube.fetching import Selectors, get_object, list_objects
 from agent.kube.leases import KubeLeases
 from agent.kube.nodeview import start_node_view
@@ -35,10 +35,28 @@ POLICY = {
     "apiVersion": "qos.waterline.io/v1alpha1",
     "kind": "NodeQOSEnsurancePolicy",
     "metadata": {"name": "cpu-guard"},
-    "spec": {"objectiveEnsurances": [{"name": "cpu-high", "metricRule": {"name": "cpu_total_usage", "value": "6"}, "actionName": "throttle"}]},
+    "spec": {
+        "objectiveEnsurances": [
+            {
+                "name": "cpu-high",
+                "metricRule": {"name": "cpu_total_usage", "value": "6"},
+                "actionName": "throttle",
+            }
+        ]
+    },
 }
-ACTION = {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction", "metadata": {"name": "throttle"}, "spec": {"coolDownSeconds": 300}}
-NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1", "labels": {"pool": "batch"}}, "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}}}
+ACTION = {
+    "apiVersion": "qos.waterline.io/v1alpha1",
+    "kind": "AvoidanceAction",
+    "metadata": {"name": "throttle"},
+    "spec": {"coolDownSeconds": 300},
+}
+NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "node-1", "labels": {"pool": "batch"}},
+    "status": {"allocatable": {"cpu": "8", "memory": "32Gi"}},
+}
 
 
 def wait_until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
@@ -51,7 +69,9 @@ def wait_until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-unty
 def test_list_pods_of_one_node_by_field_selector_paged() -> None:
     objs = [pod(f"a{i}", "node-1") for i in range(7)] + [pod(f"b{i}", "node-2") for i in range(5)]
     with serve(objs) as env:
-        listing = list_objects(env.api, PODS, Selectors(field_selector="spec.nodeName=node-1"), page_size=3)
+        listing = list_objects(
+            env.api, PODS, Selectors(field_selector="spec.nodeName=node-1"), page_size=3
+        )
         assert sorted(i["metadata"]["name"] for i in listing.items) == [f"a{i}" for i in range(7)]
         assert all(i["kind"] == "Pod" for i in listing.items)
         assert int(listing.resource_version) >= 12
@@ -60,7 +80,9 @@ def test_list_pods_of_one_node_by_field_selector_paged() -> None:
 
 
 def test_node_view_follows_watches_with_field_selector() -> None:
-    with serve([NODE, POLICY, ACTION, pod("mine"), pod("other", "node-2"), pdb("budget", {"app": "x"})]) as env:
+    with serve(
+        [NODE, POLICY, ACTION, pod("mine"), pod("other", "node-2"), pdb("budget", {"app": "x"})]
+    ) as env:
         view, informers = start_node_view(env.api, "node-1", WatchArgs(watch_timeout_seconds=5))
         try:
             wait_until(lambda: view.synced)
@@ -84,7 +106,9 @@ def test_node_view_follows_watches_with_field_selector() -> None:
             wait_until(lambda: [p.name for p in view.pods()] == ["other"])
             assert view.version > before
             store = view.store()
-            assert [p.name for p in store.pods_on("node-1")] == ["other"] and "node-1" in store.nodes
+            assert [p.name for p in store.pods_on("node-1")] == [
+                "other"
+            ] and "node-1" in store.nodes
         finally:
             informers.stop()
 
@@ -104,16 +128,27 @@ def test_eviction_allowed_blocked_gone_and_two_budgets() -> None:
         assert evict(env.api, "default", "web-1", 0).result == EVICTED
         blocked = evict(env.api, "default", "web-2", 0)
         assert blocked.result == BLOCKED and blocked.status == 429
-        assert "The disruption budget web needs 1 healthy pods and has 1 currently" in blocked.message
+        assert (
+            "The disruption budget web needs 1 healthy pods and has 1 currently" in blocked.message
+        )
         assert evict(env.api, "default", "free", 0).result == GONE
         two = evict(env.api, "default", "db-1", 0)
-        assert two.result == FAILED and two.status == 500 and "more than one PodDisruptionBudget" in two.message
+        assert (
+            two.result == FAILED
+            and two.status == 500
+            and "more than one PodDisruptionBudget" in two.message
+        )
         remaining = {i["metadata"]["name"] for i in list_objects(env.api, PODS).items}
         assert remaining == {"web-2", "db-1"}  # never deleted by a refused eviction
 
 
 def test_unhealthy_pod_may_go_when_the_budget_is_otherwise_met() -> None:
-    objs = [pod("w1", labels={"app": "w"}), pod("w2", labels={"app": "w"}), pod("sick", labels={"app": "w"}, ready=False), pdb("w", {"app": "w"}, minAvailable=2)]
+    objs = [
+        pod("w1", labels={"app": "w"}),
+        pod("w2", labels={"app": "w"}),
+        pod("sick", labels={"app": "w"}, ready=False),
+        pdb("w", {"app": "w"}, minAvailable=2),
+    ]
     with serve(objs) as env:
         assert evict(env.api, "default", "w1", 0).result == BLOCKED
         assert evict(env.api, "default", "sick", 0).result == EVICTED
@@ -123,19 +158,32 @@ def test_graceful_eviction_leaves_the_pod_terminating_then_gone() -> None:
     with serve([pod("slow")], grace_cap=0.3) as env:
         assert evict(env.api, "default", "slow", 30).result == EVICTED
         terminating = get_object(env.api, PODS, "slow", "default")
-        assert terminating["metadata"]["deletionTimestamp"] and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
-        assert evict(env.api, "default", "slow", 30).result == EVICTED  # terminating: no budget check
+        assert (
+            terminating["metadata"]["deletionTimestamp"]
+            and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+        )
+        assert (
+            evict(env.api, "default", "slow", 30).result == EVICTED
+        )  # terminating: no budget check
         wait_until(lambda: not list_objects(env.api, PODS).items)
 
 
 def test_api_evictor_maps_outcomes_and_guards_the_uid() -> None:
-    with serve([pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1)]) as env:
+    with serve(
+        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1)]
+    ) as env:
         evictor = ApiEvictor(env.api)
         raw = get_object(env.api, PODS, "p", "default")
         stale = Pod("default", "p", "not-the-current-uid")
-        assert evictor.evict(stale, 0) is EvictionResult.GONE  # a successor with the same name is spared
-        assert get_object(env.api, PODS, "p", "default")["metadata"]["uid"] == raw["metadata"]["uid"]
-        assert evictor.evict(Pod("default", "p", raw["metadata"]["uid"]), 0) is EvictionResult.EVICTED
+        assert (
+            evictor.evict(stale, 0) is EvictionResult.GONE
+        )  # a successor with the same name is spared
+        assert (
+            get_object(env.api, PODS, "p", "default")["metadata"]["uid"] == raw["metadata"]["uid"]
+        )
+        assert (
+            evictor.evict(Pod("default", "p", raw["metadata"]["uid"]), 0) is EvictionResult.EVICTED
+        )
         assert evictor.evict(Pod("default", "q", "default/q"), 0) is EvictionResult.BLOCKED_BY_PDB
 
 
@@ -144,11 +192,15 @@ def test_stale_replace_is_a_conflict_and_merge_patch_applies() -> None:
         first = get_object(env.api, NODES, "node-1")
         first["metadata"]["labels"]["a"] = "1"
         updated = replace(env.api, NODES, first)
-        assert int(updated["metadata"]["resourceVersion"]) > int(first["metadata"]["resourceVersion"])
+        assert int(updated["metadata"]["resourceVersion"]) > int(
+            first["metadata"]["resourceVersion"]
+        )
         first["metadata"]["labels"]["b"] = "2"  # still carries the old resourceVersion
         with pytest.raises(KubeConflict):
             replace(env.api, NODES, first)
-        patched = merge_patch(env.api, NODES, "node-1", {"metadata": {"labels": {"pool": None, "c": "3"}}})
+        patched = merge_patch(
+            env.api, NODES, "node-1", {"metadata": {"labels": {"pool": None, "c": "3"}}}
+        )
         assert patched["metadata"]["labels"] == {"a": "1", "c": "3"}
         with pytest.raises(KubeNotFound):
             get_object(env.api, NODES, "node-9")
@@ -158,7 +210,9 @@ def test_stale_replace_is_a_conflict_and_merge_patch_applies() -> None:
 
 def test_cr_status_subresource() -> None:
     with serve([POLICY]) as env:
-        patched = merge_patch(env.api, POLICIES, "cpu-guard", {"status": {"phase": "Valid"}}, subresource="status")
+        patched = merge_patch(
+            env.api, POLICIES, "cpu-guard", {"status": {"phase": "Valid"}}, subresource="status"
+        )
         assert patched["status"] == {"phase": "Valid"}
         assert patched["metadata"]["generation"] == 1  # status writes do not bump generation
         # the main resource ignores status and bumps generation on a spec change
@@ -181,11 +235,19 @@ def test_events_are_created_and_aggregated_through_the_api() -> None:
         target = pod_ref(Pod("default", "p", "uid-p"))
         for _ in range(3):
             recorder.record(target, "Normal", "Throttled", "cpu capped at 0.5 cores")
-        recorder.record(policy_ref("cpu-guard"), "Warning", "InvalidPolicy", "spec.objectiveEnsurances[0].actionName: no such action")
+        recorder.record(
+            policy_ref("cpu-guard"),
+            "Warning",
+            "InvalidPolicy",
+            "spec.objectiveEnsurances[0].actionName: no such action",
+        )
         events = list_objects(env.api, EVENTS).items
         by_reason = {e["reason"]: e for e in events}
         assert set(by_reason) == {"Throttled", "InvalidPolicy"}
-        assert by_reason["Throttled"]["count"] == 3 and by_reason["Throttled"]["involvedObject"]["name"] == "p"
+        assert (
+            by_reason["Throttled"]["count"] == 3
+            and by_reason["Throttled"]["involvedObject"]["name"] == "p"
+        )
         assert by_reason["InvalidPolicy"]["metadata"]["namespace"] == "default"
 
 
@@ -193,7 +255,12 @@ def test_leases_create_renew_and_conflict() -> None:
     with serve() as env:
         leases = KubeLeases(env.api, "kube-system", "waterline", timeout=2.0)
         assert leases.get() is None
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "waterline", "namespace": "kube-system"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}}
+        lease = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": "waterline", "namespace": "kube-system"},
+            "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15},
+        }
         created = leases.create(lease)
         with pytest.raises(KubeConflict):
             leases.create(lease)
@@ -201,7 +268,9 @@ def test_leases_create_renew_and_conflict() -> None:
         leases.replace(created)
         with pytest.raises(KubeConflict):  # same (now stale) resourceVersion
             leases.replace(created)
-        assert get_object(env.api, LEASES, "waterline", "kube-system")["spec"]["holderIdentity"] == "b"
+        assert (
+            get_object(env.api, LEASES, "waterline", "kube-system")["spec"]["holderIdentity"] == "b"
+        )
 
 
 def test_watch_from_a_compacted_version_gets_410_and_bookmarks_flow() -> None:
@@ -209,21 +278,51 @@ def test_watch_from_a_compacted_version_gets_410_and_bookmarks_flow() -> None:
         old = list_objects(env.api, PODS).resource_version
         create(env.api, PODS, pod("b"))
         env.server.store.compact()
-        stream = env.api.stream(PODS.path(), [("watch", "true"), ("resourceVersion", old), ("timeoutSeconds", "2")], 5)
+        stream = env.api.stream(
+            PODS.path(), [("watch", "true"), ("resourceVersion", old), ("timeoutSeconds", "2")], 5
+        )
         (line,) = list(stream)
         assert b'"ERROR"' in line and b"410" in line
         now = list_objects(env.api, PODS).resource_version
-        stream = env.api.stream(PODS.path(), [("watch", "true"), ("resourceVersion", now), ("allowWatchBookmarks", "true"), ("timeoutSeconds", "1")], 5)
+        stream = env.api.stream(
+            PODS.path(),
+            [
+                ("watch", "true"),
+                ("resourceVersion", now),
+                ("allowWatchBookmarks", "true"),
+                ("timeoutSeconds", "1"),
+            ],
+            5,
+        )
         assert any(b'"BOOKMARK"' in line for line in stream)
 
 
 def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: Path) -> None:
     manifests = tmp_path / "objects.yaml"
-    manifests.write_text(yaml.safe_dump_all([NODE, {"apiVersion": "v1", "kind": "List", "items": [pod("x"), POLICY]}]))
-    assert [o["kind"] for o in read_manifests(manifests)] == ["Node", "Pod", "NodeQOSEnsurancePolicy"]
+    manifests.write_text(
+        yaml.safe_dump_all(
+            [NODE, {"apiVersion": "v1", "kind": "List", "items": [pod("x"), POLICY]}]
+        )
+    )
+    assert [o["kind"] for o in read_manifests(manifests)] == [
+        "Node",
+        "Pod",
+        "NodeQOSEnsurancePolicy",
+    ]
     kubeconfig = tmp_path / "kubeconfig"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "agent", "dev-apiserver", "--port", "0", "--objects", str(manifests), "--kubeconfig-out", str(kubeconfig)],
+        [
+            sys.executable,
+            "-m",
+            "agent",
+            "dev-apiserver",
+            "--port",
+            "0",
+            "--objects",
+            str(manifests),
+            "--kubeconfig-out",
+            str(kubeconfig),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -232,7 +331,10 @@ def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: P
         banner = proc.stdout.readline()
         assert "NOT for production" in banner and "3 objects" in banner
         api = build_api(str(kubeconfig))
-        assert [i["metadata"]["name"] for i in list_objects(api, PODS, Selectors(field_selector="spec.nodeName=node-1")).items] == ["x"]
+        assert [
+            i["metadata"]["name"]
+            for i in list_objects(api, PODS, Selectors(field_selector="spec.nodeName=node-1")).items
+        ] == ["x"]
         api.close()
     finally:
         proc.terminate()
@@ -245,7 +347,9 @@ def test_server_stop_ends_open_watches() -> None:
         done = threading.Event()
 
         def watch() -> None:
-            with urllib.request.urlopen(f"{server.url}/api/v1/pods?watch=true&timeoutSeconds=30", timeout=10) as r:
+            with urllib.request.urlopen(
+                f"{server.url}/api/v1/pods?watch=true&timeoutSeconds=30", timeout=10
+            ) as r:
                 r.read()
             done.set()
 

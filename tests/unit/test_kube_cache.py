@@ -61,7 +61,10 @@ def test_crs_are_kept_raw_without_managed_fields() -> None:
         "metadata": {
             "name": "p",
             "managedFields": [{"manager": "kubectl"}] * 50,
-            "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{...}", "keep": "me"},
+            "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+                "keep": "me",
+            },
         },
         "spec": {"objectiveEnsurances": []},
     }

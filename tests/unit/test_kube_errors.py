@@ -34,7 +34,14 @@ def status_body(code: int, reason: str, causes: list | None = None) -> bytes:
 
 @pytest.mark.parametrize(
     ("code", "cls", "transient"),
-    [(404, KubeNotFound, False), (409, KubeConflict, False), (410, KubeGone, False), (500, KubeServerError, True), (503, KubeServerError, True), (418, KubeError, False)],
+    [
+        (404, KubeNotFound, False),
+        (409, KubeConflict, False),
+        (410, KubeGone, False),
+        (500, KubeServerError, True),
+        (503, KubeServerError, True),
+        (418, KubeError, False),
+    ],
 )
 def test_status_codes_map_to_exceptions(code: int, cls: type, transient: bool) -> None:
     err = from_status(code, status_body(code, "X"))
@@ -43,9 +50,16 @@ def test_status_codes_map_to_exceptions(code: int, cls: type, transient: bool) -
 
 
 def test_a_budget_429_is_an_answer_and_a_throttling_429_is_transient() -> None:
-    budget = from_status(429, status_body(429, "TooManyRequests", [{"type": "DisruptionBudget", "message": "needs 2"}]))
+    budget = from_status(
+        429,
+        status_body(429, "TooManyRequests", [{"type": "DisruptionBudget", "message": "needs 2"}]),
+    )
     throttled = from_status(429, status_body(429, "TooManyRequests"))
-    assert isinstance(budget, KubeTooManyRequests) and budget.has_cause("DisruptionBudget") and not budget.transient
+    assert (
+        isinstance(budget, KubeTooManyRequests)
+        and budget.has_cause("DisruptionBudget")
+        and not budget.transient
+    )
     assert throttled.transient
 
 
@@ -76,7 +90,11 @@ def test_backoff_grows_to_the_cap_with_bounded_jitter_and_resets() -> None:
 
 
 def obj(labels: dict, node: str = "n1", phase: str = "Running") -> dict:
-    return {"metadata": {"name": "p", "namespace": "ns", "labels": labels}, "spec": {"nodeName": node}, "status": {"phase": phase}}
+    return {
+        "metadata": {"name": "p", "namespace": "ns", "labels": labels},
+        "spec": {"nodeName": node},
+        "status": {"phase": phase},
+    }
 
 
 @pytest.mark.parametrize(

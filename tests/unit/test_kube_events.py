@@ -59,7 +59,13 @@ def test_repeats_patch_the_count_of_one_event() -> None:
     assert rec.record(ref, "Normal", "Throttled", "cpu capped at 1") == "updated"
     (event,) = sink.events.values()
     assert event["count"] == 3
-    assert event["involvedObject"] == {"kind": "Pod", "name": "p", "namespace": "ns", "uid": "uid-1", "apiVersion": "v1"}
+    assert event["involvedObject"] == {
+        "kind": "Pod",
+        "name": "p",
+        "namespace": "ns",
+        "uid": "uid-1",
+        "apiVersion": "v1",
+    }
     assert event["firstTimestamp"] != event["lastTimestamp"]
     # the event expired server-side: a new one is created
     sink.events.clear()
@@ -94,7 +100,11 @@ def test_a_hot_object_is_rate_limited_then_refills() -> None:
     assert sink.calls == 5
     assert rec.record(quiet, "Normal", "Evicted", "x") == "created"  # other objects unaffected
     clock.now += 120  # two tokens back
-    assert [rec.record(hot, "Warning", "RuleTriggered", "same") for _ in range(3)] == ["updated", "updated", "dropped"]
+    assert [rec.record(hot, "Warning", "RuleTriggered", "same") for _ in range(3)] == [
+        "updated",
+        "updated",
+        "dropped",
+    ]
 
 
 def test_a_failing_api_is_logged_once_and_never_raises() -> None:

@@ -41,8 +41,12 @@ class Cluster:
                 clock=self.clock,
                 wall=self.clock,
                 rng=random.Random(seed + i),
-                on_started_leading=lambda i=i: self.started.append((self.clock.now, f"candidate-{i}")),
-                on_stopped_leading=lambda i=i: self.stopped.append((self.clock.now, f"candidate-{i}")),
+                on_started_leading=lambda i=i: self.started.append(
+                    (self.clock.now, f"candidate-{i}")
+                ),
+                on_stopped_leading=lambda i=i: self.stopped.append(
+                    (self.clock.now, f"candidate-{i}")
+                ),
             )
             for i, view in enumerate(self.views)
         ]
@@ -52,7 +56,9 @@ class Cluster:
         heapq.heapify(self.queue)
 
     def leaders(self) -> list[int]:
-        return [i for i, e in enumerate(self.electors) if self.alive[i] and e.is_leader(self.clock.now)]
+        return [
+            i for i, e in enumerate(self.electors) if self.alive[i] and e.is_leader(self.clock.now)
+        ]
 
     def run_until(self, end: float, expect_leader: bool = False) -> None:
         while self.clock.now < end:

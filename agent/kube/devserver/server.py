@@ -70,6 +70,7 @@ class DevServer:
         self.faults: list[Fault] = []
         self.requests: list[tuple[str, str]] = []  # (method, path?query), for tests
         self.stopping = threading.Event()
+        self.watch_epoch = 0  # bumped by drop_watches(): open watches end abruptly
         self._lock = threading.Lock()
         self.httpd = ThreadingHTTPServer((host, port), _Handler)
         self.httpd.daemon_threads = True
@@ -103,6 +104,12 @@ class DevServer:
         with self._lock:
             self.faults.append(fault)
         return fault
+
+    def drop_watches(self) -> None:
+        """Cut every open watch connection mid-stream (as a restarting API server would)."""
+        with self.store.cond:
+            self.watch_epoch += 1
+            self.store.cond.notify_all()
 
     def take_fault(self, method: str, path: str, is_watch: bool) -> Fault | None:
         with self._lock:
@@ -390,7 +397,11 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 pos = int(version)
             last_bookmark = time.monotonic()
+            epoch = self.dev.watch_epoch
             while not self.dev.stopping.is_set():
+                if self.dev.watch_epoch != epoch:
+                    self._drop()
+                    return
                 try:
                     changes = store.changes_after(pos)
                 except ApiStatus as status:
@@ -438,7 +449,15 @@ class _Handler(BaseHTTPRequestHandler):
     def _wait_for_change(self, seen: int, timeout: float) -> None:
         store = self.dev.store
         with store.cond:
-            store.cond.wait_for(lambda: store.version > seen or self.dev.stopping.is_set(), timeout)
+            epoch = self.dev.watch_epoch
+            store.cond.wait_for(
+                lambda: (
+                    store.version > seen
+                    or self.dev.stopping.is_set()
+                    or self.dev.watch_epoch != epoch
+                ),
+                timeout,
+            )
 
     def _drop(self) -> None:
         """Cut the connection in the middle of a chunked stream."""
