@@ -23,6 +23,8 @@ nvidia.com/gpu). The plan is a list of ``<pod, source node, target node>`` tripl
   reservations include what was planned onto it, and the target order follows it.
 * Nodes with no allocatable of the resource take no part (neither source nor target) and
   are left out of the utilization report.
+* A source with nothing that must move (empty, or only DaemonSet/mirror pods) counts as
+  freed: after the plan it can be drained and removed like the others.
 
 The plan also reports, for the resource, the cluster's *fragmentation* before and after:
 the share (0..1) of free capacity, over Ready and schedulable nodes, that sits on nodes
@@ -554,7 +556,12 @@ def report(plan: DefragPlan) -> dict[str, Any]:
 
 
 def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
-    """The `defrag` report section; None when the scenario has no ``config.defrag``."""
+    """The `defrag` report section; None when the scenario has no ``config.defrag``.
+
+    Beyond SIMULATE.md's keys: ``acted`` (false when numberOfNodes gated the plan),
+    ``skipped`` (node -> why it was not a source or was not freed: Critical, CoolingDown,
+    HoldsReservation, ``NotMigratable ns/pod``, ``NoTarget ns/pod``) and
+    ``fragmentation`` {before, after} as a share in 0..1."""
     raw = scenario.config_section("defrag")
     if raw is None:
         return None
