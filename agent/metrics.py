@@ -5,7 +5,7 @@ Two kinds of series:
 * process counters and histograms (actions, ticks, collector errors, tick duration), kept
   by prometheus_client and cumulative for the life of the process;
 * a *snapshot* of the node after the last tick (usage, waterlines, gaps, rule states,
-  per-pod CPU), rendered by a custom collector at scrape time. A pod that left the node is
+  per-pod CPU and memory), rendered by a custom collector at scrape time. A pod that left the node is
   simply absent from the next snapshot, so its series vanish instead of going stale, and
   no label set outlives what it describes.
 
@@ -41,11 +41,12 @@ TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
 @dataclass(frozen=True, slots=True)
-class PodCpu:
+class PodFigures:
     namespace: str
     name: str
-    usage: float | None  # cores; None = no figure this tick
+    cpu: float | None  # cores; None = no figure this tick
     cap: float | None = None  # cores; only for pods this agent throttles
+    memory: float | None = None  # working set, bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,7 @@ class NodeSnapshot:
     gaps: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: rule key ``policy/rule`` -> normal | triggered | restored
     rules: Mapping[str, str] = field(default_factory=dict)
-    pods: tuple[PodCpu, ...] = ()
+    pods: tuple[PodFigures, ...] = ()
     throttled: int = 0
     #: kind -> number of objects rejected as invalid
     invalid_objects: Mapping[str, int] = field(default_factory=dict)
@@ -127,13 +128,21 @@ class _SnapshotCollector(Collector):
             "CPU cap this agent enforces on a throttled pod.",
             labels=["namespace", "pod"],
         )
+        memory = GaugeMetricFamily(
+            "waterline_pod_memory_working_set_bytes",
+            "Memory working set of each pod on the node (usage minus inactive file pages).",
+            labels=["namespace", "pod"],
+        )
         for pod in snap.pods:
-            if pod.usage is not None:
-                cpu.add_metric([pod.namespace, pod.name], pod.usage)
+            if pod.cpu is not None:
+                cpu.add_metric([pod.namespace, pod.name], pod.cpu)
             if pod.cap is not None:
                 caps.add_metric([pod.namespace, pod.name], pod.cap)
+            if pod.memory is not None:
+                memory.add_metric([pod.namespace, pod.name], pod.memory)
         yield cpu
         yield caps
+        yield memory
         invalid = GaugeMetricFamily(
             "waterline_invalid_objects",
             "Objects (policies, actions, pods, ...) rejected as invalid, by kind.",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agent.metrics import AgentMetrics, Health, NodeSnapshot, PodCpu
+from agent.metrics import AgentMetrics, Health, NodeSnapshot, PodFigures
 from agent.node.loop import TickOutcome, action_result
 
 
@@ -11,21 +11,24 @@ def snapshot_of(outcome: TickOutcome) -> NodeSnapshot:
     invalid = dict(outcome.invalid)
     if outcome.policy_errors:
         invalid["NodeQOSEnsurancePolicy/AvoidanceAction"] = len(outcome.policy_errors)
-    pods = tuple(
-        PodCpu(
-            pod.namespace,
-            pod.name,
-            outcome.usage[pod.key].cpu if pod.key in outcome.usage else None,
-            outcome.caps.get(pod.key),
+    pods = []
+    for pod in sorted(outcome.pods, key=lambda p: p.key):
+        usage = outcome.usage.get(pod.key)
+        pods.append(
+            PodFigures(
+                pod.namespace,
+                pod.name,
+                usage.cpu if usage is not None else None,
+                outcome.caps.get(pod.key),
+                usage.memory if usage is not None else None,
+            )
         )
-        for pod in sorted(outcome.pods, key=lambda p: p.key)
-    )
     return NodeSnapshot(
         usage=dict(report.usage) if report else {},
         waterlines=report.waterlines if report else {},
         gaps=report.gaps if report else {},
         rules=dict(report.rules) if report else {},
-        pods=pods,
+        pods=tuple(pods),
         throttled=len(outcome.caps),
         invalid_objects=invalid,
     )

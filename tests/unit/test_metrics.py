@@ -131,7 +131,7 @@ def test_series_of_a_pod_that_left_vanish_and_errors_are_counted(served: Any) ->
     server, mono = served
     quiet = Collection(
         {"cpu_total_usage": 0.5},
-        {"default/be-1": PodUsage(cpu=0.3), "default/be-2": PodUsage(cpu=0.2)},
+        {"default/be-1": PodUsage(cpu=0.3, memory=2e8), "default/be-2": PodUsage(cpu=0.2)},
         errors={"cgroup": 2},
     )
     loop = two_pods_loop(server, mono, [quiet, OSError("unreadable"), cpu(0.2, be_2=0.2)])
