@@ -101,7 +101,11 @@ class Reflector:
             try:
                 self.step(stop)
                 self.backoff.reset()
-            except KubeGone:
+            except KubeGone as err:
+                if not self.resource_version:  # the list itself expired: back off, retry
+                    self._failed(err)
+                    wait(self.backoff.next())
+                    continue
                 self.log.info(
                     "watch version expired, relisting", resource_version=self.resource_version
                 )

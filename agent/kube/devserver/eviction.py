@@ -64,7 +64,7 @@ def evict(store: Store, namespace: str, name: str, body: Mapping[str, Any]) -> d
             store.delete_pod(namespace, name, grace, uid)
             return _success()
         pod = parse_pod(raw)
-        all_pods, _ = store.list(pods_res, namespace, lambda _o: True)
+        all_pods, _, _ = store.list(pods_res, namespace, lambda _o: True)
         budgets = []
         for pdb_raw in store.list(pdbs_res, namespace, lambda _o: True)[0]:
             if (pdb_raw.get("spec") or {}).get("selector") is not None and parse_pdb(

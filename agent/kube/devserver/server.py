@@ -353,13 +353,11 @@ class _Handler(BaseHTTPRequestHandler):
         return lambda obj: labels(obj) and fields(obj)
 
     def _list(self, route: _Route, query: Mapping[str, str]) -> dict[str, Any]:
-        items, version = self.dev.store.list(
-            route.resource, route.namespace or None, self._matcher(query)
-        )
         offset = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0)
-        page = items[offset : offset + limit] if limit else items[offset:]
-        more = bool(limit) and offset + limit < len(items)
+        page, version, more = self.dev.store.list(
+            route.resource, route.namespace or None, self._matcher(query), offset, limit
+        )
         meta: dict[str, Any] = {"resourceVersion": str(version)}
         if more:
             meta["continue"] = str(offset + limit)
@@ -391,7 +389,7 @@ class _Handler(BaseHTTPRequestHandler):
                 emit(fault.garbage + b"\n")
             version = query.get("resourceVersion") or ""
             if version in ("", "0"):
-                items, pos = store.list(res, route.namespace or None, match)
+                items, pos, _ = store.list(res, route.namespace or None, match)
                 for item in items:
                     emit(json.dumps({"type": "ADDED", "object": item}).encode() + b"\n")
             else:

@@ -23,6 +23,23 @@ from typing import Any
 
 from agent.kube.resources import KNOWN, Resource
 
+#: Built-in kinds that are namespaced even when a manifest leaves the namespace out.
+NAMESPACED_KINDS = frozenset(
+    {
+        "Deployment",
+        "ReplicaSet",
+        "StatefulSet",
+        "DaemonSet",
+        "Job",
+        "CronJob",
+        "ReplicationController",
+        "ConfigMap",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+    }
+)
+
 
 class ApiStatus(Exception):
     """An error answer, rendered as a metav1.Status."""
@@ -125,7 +142,7 @@ class Store:
         for res in self.resources.values():
             if res.group == group and res.version == version and res.kind == kind:
                 return res
-        namespaced = bool((obj.get("metadata") or {}).get("namespace"))
+        namespaced = kind in NAMESPACED_KINDS or bool((obj.get("metadata") or {}).get("namespace"))
         resource = Resource(group, version, kind.lower() + "s", kind, namespaced, True)
         self.register(resource)
         return resource
@@ -154,15 +171,23 @@ class Store:
             return copy.deepcopy(obj)
 
     def list(
-        self, resource: Resource, namespace: str | None, match: Callable[[Mapping[str, Any]], bool]
-    ) -> tuple[builtins.list[dict[str, Any]], int]:
+        self,
+        resource: Resource,
+        namespace: str | None,
+        match: Callable[[Mapping[str, Any]], bool],
+        offset: int = 0,
+        limit: int = 0,
+    ) -> tuple[builtins.list[dict[str, Any]], int, bool]:
+        """(copies of the matching objects from ``offset``, at most ``limit`` of them when
+        set; the current version; whether more follow)."""
         with self.cond:
-            items = [
-                copy.deepcopy(obj)
+            found = [
+                obj
                 for (ns, _), obj in sorted(self.objects[resource].items())
                 if (not namespace or ns == namespace) and match(obj)
             ]
-            return items, self.version
+            end = offset + limit if limit else len(found)
+            return [copy.deepcopy(o) for o in found[offset:end]], self.version, end < len(found)
 
     def changes_after(self, version: int) -> builtins.list[Change]:
         """Changes with a version above ``version``; 410 if some were compacted away."""
