@@ -16,15 +16,15 @@ from typing import Any, cast
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
-from agent.kube.resources import ACTIONS, NAMESPACES, NODES, PDBS, PODS, POLICIES
-from agent.kube.watching import Informers, Reflector, WatchArgs
+from agent.kube.resources import ACTIONS, NAMESPACES, NODES, PDBS, PODS, POLICIES, Resource
+from agent.kube.watching import Informers, WatchArgs, start_watches
 from agent.model.objects import Namespace, Node, Pod, PodDisruptionBudget
 from agent.model.store import ObjectStore
 
 NODE_KINDS = (PODS.kind, NODES.kind, NAMESPACES.kind, PDBS.kind, POLICIES.kind, ACTIONS.kind)
 
 
-def node_watches(node_name: str) -> list[tuple[Any, Selectors]]:
+def node_watches(node_name: str) -> list[tuple[Resource, Selectors]]:
     return [
         (PODS, Selectors(field_selector=f"spec.nodeName={node_name}")),
         (NODES, Selectors(field_selector=f"metadata.name={node_name}")),
@@ -107,9 +107,4 @@ def start_node_view(
 ) -> tuple[NodeView, Informers]:
     """Start the six watches of one node's agent; stop them with ``informers.stop()``."""
     cache = Cache()
-    rng = rng or random.Random()
-    reflectors = [
-        Reflector(api, res, cache, sel, args, random.Random(rng.random()))
-        for res, sel in node_watches(node_name)
-    ]
-    return NodeView(cache, node_name), Informers(reflectors).start()
+    return NodeView(cache, node_name), start_watches(api, cache, node_watches(node_name), args, rng)

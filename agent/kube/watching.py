@@ -226,3 +226,19 @@ class Informers:
             reflector.stop()
         for thread in self.threads:
             thread.join(timeout)
+
+
+def start_watches(
+    api: KubeApi,
+    cache: Cache,
+    watches: list[tuple[Resource, Selectors]],
+    args: WatchArgs | None = None,
+    rng: random.Random | None = None,
+) -> Informers:
+    """One reflector thread per (resource, selectors), all feeding ``cache``; each gets
+    its own random stream so their watch timeouts and backoffs spread out."""
+    rng = rng or random.Random()
+    reflectors = [
+        Reflector(api, res, cache, sel, args, random.Random(rng.random())) for res, sel in watches
+    ]
+    return Informers(reflectors).start()

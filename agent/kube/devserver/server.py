@@ -18,6 +18,7 @@ import json
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import structlog
 import yaml
 
 from agent.kube.devserver import eviction
@@ -68,7 +70,8 @@ class DevServer:
         self.store = store or Store()
         self.bookmark_interval = bookmark_interval
         self.faults: list[Fault] = []
-        self.requests: list[tuple[str, str]] = []  # (method, path?query), for tests
+        #: The latest (method, path?query) pairs, for tests.
+        self.requests: deque[tuple[str, str]] = deque(maxlen=10_000)
         self.stopping = threading.Event()
         self.watch_epoch = 0  # bumped by drop_watches(): open watches end abruptly
         self._lock = threading.Lock()
@@ -302,6 +305,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(status.code, status.body())
         except ValueError as err:
             self._send(400, ApiStatus(400, "BadRequest", str(err)).body())
+        except Exception as err:  # a bug here must not look like a network fault
+            structlog.get_logger("waterline.kube.devserver").exception(
+                "request failed", path=self.path
+            )
+            self._send(500, ApiStatus(500, "InternalError", f"{type(err).__name__}: {err}").body())
 
     def _dispatch(
         self, method: str, route: _Route, query: Mapping[str, str], body: dict[str, Any]
