@@ -142,7 +142,9 @@ def build_api(
         total=0, connect=0, read=0, redirect=0, status=0, raise_on_redirect=False
     )
     configuration.connection_pool_maxsize = args.pool_size
-    return KubeApi(client.ApiClient(configuration), args)
+    api_client = client.ApiClient(configuration)
+    api_client.user_agent = "waterline/0.1.0"
+    return KubeApi(api_client, args)
 
 
 class WatchStream:
