@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from agent.errors import InvalidObject
+from agent.model.bulk import bulk_load
 from agent.model.store import ObjectStore
 from agent.model.timeutil import parse_time
 from agent.model.usage import ContainerUsage, NodeSample, PodUsage
@@ -55,11 +56,12 @@ def read_document(path: Path) -> object:
 
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
-    try:
-        doc = read_document(path)
-    except (OSError, ValueError, yaml.YAMLError) as err:
-        raise _bad("", f"cannot read {path}: {str(err).splitlines()[0]}", path.name) from None
-    return parse_scenario(doc, path.name)
+    with bulk_load():
+        try:
+            doc = read_document(path)
+        except (OSError, ValueError, yaml.YAMLError) as err:
+            raise _bad("", f"cannot read {path}: {str(err).splitlines()[0]}", path.name) from None
+        return parse_scenario(doc, path.name)
 
 
 def parse_scenario(doc: object, name: str = "scenario") -> Scenario:
