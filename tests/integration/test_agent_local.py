@@ -1,0 +1,229 @@
+"""The local agent on this host's real cgroup v1 hierarchies, with real busy processes.
+
+Each test builds its own kubelet-shaped tree (cgroupfs driver) under a unique kubelet
+cgroup root in the ``cpu`` and ``cpuacct`` hierarchies, with busy ``sh`` loops as a
+Guaranteed pod (limit 0.5) and BestEffort pods; the fixture kills every process and
+removes every cgroup, also when a test fails. Memory cgroups are left alone (moving test
+processes out of this sandbox's memory cgroup is not ours to do), so pods have no memory
+figure here.
+
+Figures are checked against the kernel: ``cpuacct.usage`` read by the test around the
+agent's own sampling window. Waterlines are set from what the pods get on this machine at
+the time (a calibration second), because other work shares the two cores.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.defaults import CGROUP_ROOT, PROC_ROOT
+from agent.demo import CgroupTree, DemoPod, KernelMeter, v1_roots
+from agent.node.command import build_host_parts
+from agent.node.dryrun import ReportingEvictor
+from agent.node.local import FileObjectSource
+from agent.node.loop import NodeLoop, TickOutcome
+from agent.node.tick import NodeBrain
+from agent.settings import AgentSettings
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+_COUNTER = itertools.count()
+
+
+@pytest.fixture
+def tree() -> Iterator[CgroupTree]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create cgroups")
+    try:
+        cpu, acct, _memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
+    except ValueError as err:
+        pytest.skip(str(err))
+    made = CgroupTree(cpu, acct, None, f"waterline-it-{os.getpid()}-{next(_COUNTER)}")
+    try:
+        yield made
+    finally:
+        left = made.cleanup()
+        assert not left, f"cgroups left behind: {left}"
+
+
+def manifests(pods: list[DemoPod], line: float, restore: int) -> list[dict[str, Any]]:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "demo-node"},
+        "status": {"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}},
+    }
+    policy = {
+        "apiVersion": "qos.waterline.io/v1alpha1",
+        "kind": "NodeQOSEnsurancePolicy",
+        "metadata": {"name": "guard"},
+        "spec": {"objectiveEnsurances": [{
+            "name": "cpu", "metricRule": {"name": "cpu_total_usage", "value": f"{line:.3f}"},
+            "avoidanceThreshold": 1, "restoreThreshold": restore, "actionName": "throttle",
+        }]},
+    }  # fmt: skip
+    action = {
+        "apiVersion": "qos.waterline.io/v1alpha1",
+        "kind": "AvoidanceAction",
+        "metadata": {"name": "throttle"},
+        "spec": {
+            "throttle": {"cpuThrottle": {"minCPURatio": 0, "stepCPURatio": 50}},
+            "scope": {"qosClasses": ["BestEffort"]},
+        },
+    }
+    return [node, *(p.manifest() for p in pods), policy, action]
+
+
+def start_and_calibrate(
+    tree: CgroupTree, pods: list[DemoPod]
+) -> tuple[KernelMeter, dict[str, float]]:
+    for pod in pods:
+        tree.add_pod(pod)
+        tree.start(pod)
+    kernel = KernelMeter(tree, pods)
+    kernel.sample()
+    time.sleep(1.5)
+    got = kernel.sample()
+    if min(got.values(), default=0.0) < 0.05:
+        pytest.skip(f"the machine is too busy to measure anything: {got}")
+    return kernel, got
+
+
+def state_pods(state_dir: Path) -> dict[str, Any]:
+    path = state_dir / "cpu-quota.json"
+    return json.loads(path.read_text())["pods"] if path.exists() else {}
+
+
+def close(measured: float, expected: float, rel: float = 0.10, slack: float = 0.01) -> bool:
+    return abs(measured - expected) <= rel * expected + slack
+
+
+def test_measures_throttles_to_the_cap_and_restores_exactly(
+    tree: CgroupTree, tmp_path: Path
+) -> None:
+    web = DemoPod("web", "Guaranteed", 0.5)
+    batch = [DemoPod("batch-a", "BestEffort", None), DemoPod("batch-b", "BestEffort", None)]
+    pods = [web, *batch]
+    kernel, got = start_and_calibrate(tree, pods)
+    line = got[web.key] + 0.5 * sum(got[p.key] for p in batch)
+    (tmp_path / "objects").mkdir()
+    (tmp_path / "objects" / "o.yaml").write_text(
+        yaml.safe_dump_all(manifests(pods, line, restore=2))
+    )
+    collector, throttler = build_host_parts(
+        CGROUP_ROOT, PROC_ROOT, tree.kubelet_root, str(tmp_path / "state"), dry_run=False,
+        settings=AgentSettings(), node_cpu="pods",
+    )  # fmt: skip
+    loop = NodeLoop(
+        node_name="demo-node", source=FileObjectSource([str(tmp_path / "objects")], "demo-node"),
+        collector=collector, brain=NodeBrain(), evictor=ReportingEvictor("test"),
+        throttler=throttler, evictions_performed=False,
+    )  # fmt: skip
+
+    def step() -> tuple[dict[str, float], TickOutcome]:
+        """One second, then the kernel's figures over it and the agent's tick."""
+        time.sleep(1.0)
+        measured = kernel.sample()
+        return measured, loop.tick()
+
+    try:
+        kernel.sample()
+        loop.tick()  # the first sample of a counter gives no rate
+        measured, outcome = step()
+        # 1. the agent measures what the kernel counts, within 10%
+        for pod in pods:
+            agent = outcome.usage[pod.key].cpu
+            assert agent is not None and close(agent, measured[pod.key]), (pod.key, agent, measured)
+        # 2. the rule triggers and quotas are written
+        for _ in range(2):
+            if outcome.caps:
+                break
+            measured, outcome = step()
+        caps = dict(outcome.caps)
+        assert caps and set(caps) <= {p.key for p in batch}, outcome.report
+        for key, cap in caps.items():
+            pod = next(p for p in batch if p.key == key)
+            assert int(tree.quota(pod)) == max(1000, round(cap * 100_000))
+        # 3. within 3 ticks, the kernel holds each throttled pod at its cap (within 10%)
+        held: dict[str, list[tuple[float, float]]] = {key: [] for key in caps}
+        in_force = caps
+        for _ in range(3):
+            measured, outcome = step()
+            for key, cap in in_force.items():
+                held.setdefault(key, []).append((measured.get(key, -1.0), cap))
+            in_force = dict(outcome.caps)
+        for key, seen in held.items():
+            assert any(close(m, cap) for m, cap in seen), (key, seen)
+        # 4. the load goes: the caps are raised, then the original quota written back exactly
+        tree.stop("web")
+        for pod in batch:
+            tree.signal(pod.name, signal.SIGSTOP)
+        for _ in range(12):
+            measured, outcome = step()
+            if not outcome.caps:
+                break
+        assert not outcome.caps
+        for pod in batch:
+            assert tree.quota(pod) == "-1"
+        assert (
+            tree.read(tree.cpu_root, web.container_rel(tree.kubelet_root), "cpu.cfs_quota_us")
+            == "50000"
+        )
+        assert state_pods(tmp_path / "state") == {}
+    finally:
+        throttler.restore_all()  # type: ignore[attr-defined]
+
+
+def agent_command(objects: Path, state: Path, kubelet_root: str, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "agent", "agent", "--local", "--objects", str(objects),
+        "--state-dir", str(state), "--kubelet-cgroup-root", kubelet_root, "--node-cpu", "pods",
+        "--metrics-addr", "off", "--no-console", "--log-format", "json", *extra,
+    ]  # fmt: skip
+
+
+def test_a_killed_agent_restores_from_its_state_file_when_started_again(
+    tree: CgroupTree, tmp_path: Path
+) -> None:
+    batch = DemoPod("batch", "BestEffort", None)
+    _kernel, got = start_and_calibrate(tree, [batch])
+    objects, state = tmp_path / "o.yaml", tmp_path / "state"
+    # restoreThreshold 100: nothing but a restart can lift this cap during the test
+    objects.write_text(yaml.safe_dump_all(manifests([batch], 0.5 * got[batch.key], restore=100)))
+    log = (tmp_path / "agent.log").open("wb")
+    proc = subprocess.Popen(  # noqa: S603
+        agent_command(objects, state, tree.kubelet_root, "--interval", "0.5"),
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while tree.quota(batch) == "-1" and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        throttled = tree.quota(batch)
+        assert throttled != "-1", (tmp_path / "agent.log").read_text()[-2000:]
+    finally:
+        proc.kill()  # no clean-up on the way out: the quota stays written
+        proc.wait(timeout=10)
+        log.close()
+    assert tree.quota(batch) == throttled
+    assert batch.uid in state_pods(state)
+    again = subprocess.run(  # noqa: S603
+        agent_command(objects, state, tree.kubelet_root, "--ticks", "1"),
+        cwd=ROOT, capture_output=True, timeout=60,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr.decode()[-2000:]
+    assert tree.quota(batch) == "-1"
+    assert state_pods(state) == {}
+    assert b"restored pods throttled earlier" in again.stderr
