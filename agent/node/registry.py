@@ -48,7 +48,9 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("memory_total_usage", "bytes", MEMORY, "memory", False, False, True, True),
     MetricSpec("memory_total_utilization", "percent", MEMORY, "memory", False, False, True, True, True),
     MetricSpec("cpu_pressure", "percent", None, "cpu", True, False, True, False),
-    MetricSpec("memory_pressure", "percent", None, "memory", False, False, True, False),
+    # DESIGN's table: both pressures are throttleable and evictable, neither quantified
+    # (memory pressure is relieved by throttling CPU: fewer allocations, less reclaim).
+    MetricSpec("memory_pressure", "percent", None, "memory", True, False, True, False),
 )
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}
