@@ -539,10 +539,17 @@ def _scaled(value: int | str, total: int, round_up: bool) -> int:
     return -(-exact // 100) if round_up else exact // 100
 
 
-def disruptions_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
-    """How many of the budget's pods may be evicted now, as the disruption controller
-    computes it: healthy (ready, not terminating) pods minus the desired healthy count.
-    ``pods`` are the pods the budget selects."""
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """A disruption budget as the disruption controller computes it."""
+
+    healthy: int  # ready, not terminating
+    desired: int  # healthy pods the budget asks for
+    allowed: int  # disruptionsAllowed: max(0, healthy - desired)
+
+
+def budget_status(pdb: PodDisruptionBudget, pods: list[Pod]) -> BudgetStatus:
+    """``pods`` are the pods the budget selects."""
     live = [p for p in pods if not p.is_terminating and p.phase not in ("Succeeded", "Failed")]
     expected = len(live)
     healthy = sum(1 for p in live if p.ready)
@@ -552,7 +559,13 @@ def disruptions_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
         desired = _scaled(pdb.min_available, expected, round_up=True)
     else:
         desired = 0  # neither set: the disruption controller asks for no healthy pods
-    return max(0, healthy - max(desired, 0))
+    desired = max(desired, 0)
+    return BudgetStatus(healthy, desired, max(0, healthy - desired))
+
+
+def disruptions_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
+    """How many of the budget's pods may be evicted now (``pods``: the ones it selects)."""
+    return budget_status(pdb, pods).allowed
 
 
 @dataclass(frozen=True, slots=True)

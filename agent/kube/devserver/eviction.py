@@ -23,30 +23,15 @@ from typing import Any
 
 from agent.kube.devserver.selectors import field_value
 from agent.kube.devserver.store import ApiStatus, Store
-from agent.model.objects import disruptions_allowed, parse_pdb, parse_pod
+from agent.model.objects import budget_status, parse_pdb, parse_pod
 
 TOO_MANY = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
 def _healthy_and_desired(pdb_raw: Mapping[str, Any], pods: list[Any]) -> tuple[int, int, int]:
     """(healthy, desired, allowed) for the message and the unhealthy-pod rule."""
-    pdb = parse_pdb(pdb_raw)
-    allowed = disruptions_allowed(pdb, pods)
-    live = [p for p in pods if not p.is_terminating and p.phase not in ("Succeeded", "Failed")]
-    healthy = sum(1 for p in live if p.ready)
-    # disruptions_allowed = max(0, healthy - desired): recover desired where it can be.
-    if allowed > 0:
-        desired = healthy - allowed
-    elif pdb.max_unavailable is not None:
-        total = len(live)
-        mu = pdb.max_unavailable
-        desired = total - (mu if isinstance(mu, int) else -(-int(mu[:-1]) * total // 100))
-    elif pdb.min_available is not None:
-        ma = pdb.min_available
-        desired = ma if isinstance(ma, int) else -(-int(ma[:-1]) * len(live) // 100)
-    else:
-        desired = 0
-    return healthy, max(desired, 0), allowed
+    status = budget_status(parse_pdb(pdb_raw), pods)
+    return status.healthy, status.desired, status.allowed
 
 
 def evict(store: Store, namespace: str, name: str, body: Mapping[str, Any]) -> dict[str, Any]:
