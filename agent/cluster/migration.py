@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.conditions import Condition, parse_conditions
 from agent.model.timeutil import parse_time
 
 GROUP = "qos.waterline.io"
@@ -77,14 +78,6 @@ _DURATION_UNIT = {
 
 
 @dataclass(frozen=True, slots=True)
-class JobCondition:
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class PodMigrationJob:
     name: str
     pod_namespace: str
@@ -102,7 +95,7 @@ class PodMigrationJob:
     reason: str = ""
     message: str = ""
     node_name: str = ""
-    conditions: tuple[JobCondition, ...] = ()
+    conditions: tuple[Condition, ...] = ()
 
     @property
     def pod_key(self) -> str:
@@ -218,29 +211,8 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         reason=_text(status.get("reason"), "status.reason", name),
         message=_text(status.get("message"), "status.message", name),
         node_name=_text(status.get("nodeName"), "status.nodeName", name),
-        conditions=_parse_conditions(status.get("conditions"), name),
+        conditions=parse_conditions(status.get("conditions"), KIND, name),
     )
-
-
-def _parse_conditions(raw: object, name: str) -> tuple[JobCondition, ...]:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        raise InvalidObject(KIND, name, "status.conditions", "must be a list")
-    out = []
-    for i, cond in enumerate(raw):
-        where = f"status.conditions[{i}]"
-        if not isinstance(cond, dict) or not isinstance(cond.get("type"), str):
-            raise InvalidObject(KIND, name, f"{where}.type", "must be set")
-        out.append(
-            JobCondition(
-                cond["type"],
-                str(cond.get("status") or ""),
-                str(cond.get("reason") or ""),
-                str(cond.get("message") or ""),
-            )
-        )
-    return tuple(out)
 
 
 def parse_pod_migration_jobs(raws: Iterable[Mapping[str, Any]]) -> list[PodMigrationJob]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.conditions import Condition, parse_conditions
 from agent.model.objects import Pod, Resources, parse_pod
 from agent.model.quantity import parse_resource_list
 from agent.model.selectors import LabelSelector, parse_label_selector
@@ -138,14 +139,6 @@ class Owner:
         if self.controller is not None and not self.controller.matches(pod):
             return False
         return self.selector is None or self.selector.matches(pod.labels)
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    type: str
-    status: str
-    reason: str = ""
-    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,16 +352,7 @@ def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
     except ValueError as err:
         path, _, message = str(err).partition(": ")
         raise bad(path, message) from None
-    conditions = tuple(
-        Condition(
-            _str(c.get("type")),
-            _str(c.get("status")),
-            _str(c.get("reason")),
-            _str(c.get("message")),
-        )
-        for c in status.get("conditions") or []
-        if isinstance(c, dict)
-    )
+    conditions = parse_conditions(status.get("conditions"), KIND, name)
     try:
         created = parse_time(meta.get("creationTimestamp"))
     except ValueError as err:
