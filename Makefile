@@ -38,3 +38,10 @@ ci: lint test scenarios
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# The Grafana dashboard's queries and the alert rules against a real Prometheus (Debian's
+# `prometheus` package; .ci/run installs it) scraping a real agent on a fake node; prints
+# each dashboard query with the number of series it returned.
+.PHONY: prometheus-check
+prometheus-check: setup
+	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs

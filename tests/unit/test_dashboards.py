@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.metrics import AgentMetrics, NodeSnapshot, PodCpu
+from agent.metrics import AgentMetrics, NodeSnapshot, PodFigures
 
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "deploy" / "dashboards" / "waterline.json"
@@ -27,9 +27,6 @@ PODMONITOR = ROOT / "deploy" / "prometheus" / "podmonitor.yaml"
 DAEMONSET = ROOT / "deploy" / "daemonset.yaml"
 DOCS = ROOT / "docs" / "dashboards.md"
 
-#: Metrics the dashboard shows that agent/metrics.py does not export yet: their panels
-#: stay empty until it does (reported to the owner of agent/metrics.py).
-PENDING_METRICS = {"waterline_pod_memory_working_set_bytes"}
 #: Rows the dashboard must have, in this order (the issue's list).
 ROWS = [
     "Usage against waterlines",
@@ -72,7 +69,7 @@ def exported_metric_names() -> set[str]:
             waterlines={"evict": {"cpu_total_usage": 1.0}},
             gaps={"evict": {"cpu_total_usage": 0.5}},
             rules={"p/r": "triggered"},
-            pods=(PodCpu("ns", "pod", 0.5, 0.25),),
+            pods=(PodFigures("ns", "pod", 0.5, 0.25, 1e6),),
             throttled=1,
             invalid_objects={"Pod": 1},
         )
@@ -172,7 +169,7 @@ def test_queries_name_only_metrics_the_agent_exports() -> None:
     exported = exported_metric_names()
     for expr in _queries():
         for name in NAME.findall(expr):
-            assert name in exported or name in PENDING_METRICS, f"{name} is not exported: {expr}"
+            assert name in exported, f"{name} is not exported: {expr}"
 
 
 def test_configmap_carries_the_dashboard_for_the_grafana_sidecar() -> None:
