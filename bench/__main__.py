@@ -8,6 +8,7 @@ import sys
 BENCHMARKS = (
     "bench.decision",
     "bench.collectors",
+    "bench.cluster",
 )
 
 
