@@ -175,6 +175,7 @@ class NodeLoop:
         self.dry_run = dry_run
         self.seq = 0
         self.log = structlog.get_logger().bind(node=node_name)
+        self._failing: tuple[str, int] | None = None  # (error, ticks) of a failing streak
 
     # -- one tick ------------------------------------------------------------------------
     def tick(self) -> TickOutcome:
@@ -254,8 +255,17 @@ class NodeLoop:
         return outcome
 
     def _log_outcome(self, outcome: TickOutcome) -> None:
+        """Actions one event each; a failure streak (API away at start, no node object)
+        logged when it starts, once a minute-ish (every 60 ticks) and when it ends."""
         if outcome.error is not None:
-            self.log.warning("tick failed", tick=outcome.seq, error=outcome.error)
+            same = self._failing is not None and self._failing[0] == outcome.error
+            ticks = self._failing[1] + 1 if same and self._failing is not None else 1
+            self._failing = (outcome.error, ticks)
+            if ticks == 1 or ticks % 60 == 0:
+                self.log.warning("tick failed", tick=outcome.seq, error=outcome.error, streak=ticks)
+        elif self._failing is not None:
+            self.log.info("ticks succeed again", tick=outcome.seq, failed_ticks=self._failing[1])
+            self._failing = None
         if outcome.report is None:
             return
         for record in outcome.report.actions:

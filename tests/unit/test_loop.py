@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 
 from agent.model.objects import Node, Pod
@@ -415,7 +416,10 @@ def test_a_restarted_agent_restores_from_the_state_file(host: dict[str, Any]) ->
         "--proc-root", host["proc"], "--state-dir", host["state"], "--ticks", "1",
         "--metrics-addr", "off", "--no-console", "--log-level", "error", "--interval", "0.01",
     ])  # fmt: skip
-    assert run_agent(args) == 0
+    try:
+        assert run_agent(args) == 0
+    finally:
+        structlog.reset_defaults()  # run() configured logging for the whole process
     assert tree.quota(BE_CONTAINER) == "-1"
     assert state_pods(host) == {}
 
@@ -440,3 +444,18 @@ def test_dry_run_writes_nothing(host: dict[str, Any]) -> None:
     assert action_result(outcome.report.actions[0], outcome) == "dry-run"
     assert tree.quota(BE_CONTAINER) == "-1"
     assert not Path(host["state"], "cpu-quota.json").exists()
+
+
+def test_a_failure_streak_is_logged_when_it_starts_and_ends_not_every_tick() -> None:
+    from structlog.testing import capture_logs
+
+    structlog.reset_defaults()
+    objs = objects_of([node_manifest(), *policy_manifests()])
+    script: list[Collection | Exception] = [OSError("gone")] * 61 + [Collection({}, {})]
+    with capture_logs() as logs:
+        loop = make_loop(objs, Scripted(script))
+        for _ in range(62):
+            loop.tick()
+    failed = [e for e in logs if e["event"] == "tick failed"]
+    assert [e["streak"] for e in failed] == [1, 60]
+    assert [e["failed_ticks"] for e in logs if e["event"] == "ticks succeed again"] == [61]
