@@ -6,6 +6,7 @@ server-side field validation reports it)."""
 
 from __future__ import annotations
 
+import argparse
 import copy
 import functools
 from collections.abc import Iterator
@@ -88,20 +89,32 @@ def test_kubernetes_schema_check_is_strict() -> None:
         kubernetes_validate.validate(ds, KUBE_VERSION, strict=True)
 
 
-def test_kustomization_installs_every_manifest() -> None:
-    kustomization = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    listed = [DEPLOY / r for r in kustomization["resources"]]
+def _kustomization_resources(directory: Path) -> list[Path]:
+    kustomization = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    listed = [directory / r for r in kustomization["resources"]]
     for path in listed:
-        assert path.is_file(), f"kustomization lists a missing file: {path}"
-    assert sorted(listed) == _manifest_files(), "a manifest in deploy/ is not in kustomization.yaml"
-    kinds = {d["kind"] for d in _all_manifests()}
+        assert path.exists(), f"{directory}/kustomization.yaml lists a missing {path}"
+    return listed
+
+
+def test_kustomization_installs_every_manifest() -> None:
+    """`kubectl apply -k deploy/` installs every manifest, except those a sub-directory's
+    own kustomization.yaml installs on request (say, objects that need another project's
+    CRDs, such as the Prometheus operator's)."""
+    covered = set()
+    for path in _kustomization_resources(DEPLOY):
+        covered |= set(_kustomization_resources(path)) if path.is_dir() else {path}
+    for sub in DEPLOY.glob("*/kustomization.yaml"):
+        covered |= set(_kustomization_resources(sub.parent))
+    assert sorted(covered) == _manifest_files(), "a manifest in deploy/ is in no kustomization"
+    core = {d["kind"] for p in _kustomization_resources(DEPLOY) if p.is_file() for d in _docs(p)}
     assert {
         "CustomResourceDefinition",
         "Namespace",
         "DaemonSet",
         "Deployment",
         "ClusterRole",
-    } <= kinds
+    } <= core
 
 
 def test_namespaced_objects_live_in_the_waterline_namespace() -> None:
@@ -131,6 +144,21 @@ def test_agent_command_image_and_node_name() -> None:
     assert c["args"] == ["agent", f"--node-name=$({defaults.NODE_NAME_ENV})"]
     env = {e["name"]: e for e in c["env"]}
     assert env[defaults.NODE_NAME_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+
+
+def test_agent_arguments_parse_to_the_mounted_paths() -> None:
+    """The DaemonSet's args, read by the agent's own parser, land on the mounted paths
+    and serve metrics on the exposed port."""
+    command = pytest.importorskip("agent.node.command")
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    args = [a.replace(f"$({defaults.NODE_NAME_ENV})", "node-a") for a in _agent_container()["args"]]
+    assert args[0] == "agent"
+    parsed = parser.parse_args(args[1:])
+    assert parsed.node_name == "node-a"
+    mounts = _mounts()
+    assert {parsed.proc_root, parsed.cgroup_root, parsed.state_dir} <= set(mounts)
+    assert parsed.metrics_addr.rsplit(":", 1)[-1] == str(defaults.METRICS_PORT)
 
 
 def test_agent_port_and_probes_use_the_metrics_port() -> None:
