@@ -17,10 +17,11 @@ arguments give the same bytes. It is shaped so that every cluster engine has rea
   four DaemonSets run on every node, and a new DaemonSet has pending pods on the full
   nodes. Pods of a workload share one template (requests, priority, QoS class, labels);
   some have required anti-affinity, node selectors, PodDisruptionBudgets, or opt out.
-* ``--queues`` Queues: the batch pool's pods carry ``qos.waterline.io/queue``. A few
-  heavy-weight queues starve with a large backlog of pending pods, a few light-weight ones
-  hold more than their share (reclaimable victims), the rest are steady; the backlog is
-  sized so the queues ask for more than the cluster has, which is when preemption matters.
+* ``--queues`` Queues: batch pods and most services carry ``qos.waterline.io/queue``. A
+  few heavy-weight queues starve with a backlog of big pending pods, a few light-weight
+  ones hold more than their share, the rest are steady (some with a guarantee above what
+  they use). The backlog exceeds the free capacity a little, so the starving queues need
+  more than is free and preemption has victims to pick from the overused queues.
 * ``--jobs`` PodMigrationJobs: mostly Pending on migratable pods (some whole batch Jobs
   together), a few Running, a few on DaemonSet pods or on pods that do not exist.
 
