@@ -824,7 +824,11 @@ def static_pod(g: Generator, node: NodePlan, component: str) -> dict[str, Any]:
             "priority": SYSTEM_NODE_CRITICAL,
             "priorityClassName": "system-node-critical",
             "containers": [
-                {"name": component, "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}}}
+                {
+                    "name": component,
+                    "image": f"registry.k8s.io/{component}:v1.31.0",
+                    "resources": {"requests": {"cpu": "250m", "memory": "256Mi"}},
+                }
             ],
         },
         "status": {
@@ -908,6 +912,7 @@ def daemonset_pod(
         "containers": [
             {
                 "name": name,
+                "image": f"registry.example/{name}:1",
                 "resources": {"requests": requests, "limits": {"memory": _memory(mem * 2)}},
             }
         ],

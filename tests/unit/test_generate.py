@@ -195,6 +195,22 @@ def test_some_queues_starve(scenario: Scenario) -> None:
     assert overused, "some queues hold more than their share"
 
 
+def test_core_objects_pass_kubernetes_schemas(doc: dict[str, Any]) -> None:
+    """Nodes, Pods (the first hundred), Namespaces, PDBs and PriorityClasses are
+    what the API server would serve (workload objects are kept slim on purpose: the
+    engines read only their identity and replicas)."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    seen: Counter[str] = Counter()
+    for obj in doc["objects"]:
+        kind = obj["kind"]
+        if kind in ("Node", "Pod", "Namespace", "PodDisruptionBudget", "PriorityClass") and (
+            seen[kind] < 100
+        ):
+            kubernetes_validate.validate(obj, "1.29.0", strict=True)
+            seen[kind] += 1
+    assert seen["Pod"] == 100 and seen["Node"] == SMALL.nodes
+
+
 def test_generated_custom_resources_pass_the_crd_schemas(doc: dict[str, Any]) -> None:
     from tests.unit.test_deploy import _validate
 
