@@ -208,22 +208,30 @@ def _cluster_source(
     api = build_api(args.kubeconfig)
     view, informers = start_node_view(api, node_name)
 
+    cached: list[tuple[int, Objects]] = []
+
     def source() -> Objects:
+        """The cache's snapshot, rebuilt (and policies re-parsed) only when it changed."""
         if not view.synced:
             raise RuntimeError("watches not in sync yet")
+        version = view.version
+        if cached and cached[0][0] == version:
+            return cached[0][1]
         namespaces = view.namespaces()
 
         def namespace_labels(namespace: str) -> Mapping[str, str]:
             ns = namespaces.get(namespace)
             return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
 
-        return Objects(
+        objects = Objects(
             node=view.node(),
             pods=view.pods(),
             policies=load_policies(view.policies(), view.actions()),
             namespace_labels=namespace_labels,
             invalid={kind: len(bad) for kind, bad in view.invalid().items()},
         )
+        cached[:] = [(version, objects)]
+        return objects
 
     def ready() -> bool:
         return bool(view.synced)
@@ -280,6 +288,9 @@ def run(args: argparse.Namespace) -> int:
     log = structlog.get_logger()
     if args.interval <= 0:
         log.error("--interval must be > 0 seconds", interval=args.interval)
+        return 2
+    if args.ticks is not None and args.ticks < 1:
+        log.error("--ticks must be >= 1", ticks=args.ticks)
         return 2
     if args.local and not args.objects:
         log.error("--local needs --objects PATH (a YAML file or a folder of them)")

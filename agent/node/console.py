@@ -66,6 +66,8 @@ def render(outcome: TickOutcome) -> str:
         lines.append("  ".join(parts))
     if report.missing:
         lines.append("  no figure: " + ", ".join(report.missing))
+    if outcome.missing:
+        lines.append("  no cgroup found for: " + ", ".join(outcome.missing))
     if report.rules:
         lines.append("  rules  " + "  ".join(f"{k} {v}" for k, v in sorted(report.rules.items())))
     for record in report.actions:

@@ -112,6 +112,7 @@ class FileObjectSource:
         self._signature: tuple[tuple[str, tuple[int, int]], ...] | None = None
         self._objects: Objects | None = None
         self.node_name = node_name or ""
+        self._unreadable: set[str] = set()
         self.log = structlog.get_logger()
         self()  # read once now: resolves the node name and reports bad files at start
 
@@ -128,13 +129,17 @@ class FileObjectSource:
     def __call__(self) -> Objects:
         files = _files(self.paths)
         signature = []
+        unreadable = set()
         for path in files:
             try:
                 st = os.stat(path)
             except OSError as err:
-                self.log.error("objects file unreadable", path=path, error=str(err))
+                unreadable.add(path)
+                if path not in self._unreadable:  # once, not every tick
+                    self.log.error("objects file unreadable", path=path, error=str(err))
                 continue
             signature.append((path, (st.st_mtime_ns, st.st_size)))
+        self._unreadable = unreadable
         key = tuple(signature)
         if self._objects is not None and key == self._signature:
             return self._objects
