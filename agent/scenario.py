@@ -7,6 +7,7 @@ parses and validates its own section), the object store, and the node samples.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,8 +102,8 @@ def _number(value: object, where: str, name: str, allow_none: bool = True) -> fl
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise _bad(where, f"must be a number, got {value!r}", name)
-    if value != value or value < 0:  # NaN or negative
-        raise _bad(where, f"must be a non-negative number, got {value!r}", name)
+    if not math.isfinite(value) or value < 0:
+        raise _bad(where, f"must be a finite non-negative number, got {value!r}", name)
     return float(value)
 
 
