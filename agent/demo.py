@@ -189,6 +189,8 @@ def v1_roots(cgroup_root: str, proc_root: str) -> tuple[str, str, str | None]:
     cpu, acct, memory = mounts.v1.get("cpu"), mounts.v1.get("cpuacct"), mounts.v1.get("memory")
     if cpu is None or acct is None:
         raise ValueError("no v1 cpu or cpuacct hierarchy is mounted")
+    if not os.path.exists(os.path.join(cpu, "cpu.cfs_quota_us")):
+        raise ValueError("this kernel has no CFS bandwidth control (cpu.cfs_quota_us)")
     for root in {cpu, acct, memory} - {None}:
         assert root is not None
         probe = os.path.join(root, f"waterline-probe-{os.getpid()}")
@@ -420,6 +422,9 @@ def live_demo(
             ok = _summary(tree, batch, web, throttled, restored_at)
     except KeyboardInterrupt:
         _say("\ninterrupted: cleaning up")
+        ok = False
+    except OSError as err:
+        _say(f"\nthe demo failed: {err}; cleaning up")
         ok = False
     finally:
         if throttler is not None and hasattr(throttler, "restore_all"):
