@@ -47,6 +47,8 @@ def _scenario_path() -> tuple[Path, float | None]:
     if path.exists():
         return path, None
     CACHE.mkdir(parents=True, exist_ok=True)
+    for stale in CACHE.glob(path.name.rsplit("-", 1)[0] + "-*.json"):
+        stale.unlink(missing_ok=True)  # made by an older generator
     args = generator.GenerateArgs(NODES, PODS, JOBS, QUEUES, SEED)
     tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
     start = time.perf_counter()
