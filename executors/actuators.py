@@ -32,11 +32,14 @@ class Evictor(Protocol):
 
 
 class CpuThrottler(Protocol):
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
         """Cap each named container at the given cores. Before the first write for a pod
-        the original quotas are persisted, so they can be restored exactly."""
+        the original quotas are persisted, so they can be restored exactly. False when
+        nothing was written (cgroup not found, write refused): the engine then neither
+        records the cap nor credits a release."""
         ...
 
-    def restore(self, pod: Pod) -> None:
-        """Write back the original quota of every container of ``pod`` and forget it."""
+    def restore(self, pod: Pod) -> bool:
+        """Write back the original quota of every container of ``pod`` and forget it.
+        False when something is left to restore (the engine retries next tick)."""
         ...

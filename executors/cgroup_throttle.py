@@ -99,12 +99,13 @@ class CgroupThrottler:
 
     # -- CpuThrottler --------------------------------------------------------------
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float], tag: str = "") -> None:
-        """Cap each named container at the given cores (original quotas saved first)."""
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], tag: str = "") -> bool:
+        """Cap each named container at the given cores (original quotas saved first).
+        True when at least one container's quota was written."""
         found = self.layout.locate(pod)
         if found is None:
             self._log.warning("throttle: pod cgroup not found", pod=pod.key, uid=pod.uid)
-            return
+            return False
         record = self.state.get(pod.uid)
         originals: dict[str, ContainerQuota] = dict(record.containers) if record else {}
         targets: dict[str, tuple[str, int | None, int]] = {}
@@ -128,7 +129,7 @@ class CgroupThrottler:
             orig_quota, _ = parse_quota(self.version, saved.original, str(period))
             targets[name] = (cgroup, orig_quota, period)
         if not targets:
-            return
+            return False
         updated = ThrottledPod(
             pod.uid, pod.namespace, pod.name, originals, tag or (record.tag if record else "")
         )
@@ -141,7 +142,7 @@ class CgroupThrottler:
                     pod=pod.key,
                     error=str(err),
                 )
-                return
+                return False
         written: dict[str, float] = {}
         for name, (cgroup, orig_quota, period) in targets.items():
             quota = quota_for(container_caps[name], period, orig_quota)
@@ -162,10 +163,11 @@ class CgroupThrottler:
                 self.state.set_caps(pod.uid, written)
             except OSError as err:
                 self._log.warning("throttle: caps not persisted", pod=pod.key, error=str(err))
+        return bool(written)
 
-    def restore(self, pod: Pod) -> None:
+    def restore(self, pod: Pod) -> bool:
         """Write back the original quota of every container of ``pod`` and forget it."""
-        self.restore_uid(pod.uid)
+        return self.restore_uid(pod.uid)
 
     # -- restart and policy deletion -----------------------------------------------
 

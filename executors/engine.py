@@ -47,6 +47,8 @@ from executors.actuators import CpuThrottler, EvictionResult, Evictor
 from executors.sorters import SORTERS, Candidate
 
 EPSILON = 1e-9
+#: ``result`` of a throttle or restore the actuator could not write (retried next tick).
+FAILED = "failed"
 
 
 @dataclass(slots=True)
@@ -254,11 +256,12 @@ class Executor:
                 continue
             if record.action in live_actions:
                 continue
-            self.throttler.restore(pod)
-            del self.state.throttled[key]
+            done = self.throttler.restore(pod)
+            if done:
+                del self.state.throttled[key]
             self.records.append(ActionRecord(
                 "restore", key, record.rule, record.action, "", None, None, None,
-                cpu_cap=None, reason="action removed"))
+                cpu_cap=None, result=None if done else FAILED, reason="action removed"))
 
     def _evict(self) -> None:
         ctx, state = self.ctx, self.state
@@ -377,7 +380,11 @@ class Executor:
         released_cores = used - new_cap
         preview = line.rule.preview
         if not preview:
-            self.throttler.apply(pod, split_cap(pod, cand.usage, new_cap))
+            if not self.throttler.apply(pod, split_cap(pod, cand.usage, new_cap)):
+                self.records.append(ActionRecord(
+                    "throttle", cand.key, line.rule.key, line.action.name, spec.name, line.value,
+                    gap, gap, value=self._usage_of(spec), cpu_cap=new_cap, result=FAILED))
+                return False  # nothing written: no cap recorded, nothing credited
             self.state.throttled[cand.key] = ThrottleRecord(
                 new_cap, ceiling, line.action.name, line.rule.key)
         if spec.throttle_quantified:
@@ -434,11 +441,18 @@ class Executor:
         preview = line.rule.preview
         if not preview:
             if new_cap is None:
-                self.throttler.restore(cand.pod)
-                del self.state.throttled[cand.key]
+                written = self.throttler.restore(cand.pod)
+                if written:
+                    del self.state.throttled[cand.key]
             else:
-                self.throttler.apply(cand.pod, split_cap(cand.pod, cand.usage, new_cap))
-                record.cap = new_cap
+                written = self.throttler.apply(cand.pod, split_cap(cand.pod, cand.usage, new_cap))
+                if written:
+                    record.cap = new_cap
+            if not written:
+                self.records.append(ActionRecord(
+                    "restore", cand.key, line.rule.key, line.action.name, spec.name, line.value,
+                    gap, gap, value=self._usage_of(spec), cpu_cap=new_cap, result=FAILED))
+                return
         if spec.throttle_quantified:
             self.gaps.charge(THROTTLE_UP, spec.name,
                              increase * spec.per_resource_unit(self.ctx.node.allocatable))

@@ -32,8 +32,11 @@ class DryRunThrottler:
     def __init__(self) -> None:
         self.log = structlog.get_logger()
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+        """Reports success: a dry run shows the decisions as if every write went through."""
         self.log.debug("dry run: quota not written", pod=pod.key, caps=dict(container_caps))
+        return True
 
-    def restore(self, pod: Pod) -> None:
+    def restore(self, pod: Pod) -> bool:
         self.log.debug("dry run: quota not restored", pod=pod.key)
+        return True

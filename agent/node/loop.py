@@ -123,19 +123,27 @@ class _Guarded:
             self.log.error("eviction raised", pod=pod.key, error=repr(err))
             return EvictionResult.FAILED
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
         try:
-            self.throttler.apply(pod, container_caps)
+            written = self.throttler.apply(pod, container_caps)
         except Exception as err:  # noqa: BLE001
             self._count("throttler")
             self.log.error("throttle raised", pod=pod.key, error=repr(err))
+            return False
+        if not written:
+            self._count("throttler")
+        return bool(written)
 
-    def restore(self, pod: Pod) -> None:
+    def restore(self, pod: Pod) -> bool:
         try:
-            self.throttler.restore(pod)
+            done = self.throttler.restore(pod)
         except Exception as err:  # noqa: BLE001
             self._count("throttler")
             self.log.error("restore raised", pod=pod.key, error=repr(err))
+            return False
+        if not done:
+            self._count("throttler")
+        return bool(done)
 
 
 class NodeLoop:

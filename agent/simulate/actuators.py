@@ -47,13 +47,15 @@ class SimulatedThrottler:
         self.caps: dict[str, dict[str, float]] = {}
         self.writes = 0
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
         self.caps[pod.key] = dict(container_caps)
         self.writes += 1
+        return True
 
-    def restore(self, pod: Pod) -> None:
+    def restore(self, pod: Pod) -> bool:
         self.caps.pop(pod.key, None)
         self.writes += 1
+        return True
 
     def pod_cap(self, key: str) -> float | None:
         caps = self.caps.get(key)

@@ -197,3 +197,29 @@ def test_throttling_is_precise(specs, excess):
     if acted:
         assert sum(releases[:-1]) < excess + 1e-9
     assert {a.pod for a in acted} == set(throttler.caps)
+
+
+class _RefusingThrottler(SimulatedThrottler):
+    """Refuses writes for some pods, like a cgroup that is not found."""
+
+    def __init__(self, refuse: set[str]) -> None:
+        super().__init__()
+        self.refuse = refuse
+
+    def apply(self, pod, container_caps):
+        if pod.key in self.refuse:
+            return False
+        return super().apply(pod, container_caps)
+
+
+def test_a_cap_that_could_not_be_written_is_neither_recorded_nor_credited():
+    pods = [parse_pod(pod("a")), parse_pod(pod("b"))]
+    usage = {"default/a": PodUsage(cpu=3.0), "default/b": PodUsage(cpu=2.0)}
+    pols = _policies("cpu_total_usage", "6", action("t", throttle={}))
+    brain = NodeBrain()
+    report, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, pols,
+                                 throttler=_RefusingThrottler({"default/a"}))
+    assert [(a.pod, a.result) for a in report.actions] == [("default/a", "failed"), ("default/b", None)]
+    assert report.actions[1].gap_before == pytest.approx(1.0)  # a released nothing
+    assert brain.caps() == {"default/b": pytest.approx(1.0)}
+    assert set(throttler.caps) == {"default/b"}

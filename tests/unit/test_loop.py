@@ -115,13 +115,15 @@ class RecordingThrottler:
         self.restored: list[str] = []
         self.fail_for = fail_for or set()
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> None:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
         if pod.key in self.fail_for:
             raise PermissionError("read-only cgroup")
         self.applied[pod.key] = dict(container_caps)
+        return True
 
-    def restore(self, pod: Pod) -> None:
+    def restore(self, pod: Pod) -> bool:
         self.restored.append(pod.key)
+        return True
 
 
 def cpu(metrics: float, **pods: float) -> Collection:
