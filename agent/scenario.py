@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,21 @@ EPOCH = 0.0
 CONFIG_SECTIONS = frozenset({"agent", "arbitration", "defrag", "daemonset", "queues", "reservations"})
 
 try:  # the C loader is several times faster on large scenarios
-    _YamlLoader: Any = yaml.CSafeLoader
+    _BaseLoader: Any = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _YamlLoader = yaml.SafeLoader
+    _BaseLoader = yaml.SafeLoader
+
+
+class _YamlLoader(_BaseLoader):  # type: ignore[misc,valid-type]
+    """Safe YAML with YAML 1.2 floats: PyYAML follows YAML 1.1, where ``2.0e10`` (no sign
+    in the exponent, as SIMULATE.md writes it) would be a string, not a number."""
+
+
+_YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 @dataclass
