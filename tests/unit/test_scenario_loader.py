@@ -34,7 +34,7 @@ def test_json_scenarios_and_unreadable_files(tmp_path):
     [
         ("config: {bogus: {}}", "config.bogus"),
         ("now: yesterday", "now"),
-        ("objects: {}", "objects"),
+        ("objects: 3", "objects"),
         ("samples: [{at: 0}]", "samples[0].node"),
         ("samples: [{at: -1, node: n1}]", "samples[0].at"),
     ],
