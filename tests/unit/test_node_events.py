@@ -1,0 +1,106 @@
+"""A tick's Kubernetes Events: pod actions, rule changes on the node, invalid objects."""
+
+from __future__ import annotations
+
+from agent.errors import InvalidObject
+from agent.kube.events import action_ref, node_ref, policy_ref
+from agent.model.objects import Pod
+from agent.node.analyzer import NORMAL, RESTORED, TRIGGERED
+from agent.node.events import invalid_events, tick_events
+from agent.node.policy import ACTION_KIND, POLICY_KIND, Rule
+from agent.node.tick import TickReport
+from executors.engine import ActionRecord
+
+RULE = Rule("guard", "cpu", 0, "cpu_total_usage", 2.0, action_name="throttle")
+POD = Pod(namespace="web", name="a", uid="uid-a")
+
+
+def record(action: str, pod: str = "web/a", **kw: object) -> ActionRecord:
+    base: dict[str, object] = dict(
+        action=action, pod=pod, rule=RULE.key, action_name="throttle",
+        metric="cpu_total_usage", waterline=2.0, gap_before=1.5, gap_after=0.0, value=3.5,
+    )  # fmt: skip
+    base.update(kw)
+    return ActionRecord(**base)  # type: ignore[arg-type]
+
+
+def report(states: dict[str, str], *actions: ActionRecord) -> TickReport:
+    return TickReport(at=0.0, rules=states, waterlines={}, gaps={}, actions=list(actions),
+                      usage={"cpu_total_usage": 3.5})  # fmt: skip
+
+
+def summary(states: dict[str, str], reported: dict[str, str], *actions: ActionRecord) -> list:
+    got = tick_events("node-1", report(states, *actions), [RULE], reported, {POD.key: POD})
+    return [(e.ref.kind, e.ref.name, e.type, e.reason) for e in got]
+
+
+def test_pod_actions_map_to_pod_events_with_their_reason() -> None:
+    got = tick_events(
+        "node-1",
+        report({RULE.key: TRIGGERED},
+               record("throttle", cpu_cap=0.5),
+               record("evict", result="evicted"),
+               record("evict", pod="web/b", result="blocked-by-pdb")),
+        [RULE], {RULE.key: TRIGGERED}, {POD.key: POD},
+    )  # fmt: skip
+    assert [(e.ref.name, e.ref.namespace, e.type, e.reason) for e in got] == [
+        ("a", "web", "Warning", "Throttled"),
+        ("a", "web", "Warning", "Evicted"),
+        ("b", "web", "Warning", "EvictionBlocked"),
+    ]
+    assert got[0].ref.uid == "uid-a"
+    assert "guard/cpu" in got[0].message and "0.5 cores" in got[0].message
+    assert "cpu_total_usage 3.5 above waterline 2" in got[1].message
+
+
+def test_restores_are_normal_events() -> None:
+    got = tick_events("node-1", report({RULE.key: RESTORED},
+                                       record("restore", cpu_cap=1.0),
+                                       record("restore", cpu_cap=None),
+                                       record("restore", reason="action removed")),
+                      [RULE], {RULE.key: RESTORED}, {})  # fmt: skip
+    assert [(e.type, e.reason) for e in got] == [("Normal", "Restored")] * 3
+    assert "raised to 1 cores" in got[0].message
+    assert "lifted" in got[1].message and "no longer applies" in got[2].message
+
+
+def test_preview_failed_and_gone_make_no_pod_event() -> None:
+    assert summary({RULE.key: TRIGGERED}, {RULE.key: TRIGGERED},
+                   record("evict", result="evicted", preview=True),
+                   record("evict", result="failed"),
+                   record("evict", result="gone"),
+                   record("throttle", preview=True)) == []  # fmt: skip
+
+
+def test_rule_changes_are_node_events_against_the_last_reported_states() -> None:
+    assert summary({RULE.key: TRIGGERED}, {RULE.key: NORMAL}) == [
+        ("Node", "node-1", "Warning", "RuleTriggered")
+    ]
+    assert summary({RULE.key: TRIGGERED}, {RULE.key: TRIGGERED}) == []
+    assert summary({RULE.key: RESTORED}, {RULE.key: TRIGGERED}) == [
+        ("Node", "node-1", "Normal", "RuleRestored")
+    ]
+    # Reported nothing yet (API away when it triggered): reported once it is back.
+    assert summary({RULE.key: TRIGGERED}, {}) == [("Node", "node-1", "Warning", "RuleTriggered")]
+    # Triggered and restored while nothing was reported: no event for what is over.
+    assert summary({RULE.key: RESTORED}, {}) == []
+    got = tick_events("node-1", report({RULE.key: TRIGGERED}), [RULE], {}, {})
+    assert got[0].ref == node_ref("node-1")
+    assert got[0].message == (
+        "rule guard/cpu triggered: cpu_total_usage 3.5 above 2 (action throttle)"
+    )
+
+
+def test_invalid_objects_are_reported_once_on_the_object_naming_the_field() -> None:
+    errors = [
+        InvalidObject(POLICY_KIND, "guard", "spec.objectiveEnsurances[0].actionName",
+                      "AvoidanceAction 'x' does not exist or is invalid"),
+        InvalidObject(ACTION_KIND, "x", "spec.coolDownSeconds", "must be >= 0, got -1"),
+    ]  # fmt: skip
+    got = invalid_events(errors)
+    assert [(e.ref, e.reason) for e in got] == [
+        (policy_ref("guard"), "InvalidPolicy"),
+        (action_ref("x"), "InvalidAction"),
+    ]
+    assert got[1].message == "AvoidanceAction x: spec.coolDownSeconds must be >= 0, got -1"
+    assert invalid_events(errors, [e.message for e in got]) == []
