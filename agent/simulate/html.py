@@ -43,6 +43,7 @@ class _Scale:
         self.x0, self.x1 = min(xs), max(xs)
         if self.x1 == self.x0:
             self.x1 = self.x0 + 1
+        self.x1 += (self.x1 - self.x0) * 0.04  # room for the last tick's waterline step
         low, high = min(ys), max(ys)
         pad = (high - low) * 0.1 or abs(high) * 0.1 or 1.0
         self.y0, self.y1 = max(0.0, low - pad), high + pad
