@@ -19,7 +19,7 @@ demo: setup
 	$(BIN)/waterline demo
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -rs
 
 lint: setup
 	$(BIN)/ruff check agent collectors executors tests bench
@@ -44,4 +44,4 @@ clean:
 # each dashboard query with the number of series it returned.
 .PHONY: prometheus-check
 prometheus-check: setup
-	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs
+	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs -s
