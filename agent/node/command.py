@@ -21,24 +21,28 @@ import resource
 import signal
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
+import yaml
 
 from agent.defaults import CGROUP_ROOT, NODE_NAME_ENV, PROC_ROOT, STATE_DIR
+from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.metrics import DEFAULT_ADDR, AgentMetrics, Health, MetricsServer
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
-from agent.node.loop import NodeLoop, Objects, Publisher
-from agent.node.policy import load_policies
+from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
 from agent.node.publish import MetricsPublisher
 from agent.node.sampling import NODE_CPU_SOURCES, CountingLog, HostCollector
 from agent.node.tick import NodeBrain
-from agent.settings import AgentSettings
+from agent.settings import AgentSettings, parse_agent_settings
 from executors.actuators import CpuThrottler, Evictor
+
+if TYPE_CHECKING:
+    from agent.kube.watching import WatchArgs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,6 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="--local: do not print the per-tick view on stdout",
     )
     parser.add_argument(
+        "--config",
+        default=None,
+        metavar="PATH",
+        help="YAML file whose 'agent:' section sets executeExcessPercent and extCpuResource "
+        "(re-read on change; a bad edit keeps the last good settings)",
+    )
+    parser.add_argument(
         "--kubeconfig",
         default=None,
         help="in a cluster: kubeconfig (default: the service account, else $KUBECONFIG)",
@@ -143,6 +154,78 @@ class Agent:
             structlog.get_logger().info(
                 "restored pods throttled earlier", why=why, pods=len(restored)
             )
+
+
+def read_config(path: str) -> AgentSettings:
+    """The ``agent:`` section of a YAML config file; InvalidObject names the bad field."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            doc = yaml.safe_load(f)
+        except yaml.YAMLError as err:
+            raise InvalidObject("config", path, "", f"not valid YAML: {err}") from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise InvalidObject("config", path, "", "must be a mapping with an 'agent' section")
+    section = doc.get("agent")
+    if section is not None and not isinstance(section, dict):
+        raise InvalidObject("config", path, "agent", "must be a mapping")
+    return parse_agent_settings(section, "config", f"{path} agent")
+
+
+class ConfigFile:
+    """``--config``: read at start (a bad file stops the start), re-read when its mtime or
+    size changes; a bad edit is logged and the last good settings stay in force."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._signature = self._stat()
+        self.settings = read_config(path)
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size)
+
+    def changed(self) -> AgentSettings | None:
+        """New settings if the file changed and parses, else None."""
+        signature = self._stat()
+        if signature == self._signature:
+            return None
+        self._signature = signature
+        try:
+            settings = read_config(self.path)
+        except (OSError, InvalidObject) as err:
+            structlog.get_logger().error(
+                "config file unreadable or invalid: keeping the last good settings",
+                path=self.path,
+                error=str(err),
+            )
+            return None
+        if settings == self.settings:
+            return None
+        self.settings = settings
+        structlog.get_logger().info(
+            "config reloaded",
+            path=self.path,
+            execute_excess_percent=settings.execute_excess_percent,
+            ext_cpu_resource=settings.ext_cpu_resource,
+        )
+        return settings
+
+    def reloader(self, brain: NodeBrain, collector: HostCollector) -> Publisher:
+        """A publisher that applies a changed file from the next tick on."""
+
+        def reload(_outcome: TickOutcome) -> None:
+            settings = self.changed()
+            if settings is not None:
+                brain.settings = settings
+                # The pod collector reports extended-CPU usage by this resource name.
+                collector.pod_stats._ext = settings.ext_cpu_resource  # noqa: SLF001
+
+        return reload
 
 
 def build_host_parts(
@@ -198,59 +281,32 @@ def _local_source(args: argparse.Namespace) -> tuple[Callable[[], Objects], str]
     return source, source.node_name
 
 
-def _cluster_source(
-    args: argparse.Namespace, node_name: str
-) -> tuple[Callable[[], Objects], Any, Callable[[], bool], Callable[[], None]]:
-    from agent.kube.client import build_api
-    from agent.kube.nodeview import start_node_view
-    from executors.eviction import ApiEvictor
-
-    api = build_api(args.kubeconfig)
-    view, informers = start_node_view(api, node_name)
-
-    cached: list[tuple[int, Objects]] = []
-
-    def source() -> Objects:
-        """The cache's snapshot, rebuilt (and policies re-parsed) only when it changed."""
-        if not view.synced:
-            raise RuntimeError("watches not in sync yet")
-        version = view.version
-        if cached and cached[0][0] == version:
-            return cached[0][1]
-        namespaces = view.namespaces()
-
-        def namespace_labels(namespace: str) -> Mapping[str, str]:
-            ns = namespaces.get(namespace)
-            return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
-        objects = Objects(
-            node=view.node(),
-            pods=view.pods(),
-            policies=load_policies(view.policies(), view.actions()),
-            namespace_labels=namespace_labels,
-            invalid={kind: len(bad) for kind, bad in view.invalid().items()},
-        )
-        cached[:] = [(version, objects)]
-        return objects
-
-    def ready() -> bool:
-        return bool(view.synced)
-
-    return source, ApiEvictor(api), ready, informers.stop
-
-
-def build_agent(args: argparse.Namespace) -> Agent:
-    settings = AgentSettings()
+def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -> Agent:
+    """Build the agent from its arguments (``watch_args``: the watches' timeouts and
+    backoff, for tests). Raises InvalidObject for a bad --config, OSError/ValueError for
+    anything else that prevents a start."""
+    config = ConfigFile(args.config) if args.config else None
+    settings = config.settings if config is not None else AgentSettings()
     evictor: Evictor
     source_ready: Callable[[], bool] | None = None
     stop_source: Callable[[], None] | None = None
+    effects: Publisher | None = None
     if args.local:
         source, node_name = _local_source(args)
         evictor = ReportingEvictor("local mode: there is no API server")
     else:
+        from agent.kube.client import build_api
+        from agent.node.cluster import start_cluster
+
         node_name = args.node_name or os.environ.get(NODE_NAME_ENV) or socket.gethostname()
-        source, api_evictor, source_ready, stop_source = _cluster_source(args, node_name)
-        evictor = ReportingEvictor("--dry-run") if args.dry_run else api_evictor
+        parts = start_cluster(build_api(args.kubeconfig), node_name, args.dry_run, watch_args)
+        source, source_ready, stop_source, effects = (
+            parts.source,
+            parts.ready,
+            parts.stop,
+            parts.effects,
+        )
+        evictor = ReportingEvictor("--dry-run") if args.dry_run else parts.evictor
     collector, throttler = build_host_parts(
         args.cgroup_root,
         args.proc_root,
@@ -262,14 +318,19 @@ def build_agent(args: argparse.Namespace) -> Agent:
     )
     metrics = AgentMetrics()
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
+    brain = NodeBrain(settings)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
+    if effects is not None:
+        publishers.append(effects)
+    if config is not None:
+        publishers.append(config.reloader(brain, collector))
     if args.local and not args.no_console:
         publishers.append(ConsoleView(sys.stdout))
     loop = NodeLoop(
         node_name=node_name,
         source=source,
         collector=collector,
-        brain=NodeBrain(settings),
+        brain=brain,
         evictor=evictor,
         throttler=throttler,
         interval=args.interval,
@@ -297,6 +358,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         agent = build_agent(args)
+    except InvalidObject as err:
+        log.error("bad configuration", error=str(err), field=err.field)
+        return 2
     except (OSError, ValueError) as err:
         log.error("agent not started", error=str(err))
         return 2

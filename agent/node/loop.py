@@ -94,6 +94,10 @@ class TickOutcome:
     evictions_performed: bool = True
     #: The metrics the node's rules watch.
     watched: tuple[str, ...] = ()
+    #: The node and the policies the tick decided on (None when the source failed), for
+    #: publishers that need the rules behind the report (events, the taint).
+    node_record: Node | None = None
+    policies: PolicySet | None = None
 
     @property
     def ok(self) -> bool:
@@ -253,6 +257,8 @@ class NodeLoop:
             mode="dry-run" if self.dry_run else "applied",
             evictions_performed=self.evictions_performed,
             watched=watched,
+            node_record=objects.node if objects is not None else None,
+            policies=objects.policies if objects is not None else None,
         )
         self._log_outcome(outcome)
         for publish in self.publishers:

@@ -1,0 +1,251 @@
+"""The agent's in-cluster side: objects from the API's watches, evictions through the
+Eviction API, and each tick's effects on the cluster (Events, the interference taint).
+
+The decisions are pure (``agent.node.events``, ``agent.node.taint``); this module only
+applies them. When the API server is unreachable (the watches say so):
+
+* the loop keeps collecting and enforcing the last known policies from the cache, with
+  local actions only (throttle, restore);
+* evictions are not attempted (a request per candidate against a dead server would stall
+  the tick) and not queued: the next reachable tick decides again on fresh state;
+* events and taint changes are dropped, not queued; rule states and the taint are
+  recomputed from the current state once the server is back (a rule still triggered
+  gets its RuleTriggered event then, the taint is set or lifted as things stand).
+
+Writes are synchronous within the tick and stop at the first failure of a tick, so a
+server that dies mid-tick costs at most one timeout. The taint is written by a fresh
+GET and a merge patch carrying that resourceVersion, so a concurrent edit of the node's
+taints (another controller, kubectl) is never overwritten: the 409 is retried on the next
+tick.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from agent.kube.client import KubeApi
+from agent.kube.errors import KubeError
+from agent.kube.events import EventRecorder, KubeEvents
+from agent.kube.nodeview import NodeView, start_node_view
+from agent.kube.patching import merge_patch
+from agent.kube.resources import NODES
+from agent.kube.watching import WatchArgs
+from agent.model.objects import Pod
+from agent.node.events import EventIntent, invalid_events, tick_events
+from agent.node.loop import Objects, TickOutcome
+from agent.node.policy import load_policies
+from agent.node.taint import ADD, KEEP, TAINT, decide_taint, has_taint, note_restored, taints_with
+from executors.actuators import EvictionResult, Evictor
+
+COMPONENT = "waterline-agent"
+
+
+def set_taint(api: KubeApi, node_name: str, wanted: bool) -> bool:
+    """Add or remove our taint on the node; True when the node was changed."""
+    raw = api.request("GET", NODES.path(None, node_name))
+    spec = raw.get("spec") or {}
+    current = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
+    present = any(
+        t.get("key") == TAINT.key
+        and t.get("value") == TAINT.value
+        and t.get("effect") == TAINT.effect
+        for t in current
+    )
+    if present == wanted and (wanted or not any(t.get("key") == TAINT.key for t in current)):
+        return False
+    version = (raw.get("metadata") or {}).get("resourceVersion")
+    patch: dict[str, Any] = {"spec": {"taints": taints_with(current, wanted)}}
+    if version:
+        patch["metadata"] = {"resourceVersion": version}
+    merge_patch(api, NODES, node_name, patch)
+    return True
+
+
+class ReachableEvictor:
+    """The Eviction API while the API server is reachable; ``failed`` at once while it is
+    not (nothing queued: the next reachable tick decides again)."""
+
+    def __init__(self, evictor: Evictor, reachable: Callable[[], bool], logger: Any = None) -> None:
+        self.evictor = evictor
+        self.reachable = reachable
+        self.log = logger or structlog.get_logger("waterline.node.cluster")
+        self._skipping = False
+
+    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+        if not self.reachable():
+            if not self._skipping:
+                self.log.warning("API server unreachable: evictions skipped, not queued")
+            self._skipping = True
+            return EvictionResult.FAILED
+        self._skipping = False
+        return self.evictor.evict(pod, grace_seconds)
+
+
+class ClusterEffects:
+    """A loop publisher writing each tick's events and taint change."""
+
+    def __init__(
+        self,
+        node_name: str,
+        recorder: Any,  # EventRecorder-shaped: record(ref, type, reason, message) -> str
+        taint: Callable[[bool], bool],
+        reachable: Callable[[], bool],
+        dry_run: bool = False,
+        logger: Any = None,
+    ) -> None:
+        self.node_name = node_name
+        self.recorder = recorder
+        self.taint = taint
+        self.reachable = reachable
+        self.dry_run = dry_run
+        self.log = logger or structlog.get_logger("waterline.node.cluster")
+        self.seen: dict[str, str] = {}  # rule states of the last tick
+        self.reported: dict[str, str] = {}  # rule states last reported by events
+        self.reported_invalid: set[str] = set()
+        self.restored_at: dict[str, float] = {}
+        self.dropped = 0
+        self._offline = False
+
+    def __call__(self, outcome: TickOutcome) -> None:
+        report, node, policies = outcome.report, outcome.node_record, outcome.policies
+        if report is None or node is None or policies is None:
+            return
+        rules = policies.rules_for_node(node.labels)
+        now = report.at
+        self.restored_at = note_restored(self.seen, report.rules, self.restored_at, now)
+        self.seen = dict(report.rules)
+        if self.dry_run:
+            return
+        decision = decide_taint(
+            rules, report.rules, policies.actions, self.restored_at, now, has_taint(node.taints)
+        )
+        pods = {p.key: p for p in outcome.pods}
+        intents = tick_events(self.node_name, report, rules, self.reported, pods)
+        intents += invalid_events(policies.errors, self.reported_invalid)
+        if not self.reachable():
+            self.dropped += len(intents) + (decision.change != KEEP)
+            if not self._offline:
+                self.log.warning(
+                    "API server unreachable: events and taint changes dropped until it is back"
+                )
+            self._offline = True
+            return
+        if self._offline:
+            self.log.info("API server reachable again: events and taint from the current state")
+            self._offline = False
+        if decision.change != KEEP and not self._apply_taint(
+            decision.change == ADD, decision.holding
+        ):
+            self.dropped += len(intents)
+            return
+        if self._write(intents):
+            self.reported = dict(report.rules)
+            self.reported_invalid.update(i.message for i in intents if i.ref.kind != "Pod")
+
+    def _apply_taint(self, wanted: bool, holding: tuple[str, ...]) -> bool:
+        try:
+            changed = self.taint(wanted)
+        except KubeError as err:
+            self.dropped += 1
+            self.log.warning("could not update the node's taint", wanted=wanted, error=str(err))
+            return False
+        if changed:
+            self.log.info(
+                "node tainted" if wanted else "node taint removed",
+                taint=f"{TAINT.key}:{TAINT.effect}",
+                rules=list(holding),
+            )
+        return True
+
+    def _write(self, intents: list[EventIntent]) -> bool:
+        """Record the events in order; stop (and drop the rest) at the first failure."""
+        for i, intent in enumerate(intents):
+            result = self.recorder.record(intent.ref, intent.type, intent.reason, intent.message)
+            if result == EventRecorder.FAILED:
+                self.dropped += len(intents) - i
+                return False
+        return True
+
+
+@dataclass
+class ClusterParts:
+    source: Callable[[], Objects]
+    evictor: Evictor
+    ready: Callable[[], bool]
+    stop: Callable[[], None]
+    effects: ClusterEffects
+    view: NodeView
+    api: KubeApi
+
+
+def view_source(view: NodeView) -> Callable[[], Objects]:
+    """The cache's snapshot, rebuilt (and policies re-parsed) only when it changed: new
+    or edited policies and actions, and node label changes, apply on the next tick."""
+    cached: list[tuple[int, Objects]] = []
+
+    def source() -> Objects:
+        if not view.synced:
+            raise RuntimeError("watches not in sync yet")
+        version = view.version
+        if cached and cached[0][0] == version:
+            return cached[0][1]
+        namespaces = view.namespaces()
+
+        def namespace_labels(namespace: str) -> Mapping[str, str]:
+            ns = namespaces.get(namespace)
+            return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
+
+        objects = Objects(
+            node=view.node(),
+            pods=view.pods(),
+            policies=load_policies(view.policies(), view.actions()),
+            namespace_labels=namespace_labels,
+            invalid={kind: len(bad) for kind, bad in view.invalid().items()},
+        )
+        cached[:] = [(version, objects)]
+        return objects
+
+    return source
+
+
+def start_cluster(
+    api: KubeApi,
+    node_name: str,
+    dry_run: bool = False,
+    watch_args: WatchArgs | None = None,
+    clock: Callable[[], float] = time.time,
+) -> ClusterParts:
+    """Start the node's watches and build what the loop needs around them."""
+    from executors.eviction import ApiEvictor
+
+    view, informers = start_node_view(api, node_name, watch_args)
+
+    def reachable() -> bool:
+        return bool(view.api_reachable)
+
+    recorder = EventRecorder(KubeEvents(api), COMPONENT, host=node_name, clock=clock)
+    effects = ClusterEffects(
+        node_name,
+        recorder,
+        lambda wanted: set_taint(api, node_name, wanted),
+        reachable,
+        dry_run=dry_run,
+    )
+
+    def stop() -> None:
+        informers.stop()
+
+    return ClusterParts(
+        source=view_source(view),
+        evictor=ReachableEvictor(ApiEvictor(api), reachable),
+        ready=lambda: bool(view.synced),
+        stop=stop,
+        effects=effects,
+        view=view,
+        api=api,
+    )
