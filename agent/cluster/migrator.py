@@ -44,6 +44,8 @@ Decisions where DESIGN.md is silent:
 from __future__ import annotations
 
 import hashlib
+import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -57,6 +59,7 @@ from agent.cluster.reservation import holds_by_node, parse_reservation
 from agent.errors import InvalidObject
 from agent.model.objects import Pod
 from agent.model.store import ObjectStore
+from agent.model.timeutil import parse_time
 from executors.actuators import EvictionResult
 
 DEFAULT_TTL_SECONDS = 300.0
@@ -65,6 +68,10 @@ ABORT_ANNOTATION = "qos.waterline.io/abort"
 POD_UID_ANNOTATION = "migration.qos.waterline.io/pod-uid"
 OWNER_ANNOTATION = "migration.qos.waterline.io/owner"  # Kind/name/uid
 SOURCE_NODE_ANNOTATION = "migration.qos.waterline.io/source-node"
+STARTED_AT_ANNOTATION = "migration.qos.waterline.io/started-at"
+#: creationTimestamp has whole seconds (compared with the start rounded down) and the API
+#: server's clock is not ours: a pod of the owner created this much earlier still counts.
+REPLACEMENT_SLACK_SECONDS = 1.0
 #: Defrag writes its planned target here; the stand-in scheduler prefers it when it fits.
 TARGET_NODE_ANNOTATION = "migration.qos.waterline.io/target-node"
 CREATED_BY_LABEL = "qos.waterline.io/created-by"
@@ -90,9 +97,14 @@ class Tracked:
     owner_name: str = ""
     owner_uid: str = ""
     source_node: str = ""
+    #: Wall-clock start: only pods of the owner created after it are replacements (the
+    #: owner's other replicas were Running all along).
+    started_at: float | None = None
 
     def annotations(self) -> dict[str, str]:
+        started = "" if self.started_at is None else _rfc3339(self.started_at)
         return {
+            STARTED_AT_ANNOTATION: started,
             POD_UID_ANNOTATION: self.pod_uid,
             OWNER_ANNOTATION: f"{self.owner_kind}/{self.owner_name}/{self.owner_uid}"
             if self.owner_uid
@@ -101,11 +113,15 @@ class Tracked:
         }
 
 
-def tracked_from_pod(pod: Pod) -> Tracked:
+def _rfc3339(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def tracked_from_pod(pod: Pod, started_at: float | None = None) -> Tracked:
     ctl = pod.controller
     if ctl is None:
-        return Tracked(pod.uid, source_node=pod.node_name)
-    return Tracked(pod.uid, ctl.kind, ctl.name, ctl.uid, pod.node_name)
+        return Tracked(pod.uid, source_node=pod.node_name, started_at=started_at)
+    return Tracked(pod.uid, ctl.kind, ctl.name, ctl.uid, pod.node_name, started_at)
 
 
 def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
@@ -113,7 +129,11 @@ def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
     if not uid:
         return None
     kind, name, owner_uid = ([*annotations.get(OWNER_ANNOTATION, "").split("/", 2), "", ""])[:3]
-    return Tracked(uid, kind, name, owner_uid, annotations.get(SOURCE_NODE_ANNOTATION, ""))
+    try:
+        started = parse_time(annotations.get(STARTED_AT_ANNOTATION) or None)
+    except ValueError:
+        started = None
+    return Tracked(uid, kind, name, owner_uid, annotations.get(SOURCE_NODE_ANNOTATION, ""), started)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +359,7 @@ def observe(
         else:
             exists = True  # a kind we do not watch: assume it replaces its pods
         for other in view.running_by_owner.get(tracked.owner_uid, ()):
-            if other.uid != tracked.pod_uid:
+            if other.uid != tracked.pod_uid and _created_since(other, tracked.started_at):
                 replacement = other.node_name
                 break
     res = view.reservations.get(reservation_name(job.name))
@@ -355,6 +375,12 @@ def observe(
         ),
         tracked,
     )
+
+
+def _created_since(pod: Pod, started_at: float | None) -> bool:
+    if started_at is None or pod.creation_time is None:
+        return True
+    return pod.creation_time >= math.floor(started_at) - REPLACEMENT_SLACK_SECONDS
 
 
 def choose_target(pod: Pod, view: ClusterView, now: float, preferred: str = "") -> str | None:
@@ -485,7 +511,7 @@ class MigrationExecutor:
 
     def start(self, job: m.PodMigrationJob, pod: Pod, view: ClusterView, now: float) -> Step | None:
         """Start a job that arbitration passed: record what it moves, then take its first step."""
-        tracked = tracked_from_pod(pod)
+        tracked = tracked_from_pod(pod, now)
         annotations = tracked.annotations()
         started = Step(m.RUNNING, "Started", f"passed arbitration; moving pod {pod.key}")
         # Record first, act second: a job whose pod was evicted must never stay Pending

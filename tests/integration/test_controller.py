@@ -1,0 +1,256 @@
+"""The cluster controller over real HTTP against the dev server: two replicas, one acts;
+arbitration writes Failed and waiting statuses; an EvictDirectly job evicts through the
+eviction subresource and ends Succeeded once a replacement runs; a leader stopped cleanly
+releases the lease and the other replica takes over and goes on working."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.cluster.controller import WATCHED, Controller, parse_config
+from agent.kube.client import ClientArgs, build_api
+from agent.kube.creating import create
+from agent.kube.devserver.testing import Running, serve
+from agent.kube.errors import KubeNotFound
+from agent.kube.fetching import get_object
+from agent.kube.leases import ElectionArgs
+from agent.kube.resources import LEASES, PODS
+from agent.kube.watching import WatchArgs
+
+pytestmark = pytest.mark.integration
+
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+ELECTION = ElectionArgs(lease_duration=2, renew_deadline=1.5, retry_period=0.1, jitter=0.2)
+INTERVAL = 0.3
+LEASE_NS, LEASE_NAME = "waterline-system", "waterline-controller"
+
+
+def stamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def node(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {
+            "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def replicaset(name: str, replicas: int = 4) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": "default", "uid": f"rs-{name}"},
+        "spec": {"replicas": replicas},
+    }
+
+
+def pod(name: str, owner: str | None, node_name: str = "n1", age: float = 0.0) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": {"app": owner or name}}
+    if age:
+        meta["creationTimestamp"] = stamp(time.time() - age)
+    if owner:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": owner,
+                "uid": f"rs-{owner}",
+                "controller": True,
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": {
+            "nodeName": node_name,
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": "500m"}}}],
+        },
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def job(name: str, pod_name: str, created: float) -> dict[str, Any]:
+    return {
+        "apiVersion": "qos.waterline.io/v1alpha1",
+        "kind": "PodMigrationJob",
+        "metadata": {"name": name, "creationTimestamp": stamp(created)},
+        "spec": {"podRef": {"namespace": "default", "name": pod_name}, "mode": "EvictDirectly"},
+    }
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+
+
+class Replica:
+    def __init__(
+        self,
+        env: Running,
+        identity: str,
+        config: dict[str, Any] | None = None,
+        dry_run: bool = False,
+    ) -> None:
+        self.api = build_api(str(env.kubeconfig), args=ClientArgs(pool_size=32))
+        self.controller = Controller(
+            self.api,
+            identity,
+            parse_config(config or {"arbitration": {"maxMigratingPerNamespace": 1}}),
+            interval=INTERVAL,
+            lease_namespace=LEASE_NS,
+            lease_name=LEASE_NAME,
+            election=ELECTION,
+            dry_run=dry_run,
+            watch_args=WatchArgs(watch_timeout_seconds=30),
+        )
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def evictions(self) -> float:
+        value = self.controller.metrics.registry.get_sample_value(
+            "waterline_controller_evictions_total", {"source": "migration", "result": "evicted"}
+        )
+        return value or 0.0
+
+    def halt(self) -> None:
+        self.stop.set()
+        self.thread.join(15)
+        assert not self.thread.is_alive()
+        self.api.close()
+
+
+@pytest.fixture
+def cluster() -> Iterator[Running]:
+    now = time.time()
+    objects: list[dict[str, Any]] = [
+        yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))
+    ]
+    objects += [
+        node("n1"),
+        node("n2"),
+        replicaset("web"),
+        replicaset("api"),
+        replicaset("db"),
+        pod("web-1", "web", age=3600),
+        pod("web-2", "web", age=3600),
+        pod("api-1", "api", node_name="n2", age=3600),
+        pod("db-1", "db", node_name="n2", age=3600),
+        pod("lonely", None, age=3600),
+        job("job-evict", "web-1", now - 10),  # newer than job-wait: passes first
+        job("job-wait", "api-1", now - 20),
+        job("job-ghost", "ghost", now - 30),
+        job("job-lonely", "lonely", now - 40),
+    ]
+    with serve(objects) as env:
+        for resource in WATCHED:
+            env.server.store.register(resource)
+        yield env
+
+
+def status(env: Running, name: str) -> dict[str, Any]:
+    raw = env.api.request("GET", f"/apis/qos.waterline.io/v1alpha1/podmigrationjobs/{name}")
+    return raw.get("status") or {}
+
+
+def pod_exists(env: Running, name: str) -> bool:
+    try:
+        get_object(env.api, PODS, name, "default")
+        return True
+    except KubeNotFound:
+        return False
+
+
+def test_two_replicas_one_acts_arbitrates_migrates_and_hands_over(cluster: Running) -> None:
+    env = cluster
+    replicas = [Replica(env, "c1"), Replica(env, "c2")]
+    try:
+        wait_until(lambda: sum(r.controller.is_leader() for r in replicas) == 1)
+        leader = next(r for r in replicas if r.controller.is_leader())
+        follower = next(r for r in replicas if r is not leader)
+
+        # arbitration: non-retryable failures are Failed, the namespace limit keeps job-wait
+        # Pending while job-evict runs
+        wait_until(lambda: status(env, "job-ghost").get("phase") == "Failed")
+        assert status(env, "job-ghost")["reason"] == "MissingPod"
+        wait_until(lambda: status(env, "job-lonely").get("phase") == "Failed")
+        assert status(env, "job-lonely")["reason"] == "ForbiddenMigratePod"
+        wait_until(lambda: status(env, "job-evict").get("reason") == "WaitForReplacementReady")
+        assert status(env, "job-evict")["phase"] == "Running"
+        time.sleep(3 * INTERVAL)  # a few more rounds: still waiting, nothing else evicted
+        assert status(env, "job-wait") == {
+            "phase": "Pending",
+            "reason": "MaxMigratingPerNamespace",
+            "message": "namespace default already has 1 pods migrating (max 1)",
+        }
+
+        # the eviction went through the subresource, and only the leader acted
+        assert not pod_exists(env, "web-1") and pod_exists(env, "api-1")
+        evictions = [
+            p for meth, p in env.server.requests if meth == "POST" and p.endswith("/eviction")
+        ]
+        assert [p.rsplit("/", 2)[-2] for p in evictions] == ["web-1"]
+        assert leader.evictions() == 1 and follower.evictions() == 0
+        assert leader.controller.rounds > 0 and follower.controller.rounds == 0
+        for _ in range(10):  # exactly one leader all along
+            assert sum(r.controller.is_leader() for r in replicas) == 1
+            time.sleep(0.02)
+
+        # the ReplicaSet's replacement runs: the job succeeds, and job-wait goes next
+        create(env.api, PODS, pod("web-1-x7k2p", "web", node_name="n2"))
+        wait_until(lambda: status(env, "job-evict").get("phase") == "Succeeded")
+        assert status(env, "job-evict")["reason"] == "MigrationCompleted"
+        assert status(env, "job-evict")["nodeName"] == "n2"
+        wait_until(lambda: status(env, "job-wait").get("reason") == "WaitForReplacementReady")
+        assert not pod_exists(env, "api-1") and leader.evictions() == 2
+
+        # clean stop: the lease is released and the follower takes over and goes on
+        leader.halt()
+        lease = get_object(env.api, LEASES, LEASE_NAME, LEASE_NS)
+        assert lease["spec"].get("holderIdentity") in (None, follower.controller.identity)
+        wait_until(lambda: follower.controller.is_leader(), timeout=5)
+        rounds_before = leader.controller.rounds
+        create(env.api, PODS, pod("api-1-r8t5w", "api", node_name="n1"))
+        wait_until(lambda: status(env, "job-wait").get("phase") == "Succeeded")
+        env.api.request(
+            "POST",
+            "/apis/qos.waterline.io/v1alpha1/podmigrationjobs",
+            body=job("job-late", "db-1", time.time()),
+        )
+        wait_until(lambda: status(env, "job-late").get("reason") == "WaitForReplacementReady")
+        assert follower.evictions() == 1 and not pod_exists(env, "db-1")
+        assert leader.controller.rounds == rounds_before  # the stopped one did nothing more
+    finally:
+        for r in replicas:
+            r.stop.set()
+        for r in replicas:
+            r.halt()
+
+
+def test_dry_run_plans_and_writes_nothing(cluster: Running) -> None:
+    env = cluster
+    replica = Replica(env, "dry", dry_run=True)
+    try:
+        wait_until(lambda: replica.controller.rounds >= 3)
+        for name in ("job-evict", "job-wait", "job-ghost", "job-lonely"):
+            assert status(env, name) == {}
+        assert pod_exists(env, "web-1") and pod_exists(env, "web-2")
+        assert not any(p.endswith("/eviction") for _, p in env.server.requests)
+    finally:
+        replica.halt()
