@@ -27,6 +27,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from agent.model.bulk import bulk_load
 from agent.scenario import Scenario, load_scenario, parse_scenario, read_document
 from agent.simulate import generate as generator
 from agent.simulate.sections import SECTIONS
@@ -72,33 +73,15 @@ def _time_load(path: Path) -> tuple[Scenario, float, float, int]:
     """Load once, timed: (scenario, file parse s, object parse s, RSS growth)."""
     gc.collect()
     rss_before = _rss()
-    start = time.perf_counter()
-    doc = read_document(path)
-    parsed = time.perf_counter()
-    scenario = parse_scenario(doc, path.name)
-    done = time.perf_counter()
-    del doc
-    gc.collect()
-    return scenario, parsed - start, done - parsed, _rss() - rss_before
-
-
-def _time_load_gc_paused(path: Path) -> tuple[float, float]:
-    """The same load with the cyclic collector paused: (file parse s, object parse s).
-    Loading allocates millions of container objects and none of them is garbage, yet the
-    collector rescans the growing heap again and again; this shows what pausing it saves."""
-    gc.collect()
-    gc.disable()
-    try:
+    with bulk_load():  # as load_scenario does: the cyclic collector paused, the result frozen
         start = time.perf_counter()
         doc = read_document(path)
         parsed = time.perf_counter()
         scenario = parse_scenario(doc, path.name)
         done = time.perf_counter()
-    finally:
-        gc.enable()
-    del doc, scenario
+        del doc
     gc.collect()
-    return parsed - start, done - parsed
+    return scenario, parsed - start, done - parsed, _rss() - rss_before
 
 
 def _traced_size(path: Path) -> tuple[int, int]:
@@ -194,11 +177,6 @@ def main() -> None:
         )
     del scenario
     gc.collect()
-    paused_file, paused_object = _time_load_gc_paused(path)
-    print(
-        f"  load, GC paused {paused_file + paused_object:5.2f} s  (file parse {paused_file:.2f} s"
-        f" + object parse {paused_object:.2f} s)"
-    )
     held, peak = _traced_size(path)
     verdict = "ok" if held < MEMORY_GOAL else "OVER GOAL"
     print(
