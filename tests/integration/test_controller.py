@@ -254,3 +254,47 @@ def test_dry_run_plans_and_writes_nothing(cluster: Running) -> None:
         assert not any(p.endswith("/eviction") for _, p in env.server.requests)
     finally:
         replica.halt()
+
+
+def test_bad_config_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.cli import main
+
+    for text, field_name in (
+        ("arbitration: {maxMigratingPerNode: 0}\n", "maxMigratingPerNode"),
+        ("defrag: {enabled: yes-please}\n", "defrag.enabled"),
+        ("defrag: {lowThreshold: 10}\n", "lowThreshold"),
+        ("daemonset: {strategy: [single, never]}\n", "strategy[1]"),
+        ("reservations: {}\n", "reservations"),
+    ):
+        path = tmp_path / "config.yaml"
+        path.write_text(text)
+        assert main(["controller", "--config", str(path), "--metrics-addr", "off"]) == 2
+        assert field_name in capsys.readouterr().err
+
+
+def test_command_runs_leads_and_releases_on_sigterm(cluster: Running, tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    config = tmp_path / "config.yaml"
+    config.write_text("arbitration: {processQueueQPS: 5}\ndefrag: {enabled: false}\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agent", "controller", "--kubeconfig", str(cluster.kubeconfig)]
+        + ["--interval", "0.3", "--identity", "cli", "--config", str(config)]
+        + ["--metrics-addr", "127.0.0.1:0", "--log-format", "json"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_until(lambda: status(cluster, "job-ghost").get("phase") == "Failed", timeout=20)
+        lease = get_object(cluster.api, LEASES, LEASE_NAME, LEASE_NS)
+        assert lease["spec"]["holderIdentity"] == "cli"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    lease = get_object(cluster.api, LEASES, LEASE_NAME, LEASE_NS)
+    assert not lease["spec"].get("holderIdentity")  # released for the next replica
