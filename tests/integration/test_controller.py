@@ -21,7 +21,7 @@ from agent.kube.devserver.testing import Running, serve
 from agent.kube.errors import KubeNotFound
 from agent.kube.fetching import get_object
 from agent.kube.leases import ElectionArgs
-from agent.kube.resources import LEASES, PODS
+from agent.kube.resources import LEASES, NODES, PODS
 from agent.kube.watching import WatchArgs
 
 pytestmark = pytest.mark.integration
@@ -298,3 +298,55 @@ def test_command_runs_leads_and_releases_on_sigterm(cluster: Running, tmp_path: 
     assert proc.returncode == 0, err.decode()[-2000:]
     lease = get_object(cluster.api, LEASES, LEASE_NAME, LEASE_NS)
     assert not lease["spec"].get("holderIdentity")  # released for the next replica
+
+
+SCENARIOS = Path(__file__).resolve().parents[1] / "scenarios"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+@pytest.mark.parametrize(
+    ("scenario", "section", "evicted"),
+    [
+        ("defrag-basic", "defrag", []),
+        ("queues-basic", "queues", ["q1-low"]),
+        ("daemonset-single", "daemonset", ["r3"]),
+    ],
+)
+def test_planners_act_only_when_enabled(
+    scenario: str, section: str, evicted: list[str], enabled: bool
+) -> None:
+    from agent.model.store import ObjectStore
+    from agent.model.timeutil import parse_time
+
+    doc = yaml.safe_load((SCENARIOS / f"{scenario}.yaml").read_text())
+    config = dict(doc.get("config") or {})
+    config[section] = {**(config.get(section) or {}), "enabled": enabled}
+    crds = [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
+    with serve(crds + doc["objects"]) as env:
+        ctl = Controller(env.api, "solo", parse_config(config), interval=60, election=ELECTION)
+        ctl.writer.is_leader = lambda: True  # a round without the election threads
+        now = parse_time(doc["now"])
+        assert now is not None
+        ctl.round(ObjectStore.from_dicts(doc["objects"]), now)
+        jobs = env.api.request("GET", "/apis/qos.waterline.io/v1alpha1/podmigrationjobs")["items"]
+        for name in evicted:
+            assert pod_exists(env, name) is not enabled
+        if section != "defrag":
+            assert jobs == []
+            return
+        moved = {
+            (
+                j["spec"]["podRef"]["name"],
+                j["metadata"]["annotations"]["migration.qos.waterline.io/target-node"],
+            )
+            for j in jobs
+        }
+        assert moved == ({("p3a", "n1"), ("p3b", "n2")} if enabled else set())
+        assert all(
+            j["metadata"]["labels"] == {"qos.waterline.io/created-by": "defrag"} for j in jobs
+        )
+        source = get_object(env.api, NODES, "n3")
+        stamped = (source["metadata"].get("annotations") or {}).get(
+            "qos.waterline.io/last-defrag-time"
+        )
+        assert (stamped == "2026-01-01T00:00:00Z") if enabled else stamped is None
