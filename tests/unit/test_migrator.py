@@ -367,3 +367,32 @@ def test_unchanged_status_is_not_rewritten() -> None:
     paused = replace(paused, reason=m.REASON_PAUSED, message="spec.paused is true")
     mg.MigrationExecutor(rec).run(paused, {}, view, T0 + 5)
     assert rec.calls == []
+
+
+def test_siblings_running_before_the_start_are_not_replacements() -> None:
+    started = T0 + 100
+    annotations = mg.Tracked(
+        "uid-web-1", "ReplicaSet", "web-1-owner", "uid-web-1-owner", "n1", started
+    ).annotations()
+    assert mg.tracked_from_annotations(annotations) == mg.Tracked(
+        "uid-web-1", "ReplicaSet", "web-1-owner", "uid-web-1-owner", "n1", started
+    )
+    rs = {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-1-owner", "namespace": "default", "uid": "uid-web-1-owner"},
+    }
+
+    def sibling(name: str, created: str) -> dict[str, Any]:
+        raw = pod(name, node_name="n2", started=created)
+        raw["metadata"]["ownerReferences"][0]["uid"] = "uid-web-1-owner"
+        return raw
+
+    old = sibling("web-2", "2026-01-01T00:00:00Z")  # T0: long before the start
+    view = mg.ClusterView.build(ObjectStore.from_dicts([node("n1"), node("n2"), rs, old]))
+    world, _ = mg.observe(job(phase=m.RUNNING), annotations, view, started + 30)
+    assert world.pod is None and world.controller_exists and world.replacement_node == ""
+    new = sibling("web-1-abcde", "2026-01-01T00:01:41Z")  # T0 + 101
+    view = mg.ClusterView.build(ObjectStore.from_dicts([node("n1"), node("n2"), rs, old, new]))
+    world, _ = mg.observe(job(phase=m.RUNNING), annotations, view, started + 30)
+    assert world.replacement_node == "n2"
