@@ -272,6 +272,9 @@ class _Handler(BaseHTTPRequestHandler):
         url = urlsplit(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         is_watch = query.get("watch") in ("true", "1")
+        if self.dev.stopping.is_set():  # stopped: a keep-alive connection gets no answer
+            self._drop()
+            return
         self.dev.requests.append((method, self.path))
         try:
             body = self._body() if method in ("POST", "PUT", "PATCH", "DELETE") else {}
