@@ -24,8 +24,9 @@ Where DESIGN.md is silent: the queue holds the latest round's passed jobs only (
 passed in an earlier round but not started yet is re-arbitrated, so limits hold against
 what started in between); status writes happen only when phase, reason, message or node
 changed, so thousands of waiting jobs cost no writes per round; an invalid job is logged
-and skipped (the CRD schema already refuses most). PriorityClasses are optional: without
-RBAC to read them the watch keeps failing and ``priorityClassName`` counts as 0.
+and skipped (the CRD schema already refuses most). PriorityClasses, namespaces and PDBs
+are optional (``OPTIONAL``): without RBAC to read them their watches keep failing and
+the leader acts all the same.
 """
 
 from __future__ import annotations
@@ -87,8 +88,12 @@ WATCHED: tuple[Resource, ...] = (
     RESERVATIONS,
     QUEUES,
 )
-#: Kinds that must have listed once before the leader acts (PriorityClasses are optional).
-REQUIRED_KINDS = tuple(r.kind for r in WATCHED if r is not PRIORITY_CLASSES)
+#: Watched for the snapshot but not required before the leader acts: no cluster engine
+#: reads them today (budgets are enforced by the Eviction API itself; priorityClassName
+#: counts as 0 without them), and deploy/rbac.yaml does not grant them yet.
+OPTIONAL = (PRIORITY_CLASSES, NAMESPACES, PDBS)
+#: Kinds that must have listed once before the leader acts.
+REQUIRED_KINDS = tuple(r.kind for r in WATCHED if r not in OPTIONAL)
 PARSERS = {**DEFAULT_PARSERS, **{r.kind: parse_workload for r in WORKLOADS}}
 
 CONFIG_KIND = "ControllerConfig"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 
 from agent.cluster.controller import WATCHED, Controller, parse_config
@@ -270,7 +271,10 @@ def test_bad_config_exits_2_naming_the_field(
     ):
         path = tmp_path / "config.yaml"
         path.write_text(text)
-        assert main(["controller", "--config", str(path), "--metrics-addr", "off"]) == 2
+        try:
+            assert main(["controller", "--config", str(path), "--metrics-addr", "off"]) == 2
+        finally:
+            structlog.reset_defaults()  # it logged into capsys's stream, closed after the test
         assert field_name in capsys.readouterr().err
 
 
