@@ -282,12 +282,19 @@ class NodeLoop:
             self._failing = None
         if outcome.report is None:
             return
+        failed: list[str] = []
         for record in outcome.report.actions:
-            self.log.info(
-                record.action,
+            result = action_result(record, outcome)
+            if record.action == "evict" and result == "failed":
+                failed.append(record.pod)  # one line for all: an API outage fails them all
+                continue
+            self.log.info(record.action, tick=outcome.seq, outcome=result, **action_fields(record))
+        if failed:
+            self.log.warning(
+                "evictions failed; the pods stay candidates",
                 tick=outcome.seq,
-                outcome=action_result(record, outcome),
-                **action_fields(record),
+                count=len(failed),
+                pods=failed[:10],
             )
 
     # -- the loop ------------------------------------------------------------------------

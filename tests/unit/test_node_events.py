@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from agent.errors import InvalidObject
 from agent.kube.events import action_ref, node_ref, policy_ref
-from agent.model.objects import Pod
+from agent.model.objects import Node, Pod
 from agent.node.analyzer import NORMAL, RESTORED, TRIGGERED
+from agent.node.cluster import ClusterEffects, ReachableEvictor
 from agent.node.events import invalid_events, tick_events
-from agent.node.policy import ACTION_KIND, POLICY_KIND, Rule
+from agent.node.loop import TickOutcome
+from agent.node.policy import ACTION_KIND, POLICY_KIND, Action, CpuThrottle, Policy, PolicySet, Rule
+from agent.node.taint import TAINT
 from agent.node.tick import TickReport
+from executors.actuators import EvictionResult
 from executors.engine import ActionRecord
 
 RULE = Rule("guard", "cpu", 0, "cpu_total_usage", 2.0, action_name="throttle")
@@ -104,3 +108,66 @@ def test_invalid_objects_are_reported_once_on_the_object_naming_the_field() -> N
     ]
     assert got[1].message == "AvoidanceAction x: spec.coolDownSeconds must be >= 0, got -1"
     assert invalid_events(errors, [e.message for e in got]) == []
+
+
+# -- the shell: applied per tick, dropped (not queued) while the API is away ------------
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+        self.fail = False
+
+    def record(self, ref: object, type_: str, reason: str, message: str) -> str:
+        if self.fail:
+            return "failed"
+        self.events.append((getattr(ref, "name", ""), reason))
+        return "created"
+
+
+def outcome(states: dict[str, str], tainted: bool, *records: ActionRecord) -> TickOutcome:
+    action = Action(
+        "throttle", cool_down_seconds=0, throttle=CpuThrottle(), disable_scheduling=True
+    )
+    policies = PolicySet((Policy("guard", rules=(RULE,)),), {"throttle": action})
+    node = Node("node-1", taints=(TAINT,) if tainted else ())
+    return TickOutcome(seq=1, at=0.0, duration=0.0, node="node-1", report=report(states, *records),
+                       pods=(POD,), node_record=node, policies=policies)  # fmt: skip
+
+
+def test_cluster_effects_drop_while_unreachable_and_catch_up_from_the_current_state() -> None:
+    recorder, taints, up = Recorder(), list[bool](), [False]
+
+    def set_taint(wanted: bool) -> bool:
+        taints.append(wanted)
+        return True
+
+    effects = ClusterEffects("node-1", recorder, set_taint, lambda: up[0])
+    effects(outcome({RULE.key: TRIGGERED}, False, record("throttle", cpu_cap=0.5)))
+    assert (recorder.events, taints, effects.dropped) == ([], [], 3)  # 2 events + the taint
+    up[0] = True
+    effects(outcome({RULE.key: TRIGGERED}, False))
+    assert recorder.events == [("node-1", "RuleTriggered")] and taints == [True]
+    effects(outcome({RULE.key: TRIGGERED}, True))  # nothing new
+    assert len(recorder.events) == 1 and taints == [True]
+    recorder.fail = True  # a write fails: the rule change is reported again next tick
+    effects(outcome({RULE.key: RESTORED}, True))
+    assert taints == [True, False]
+    recorder.fail = False
+    effects(outcome({RULE.key: RESTORED}, False))
+    assert recorder.events[-1] == ("node-1", "RuleRestored")
+
+
+def test_reachable_evictor_fails_fast_while_the_api_is_away() -> None:
+    calls: list[str] = []
+
+    class Api:
+        def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+            calls.append(pod.key)
+            return EvictionResult.EVICTED
+
+    up = [False]
+    evictor = ReachableEvictor(Api(), lambda: up[0])
+    assert evictor.evict(POD, 0) is EvictionResult.FAILED and calls == []
+    up[0] = True
+    assert evictor.evict(POD, 0) is EvictionResult.EVICTED and calls == ["web/a"]
