@@ -28,8 +28,8 @@ Decisions made where DESIGN.md is silent (what an SRE on a large cluster would e
   ready or are being deleted; the candidate itself is never counted, so a crash-looping
   pod can still be moved off a bad node.
 * A Running job whose pod is gone (evicted, replacement not ready yet) still counts in
-  its pod's namespace, but on no node: ``status.nodeName`` is where the pod goes, and the
-  node it left is not known any more.
+  its pod's namespace, and on the node it left when the migrator recorded it (annotation
+  ``migration.qos.waterline.io/source-node``); ``status.nodeName`` is where the pod goes.
 * ``spec.priorityClassName`` naming no known PriorityClass counts as priority 0.
 * Workload limits accept an integer or a percentage of replicas (``"20%"``, rounded down,
   never below 1); node and namespace limits are integers, ``null`` meaning no limit.
@@ -400,6 +400,8 @@ class _Budget:
             if pod is None:
                 self.pods.add(job.pod_key)
                 self.per_namespace[job.pod_namespace] += 1
+                if job.source_node:
+                    self.per_node[job.source_node] += 1
                 continue
             self.add(pod, index.workload_of.get(pod.key))
             batch = batch_job_key(pod)

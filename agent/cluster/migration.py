@@ -22,6 +22,8 @@ GROUP = "qos.waterline.io"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "PodMigrationJob"
+#: Written by the migrator when it evicts the job's pod.
+SOURCE_NODE_ANNOTATION = "migration.qos.waterline.io/source-node"
 
 # -- modes -------------------------------------------------------------------------------
 RESERVATION_FIRST = "ReservationFirst"
@@ -96,6 +98,9 @@ class PodMigrationJob:
     message: str = ""
     node_name: str = ""
     conditions: tuple[Condition, ...] = ()
+    #: The node the pod was on when the migrator evicted it (its annotation), so a job
+    #: whose pod is already gone still counts against that node's migration limit.
+    source_node: str = ""
 
     @property
     def pod_key(self) -> str:
@@ -212,6 +217,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         message=_text(status.get("message"), "status.message", name),
         node_name=_text(status.get("nodeName"), "status.nodeName", name),
         conditions=parse_conditions(status.get("conditions"), KIND, name),
+        source_node=str((meta.get("annotations") or {}).get(SOURCE_NODE_ANNOTATION) or ""),
     )
 
 

@@ -67,7 +67,6 @@ DEFAULT_TTL_SECONDS = 300.0
 ABORT_ANNOTATION = "qos.waterline.io/abort"
 POD_UID_ANNOTATION = "migration.qos.waterline.io/pod-uid"
 OWNER_ANNOTATION = "migration.qos.waterline.io/owner"  # Kind/name/uid
-SOURCE_NODE_ANNOTATION = "migration.qos.waterline.io/source-node"
 STARTED_AT_ANNOTATION = "migration.qos.waterline.io/started-at"
 #: creationTimestamp has whole seconds (compared with the start rounded down) and the API
 #: server's clock is not ours: a pod of the owner created this much earlier still counts.
@@ -109,7 +108,7 @@ class Tracked:
             OWNER_ANNOTATION: f"{self.owner_kind}/{self.owner_name}/{self.owner_uid}"
             if self.owner_uid
             else "",
-            SOURCE_NODE_ANNOTATION: self.source_node,
+            m.SOURCE_NODE_ANNOTATION: self.source_node,
         }
 
 
@@ -133,7 +132,7 @@ def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
         started = parse_time(annotations.get(STARTED_AT_ANNOTATION) or None)
     except ValueError:
         started = None
-    return Tracked(uid, kind, name, owner_uid, annotations.get(SOURCE_NODE_ANNOTATION, ""), started)
+    return Tracked(uid, kind, name, owner_uid, annotations.get(m.SOURCE_NODE_ANNOTATION, ""), started)
 
 
 @dataclass(frozen=True, slots=True)

@@ -683,3 +683,35 @@ def test_simulate_section_rejects_bad_args_and_jobs() -> None:
     bad = job("j", "p", mode="Fly")
     with pytest.raises(InvalidObject, match="PodMigrationJob j: spec.mode"):
         simulate_section(_scenario([bad]))
+
+
+def test_a_running_job_whose_pod_is_gone_counts_on_the_node_it_left():
+    from agent.cluster.arbitration import ArbitrationArgs, arbitrate
+    from agent.cluster.migration import parse_pod_migration_job
+    from agent.model.store import ObjectStore
+
+    def job(name, pod, phase, source=""):
+        meta = {"name": name, "creationTimestamp": "2025-12-31T23:50:00Z"}
+        if source:
+            meta["annotations"] = {"migration.qos.waterline.io/source-node": source}
+        return {"kind": "PodMigrationJob", "metadata": meta,
+                "spec": {"podRef": {"namespace": "default", "name": pod}, "mode": "EvictDirectly"},
+                "status": {"phase": phase}}
+
+    def pod(name):
+        return {"kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": name,
+                                           "ownerReferences": [{"kind": "ReplicaSet", "name": f"{name}-rs",
+                                                                "uid": f"{name}-rs", "controller": True}]},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+    store = ObjectStore.from_dicts([
+        {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8"}}}, pod("b")])
+    args = ArbitrationArgs(max_migrating_per_node=1)
+    evicted_on_n1 = parse_pod_migration_job(job("gone", "a", "Running", source="n1"))
+    pending = parse_pod_migration_job(job("next", "b", "Pending"))
+    result = arbitrate([evicted_on_n1, pending], store, args)
+    assert {name: v.reason for name, v in result.waiting.items()} == {"next": "MaxMigratingPerNode"}
+    unknown_source = parse_pod_migration_job(job("gone", "a", "Running"))
+    result = arbitrate([unknown_source, pending], store, args)
+    assert result.passed == ("next",)
