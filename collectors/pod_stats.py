@@ -108,7 +108,7 @@ class PodStatsCollector:
         probe = self._cpu or self._acct or mounts.cgroup_root
         self.layout = layout if layout is not None else PodCgroupLayout(probe, kubelet_root)
         self._clock = clock
-        self._ext = ext_cpu_resource
+        self.ext_cpu_resource = ext_cpu_resource
         self._log = log if log is not None else OnceLog()
         self._prev: dict[str, _Prev] = {}
         # None = not known yet; decided by the first read that finds the cgroup.
@@ -266,7 +266,7 @@ class PodStatsCollector:
 
     def _pod_usage(self, pod: Pod, stats: PodStats) -> PodUsage:
         cpu = stats.pod.cpu
-        uses_ext = self._ext in pod.requests or self._ext in pod.limits
+        uses_ext = self.ext_cpu_resource in pod.requests or self.ext_cpu_resource in pod.limits
         return PodUsage(
             cpu=cpu,
             memory=stats.pod.memory_working_set,

@@ -223,7 +223,7 @@ class ConfigFile:
             if settings is not None:
                 brain.settings = settings
                 # The pod collector reports extended-CPU usage by this resource name.
-                collector.pod_stats._ext = settings.ext_cpu_resource  # noqa: SLF001
+                collector.pod_stats.ext_cpu_resource = settings.ext_cpu_resource
 
         return reload
 
