@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.defaults import CGROUP_ROOT, PROC_ROOT
-from agent.demo import CgroupTree, DemoPod, v1_roots
+from agent.demo import CgroupTree, DemoPod
 from agent.kube.backoff import BackoffArgs
 from agent.kube.client import KubeApi
 from agent.kube.creating import create
@@ -32,21 +30,6 @@ from tests.unit.fake_cgroups import FakeTree
 
 pytestmark = pytest.mark.integration
 _COUNTER = itertools.count()
-
-
-@pytest.fixture
-def tree() -> Iterator[CgroupTree]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
-    try:
-        cpu, acct, _memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
-    except ValueError as err:
-        pytest.skip(str(err))
-    made = CgroupTree(cpu, acct, None, f"waterline-itc-{os.getpid()}-{next(_COUNTER)}")
-    try:
-        yield made
-    finally:
-        assert not made.cleanup()
 
 
 def objects(pod: DemoPod) -> list[dict[str, Any]]:

@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +27,7 @@ import pytest
 import yaml
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
-from agent.demo import CgroupTree, DemoPod, KernelMeter, v1_roots
+from agent.demo import CgroupTree, DemoPod, KernelMeter
 from agent.node.command import build_host_parts
 from agent.node.dryrun import ReportingEvictor
 from agent.node.local import FileObjectSource
@@ -40,22 +38,6 @@ from agent.settings import AgentSettings
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 _COUNTER = itertools.count()
-
-
-@pytest.fixture
-def tree() -> Iterator[CgroupTree]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
-    try:
-        cpu, acct, _memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
-    except ValueError as err:
-        pytest.skip(str(err))
-    made = CgroupTree(cpu, acct, None, f"waterline-it-{os.getpid()}-{next(_COUNTER)}")
-    try:
-        yield made
-    finally:
-        left = made.cleanup()
-        assert not left, f"cgroups left behind: {left}"
 
 
 def manifests(pods: list[DemoPod], line: float, restore: int) -> list[dict[str, Any]]:

@@ -1,0 +1,32 @@
+"""Fixtures shared by the integration tests."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from agent.defaults import CGROUP_ROOT, PROC_ROOT
+from agent.demo import CgroupTree, v1_roots
+
+_COUNTER = itertools.count()
+
+
+@pytest.fixture
+def tree() -> Iterator[CgroupTree]:
+    """A kubelet-shaped tree of this host's real cgroup v1 cpu and cpuacct hierarchies,
+    under a unique name; every process and cgroup it made is removed, also on failure."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create cgroups")
+    try:
+        cpu, acct, _memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
+    except ValueError as err:
+        pytest.skip(str(err))
+    made = CgroupTree(cpu, acct, None, f"waterline-it-{os.getpid()}-{next(_COUNTER)}")
+    try:
+        yield made
+    finally:
+        left = made.cleanup()
+        assert not left, f"cgroups left behind: {left}"
