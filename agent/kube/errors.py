@@ -130,7 +130,10 @@ def translate(exc: BaseException) -> KubeError | None:
     if isinstance(exc, KubeError):
         return exc
     status = getattr(exc, "status", None)
-    if type(exc).__name__ == "ApiException" and isinstance(status, int):
+    # By class name, so this module never imports the client; 36.x raises subclasses
+    # (NotFoundException, ...) where older releases raised ApiException itself.
+    is_api_exception = any(c.__name__ == "ApiException" for c in type(exc).__mro__)
+    if is_api_exception and isinstance(status, int):
         if status == 0:
             return KubeUnreachable(str(getattr(exc, "reason", "") or exc))
         return from_status(status, getattr(exc, "body", None), str(getattr(exc, "reason", "")))

@@ -120,3 +120,17 @@ def test_field_selector_strings() -> None:
     assert field_predicate("metadata.namespace==ns,metadata.name=p")(obj({}))
     with pytest.raises(ValueError):
         field_predicate("spec.nodeName")
+
+
+def test_client_exception_subclasses_map_like_the_base_class():
+    """kubernetes 36.x raises NotFoundException and friends, subclasses of ApiException."""
+    from kubernetes.client.exceptions import ApiException
+
+    from agent.kube.errors import KubeNotFound, translate
+
+    class NotFoundException(ApiException):
+        pass
+
+    exc = NotFoundException(status=404, reason="Not Found")
+    exc.body = '{"kind": "Status", "reason": "NotFound", "code": 404, "message": "pods \\"x\\" not found"}'
+    assert isinstance(translate(exc), KubeNotFound)
