@@ -159,6 +159,23 @@ class PodStatsCollector:
     def _garbage(self, path: str, err: Exception) -> None:
         self._log.warn("garbage in cgroup file", path, error=str(err))
 
+    def _memory(
+        self, rel: str, usage_file: str, inactive_key: bytes
+    ) -> tuple[float | None, int | None]:
+        """(usage, inactive file) of a cgroup; the file names are v1's or v2's."""
+        if self._mem is None:
+            return None, None
+        usage = self._int(f"{self._mem}/{rel}/{usage_file}")
+        path = f"{self._mem}/{rel}/memory.stat"
+        data = self._read(path)
+        inactive: int | None = None
+        if data is not None:
+            try:
+                inactive = stat_field(data, inactive_key)
+            except ValueError as err:
+                self._garbage(path, err)
+        return usage, inactive
+
     def _read_cgroup(
         self, rel: str, now: float, prev: _Prev | None
     ) -> tuple[CgroupStats, _Prev] | None:
@@ -187,15 +204,7 @@ class PodStatsCollector:
                         throttled_s = stat_field(data, b"throttled_time") / 1e9
                     except ValueError as err:
                         self._garbage(path, err)
-            if self._mem is not None:
-                mem_usage = self._int(f"{self._mem}/{rel}/memory.usage_in_bytes")
-                path = f"{self._mem}/{rel}/memory.stat"
-                data = self._read(path)
-                if data is not None:
-                    try:
-                        inactive = stat_field(data, b"total_inactive_file")
-                    except ValueError as err:
-                        self._garbage(path, err)
+            mem_usage, inactive = self._memory(rel, "memory.usage_in_bytes", b"total_inactive_file")
         else:
             path = f"{self._acct}/{rel}/cpu.stat"
             try:
@@ -217,15 +226,7 @@ class PodStatsCollector:
                 except ValueError:
                     periods = throttled = None
                     throttled_s = None
-            if self._mem is not None:
-                mem_usage = self._int(f"{self._mem}/{rel}/memory.current")
-                path = f"{self._mem}/{rel}/memory.stat"
-                data = self._read(path)
-                if data is not None:
-                    try:
-                        inactive = stat_field(data, b"inactive_file")
-                    except ValueError as err:
-                        self._garbage(path, err)
+            mem_usage, inactive = self._memory(rel, "memory.current", b"inactive_file")
 
         cpu: float | None = None
         ratio: float | None = None
