@@ -22,8 +22,3 @@ class InvalidObject(WaterlineError, ValueError):
         self.message = message
         where = f"{kind} {name}" if name else kind
         super().__init__(f"{where}: {field} {message}" if field else f"{where}: {message}")
-
-
-def field_error(kind: str, name: str, field: str, message: str) -> InvalidObject:
-    """Shorthand used by parsers: ``raise field_error("Pod", "ns/p", "spec.priority", "...")``."""
-    return InvalidObject(kind, name, field, message)

@@ -32,12 +32,11 @@ from dataclasses import dataclass, field
 
 from agent.model.objects import Pod
 from agent.model.usage import ContainerUsage, PodUsage
+from agent.settings import DEFAULT_EXT_CPU_RESOURCE
 from collectors.cgroups import CgroupMounts
 from collectors.files import OnceLog, read_bytes, read_int, stat_field
 from collectors.layout import PodCgroup, PodCgroupLayout
 from collectors.psi import parse_psi
-
-DEFAULT_EXT_CPU_RESOURCE = "qos.waterline.io/ext-cpu"
 
 
 @dataclass(frozen=True, slots=True)

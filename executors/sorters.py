@@ -15,8 +15,8 @@ from typing import Any
 
 from agent.model.objects import QOS_RANK, Pod
 from agent.model.usage import PodUsage
+from agent.settings import DEFAULT_EXT_CPU_RESOURCE
 
-DEFAULT_EXT_CPU_RESOURCE = "qos.waterline.io/ext-cpu"
 _LAST = float("inf")
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from agent.errors import InvalidObject
-from agent.model.quantity import parse_quantity, parse_resource_list
+from agent.model.quantity import parse_resource_list
 from agent.model.selectors import (
     EVERYTHING,
     LabelSelector,
@@ -607,8 +607,3 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
         if ref.controller:
             owner = ref
     return Workload(kind, namespace, name, str(meta.get("uid") or f"{kind}/{namespace}/{name}"), replicas, owner)
-
-
-def quantity_field(kind: str, name: str, fieldpath: str, value: object) -> float:
-    """Parse one quantity field of an object, naming it on error."""
-    return guarded(kind, name, fieldpath, lambda: parse_quantity(value))
