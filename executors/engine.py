@@ -209,6 +209,8 @@ class Executor:
         self.gaps = _Gaps(ctx.analysis, ctx.node.allocatable)
         self.records: list[ActionRecord] = []
         self.evicted_now: set[str] = set()
+        #: Actions whose eviction round this tick evicted something.
+        self.rounds: set[str] = set()
 
     # -- helpers -------------------------------------------------------------------------
     def _candidates(self, action: Action, sorter: str) -> list[Candidate]:
@@ -270,7 +272,6 @@ class Executor:
             name for name, last in state.last_eviction_round.items()
             if name in ctx.actions and ctx.now - last < ctx.actions[name].cool_down_seconds
         }
-        rounds: set[str] = set()
         for spec in METRICS:
             line = waterlines.get(spec.name)
             if line is None or self.gaps.get(EVICT, spec.name) is None:
@@ -279,41 +280,28 @@ class Executor:
                 continue
             candidates = self._candidates(line.action, spec.sorter)
             if spec.evict_quantified:
-                self._evict_quantified(spec, line, candidates, rounds)
+                self._evict_quantified(spec, line, candidates)
             else:
-                self._evict_one(spec, line, candidates, rounds)
-        for name in rounds:
+                self._evict_one(spec, line, candidates)
+        for name in self.rounds:
             state.last_eviction_round[name] = ctx.now
 
-    def _evict_quantified(self, spec: MetricSpec, line: Waterline, candidates: list[Candidate],
-                          rounds: set[str]) -> None:
+    def _evict_quantified(self, spec: MetricSpec, line: Waterline, candidates: list[Candidate]) -> None:
         resource = spec.resource or CPU
         for cand in candidates:
             if self.gaps.get(EVICT, spec.name) is None:
                 return
-            if cand.key in self.evicted_now:
-                continue
             known = getattr(cand.usage, resource) is not None
-            result = self._evict_pod(spec, line, cand, credit=known)
-            if result is not None and result.releases:
-                if line.action.name and not line.rule.preview:
-                    rounds.add(line.action.name)
-                if not known:
-                    return  # unknown release: re-measure before the next one
+            if self._evict_pod(spec, line, cand, credit=known).releases and not known:
+                return  # unknown release: re-measure before the next one
 
-    def _evict_one(self, spec: MetricSpec, line: Waterline, candidates: list[Candidate],
-                   rounds: set[str]) -> None:
+    def _evict_one(self, spec: MetricSpec, line: Waterline, candidates: list[Candidate]) -> None:
         for cand in candidates:
-            if cand.key in self.evicted_now:
-                continue
-            result = self._evict_pod(spec, line, cand, credit=True)
-            if result is not None and result.releases:
-                if not line.rule.preview:
-                    rounds.add(line.action.name)
+            if self._evict_pod(spec, line, cand, credit=True).releases:
                 return
 
     def _evict_pod(self, spec: MetricSpec, line: Waterline, cand: Candidate,
-                   credit: bool) -> EvictionResult | None:
+                   credit: bool) -> EvictionResult:
         gap_before = self.gaps.get(EVICT, spec.name)
         preview = line.rule.preview
         if preview:
@@ -324,6 +312,8 @@ class Executor:
         released: dict[str, float] = {}
         if result.releases:
             self.evicted_now.add(cand.key)
+            if not preview:
+                self.rounds.add(line.action.name)  # a round that evicted: cool-down starts
             if not preview and result is EvictionResult.EVICTED:
                 self.state.evicting[cand.key] = cand.usage
                 self.state.throttled.pop(cand.key, None)
