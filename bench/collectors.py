@@ -8,6 +8,10 @@ collector's CPU time per tick beside a bare loop that only opens and reads the s
 fresh process that ran the collector. Each measurement runs in its own interpreter so that
 peak RSS is the collector's, not the other benchmarks'.
 
+It also prints the node collector's CPU time per tick (``collectors.node_stats``: host CPU
+times, memory, PSI, load) over the machine's own /proc and over a fake /proc shaped like a
+64-CPU host, where /proc/stat carries 64 per-CPU lines and a long ``intr`` line.
+
 Goals (issue 3): at most 3x the bare read loop; peak RSS under 80 MiB.
 """
 
@@ -119,6 +123,62 @@ def _build(base: Path, version: int) -> tuple[list[dict[str, object]], list[str]
     return pods, files
 
 
+HOST_CPUS = 64
+_MEMINFO_KEYS = ("MemTotal MemFree MemAvailable Buffers Cached SwapCached Active Inactive "
+    "Active(anon) Inactive(anon) Active(file) Inactive(file) Unevictable Mlocked "
+    "SwapTotal SwapFree Zswap Zswapped Dirty Writeback AnonPages Mapped Shmem "
+    "KReclaimable Slab SReclaimable SUnreclaim KernelStack PageTables SecPageTables "
+    "NFS_Unstable Bounce WritebackTmp CommitLimit Committed_AS VmallocTotal "
+    "VmallocUsed VmallocChunk Percpu HardwareCorrupted AnonHugePages ShmemHugePages "
+    "ShmemPmdMapped FileHugePages FilePmdMapped Unaccepted HugePages_Total "
+    "HugePages_Free HugePages_Rsvd HugePages_Surp Hugepagesize Hugetlb "
+    "DirectMap4k DirectMap2M DirectMap1G")
+
+
+def _build_proc(base: Path) -> Path:
+    """A /proc with the node collector's files, shaped like a 64-CPU host."""
+    proc = base / "proc"
+    (proc / "pressure").mkdir(parents=True)
+    cpu_line = "{} 1234567 5678 345678 98765432 12345 0 23456 789 0 0\n"
+    _write(proc / "stat", "".join(
+        [cpu_line.format("cpu ")] + [cpu_line.format(f"cpu{i}") for i in range(HOST_CPUS)]
+        + ["intr 123456789 " + " ".join(str(i % 97) for i in range(1200)) + "\n",
+           "ctxt 987654321\nbtime 1700000000\nprocesses 4242424\nprocs_running 9\n",
+           "procs_blocked 0\nsoftirq 1 2 3 4 5 6 7 8 9 10 11\n"]))  # fmt: skip
+    keys = _MEMINFO_KEYS.split()
+    _write(proc / "meminfo", "".join(f"{k + ':':<16}{402653184 - i * 4096:>10} kB\n"
+                                     for i, k in enumerate(keys)))  # fmt: skip
+    _write(proc / "pressure" / "cpu", PSI)
+    _write(proc / "pressure" / "memory", PSI)
+    _write(proc / "loadavg", "12.50 10.25 9.75 13/4242 424242\n")
+    return proc
+
+
+def child_node(where: str) -> None:
+    """The node collector's CPU time per tick, over the host's /proc or a fake one."""
+    import structlog
+
+    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
+    from collectors.node_stats import NodeStatsCollector
+
+    base = Path(tempfile.mkdtemp(prefix=f"waterline-bench-{os.getpid()}-", dir="/dev/shm"))
+    try:
+        proc = "/proc" if where == "host" else str(_build_proc(base))
+        collector = NodeStatsCollector(proc)
+        first = collector.collect()  # the fake /proc/stat does not move: no CPU figure
+        assert "memory_total_usage" in first.metrics, first
+        assert where == "host" or first.cpus == HOST_CPUS, first.cpus
+
+        def ticks() -> None:
+            for _ in range(10):
+                collector.collect()
+
+        seconds = _per_tick(ticks, 200) / 10
+        print(json.dumps({"seconds": seconds}))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def _bare(files: list[str]) -> None:
     for path in files:
         fd = os.open(path, os.O_RDONLY)
@@ -183,7 +243,7 @@ def child(version: int, what: str) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def _run(version: int, what: str) -> dict[str, float]:
+def _run(version: int | str, what: str) -> dict[str, float]:
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
         [sys.executable, "-m", "bench.collectors", str(version), what],
@@ -207,10 +267,18 @@ def main() -> None:
             f"ratio {ratio:.2f}x (goal <= 3x); collector peak RSS {coll['rss_mib']:.1f} MiB "
             f"(goal < 80 MiB)"
         )
+    host = _run("node", "host")["seconds"]
+    fake = _run("node", "fake")["seconds"]
+    print(
+        f"node stats: {host * 1e6:.0f} us/tick on this host's /proc ({os.cpu_count()} CPUs), "
+        f"{fake * 1e6:.0f} us/tick on a fake {HOST_CPUS}-CPU /proc"
+    )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3:
+    if len(sys.argv) == 3 and sys.argv[1] == "node":
+        child_node(sys.argv[2])
+    elif len(sys.argv) == 3:
         child(int(sys.argv[1]), sys.argv[2])
     else:
         main()
