@@ -333,13 +333,13 @@ def waterline_for(web: float, batch: float) -> float:
 def live_demo(
     args: argparse.Namespace, cpu_root: str, acct_root: str, memory_root: str | None
 ) -> int:
+    from agent.model.settings import AgentSettings
     from agent.node.command import build_host_parts
     from agent.node.console import render
     from agent.node.dryrun import ReportingEvictor
     from agent.node.local import FileObjectSource
     from agent.node.loop import NodeLoop, TickOutcome
     from agent.node.tick import NodeBrain
-    from agent.settings import AgentSettings
 
     kubelet_root = f"waterline-demo-{os.getpid()}"
     web = DemoPod("web", "Guaranteed", 0.5)

@@ -12,8 +12,8 @@ import statistics
 import time
 
 from agent.model.objects import parse_node, parse_pod
+from agent.model.policy import load_policies
 from agent.model.usage import ContainerUsage, PodUsage
-from agent.node.policy import load_policies
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
 

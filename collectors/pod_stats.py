@@ -31,8 +31,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from agent.model.objects import Pod
+from agent.model.settings import DEFAULT_EXT_CPU_RESOURCE
 from agent.model.usage import ContainerUsage, PodUsage
-from agent.settings import DEFAULT_EXT_CPU_RESOURCE
 from collectors.cgroups import CgroupMounts
 from collectors.files import OnceLog, read_bytes, read_int, stat_field
 from collectors.layout import PodCgroup, PodCgroupLayout

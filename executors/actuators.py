@@ -8,21 +8,10 @@ simulated API and cgroups (``waterline simulate``, tests), real cgroup files
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import StrEnum
 from typing import Protocol
 
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-
-
-class EvictionResult(StrEnum):
-    EVICTED = "evicted"  # the API accepted the eviction; the pod is terminating
-    BLOCKED_BY_PDB = "blocked-by-pdb"  # 429: a disruption budget refused; try the next pod
-    GONE = "gone"  # 404: already gone, counts as released
-    FAILED = "failed"  # anything else (500 for several budgets, network): skip the pod
-
-    @property
-    def releases(self) -> bool:
-        return self in (EvictionResult.EVICTED, EvictionResult.GONE)
 
 
 class Evictor(Protocol):

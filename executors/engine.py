@@ -30,9 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model.objects import Node, Pod
-from agent.model.usage import PodUsage
-from agent.node.analyzer import (
+from agent.model.analysis import (
     EVICT,
     THROTTLE_DOWN,
     THROTTLE_UP,
@@ -40,10 +38,13 @@ from agent.node.analyzer import (
     RuleTracker,
     Waterline,
 )
-from agent.node.policy import Action, CpuThrottle, never_candidate_reason
-from agent.node.registry import CPU, MEMORY, METRICS, MetricSpec
-from agent.settings import AgentSettings
-from executors.actuators import CpuThrottler, EvictionResult, Evictor
+from agent.model.eviction import EvictionResult
+from agent.model.objects import Node, Pod
+from agent.model.policy import Action, CpuThrottle, never_candidate_reason
+from agent.model.registry import CPU, MEMORY, METRICS, MetricSpec, SorterName
+from agent.model.settings import AgentSettings
+from agent.model.usage import PodUsage
+from executors.actuators import CpuThrottler, Evictor
 from executors.sorters import SORTERS, Candidate
 
 EPSILON = 1e-9
@@ -213,7 +214,7 @@ class Executor:
         self.rounds: set[str] = set()
 
     # -- helpers -------------------------------------------------------------------------
-    def _candidates(self, action: Action, sorter: str) -> list[Candidate]:
+    def _candidates(self, action: Action, sorter: SorterName) -> list[Candidate]:
         ctx = self.ctx
         out = []
         for key, pod in ctx.pods.items():

@@ -13,8 +13,8 @@ import structlog
 
 from agent.kube import evicting
 from agent.kube.client import KubeApi
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from executors.actuators import EvictionResult
 
 _RESULTS = {
     evicting.EVICTED: EvictionResult.EVICTED,

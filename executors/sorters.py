@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.model.objects import QOS_RANK, Pod
+from agent.model.registry import SorterName
+from agent.model.settings import DEFAULT_EXT_CPU_RESOURCE
 from agent.model.usage import PodUsage
-from agent.settings import DEFAULT_EXT_CPU_RESOURCE
 
 _LAST = float("inf")
 
@@ -80,7 +81,7 @@ def by_name(c: Candidate) -> str:
 
 @dataclass(frozen=True)
 class Sorter:
-    name: str
+    name: SorterName
     keys: tuple[SortKey, ...]
 
     def sort(self, candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -88,13 +89,15 @@ class Sorter:
         return sorted(candidates, key=lambda c: tuple(k(c) for k in keys))
 
 
-def ordered_by(name: str, *keys: SortKey) -> Sorter:
+def ordered_by(name: SorterName, *keys: SortKey) -> Sorter:
     return Sorter(name, (*keys, by_name))
 
 
-SORTERS: Mapping[str, Sorter] = {
-    "general": ordered_by("general", class_and_priority, running_time),
-    "cpu": ordered_by("cpu", cpu_figure_known, class_and_priority, cpu_usage, ext_cpu_usage,
-                      running_time),
-    "memory": ordered_by("memory", memory_figure_known, class_and_priority, mem_usage, running_time),
-}
+#: One sorter per ``SorterName`` (the registry's metrics name them; a test checks both ways).
+SORTERS: Mapping[SorterName, Sorter] = {s.name: s for s in (
+    ordered_by(SorterName.GENERAL, class_and_priority, running_time),
+    ordered_by(SorterName.CPU, cpu_figure_known, class_and_priority, cpu_usage, ext_cpu_usage,
+               running_time),
+    ordered_by(SorterName.MEMORY, memory_figure_known, class_and_priority, mem_usage,
+               running_time),
+)}

@@ -1,73 +1,30 @@
-"""Rules -> hysteresis states -> waterlines -> gaps.
+"""Rules -> hysteresis states -> waterlines -> gaps (the types are in agent.model.analysis).
 
-Per rule, a sample is *above* when its value is strictly greater than the rule's value.
-``avoidanceThreshold`` consecutive above-samples trigger the rule; it stays triggered while
-samples stay above and until ``restoreThreshold`` consecutive samples at or below restore
-it. A missing metric changes nothing (and is reported). Triggered rules feed the evict
-and throttle-down waterlines of their action, restored throttle rules the throttle-up
-waterline; per (action type, metric) the lowest rule value governs.
+``analyze`` is pure: it returns the advanced trackers in its result, and the caller keeps
+them for the next sample. Triggered rules feed the evict and throttle-down waterlines of
+their action, restored throttle rules the throttle-up waterline; per (action type, metric)
+the lowest rule value governs. A missing metric changes nothing (and is reported).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 
-from agent.node.policy import Action, Rule
-from agent.node.registry import BY_NAME, METRICS
+from agent.model.analysis import (
+    ACTION_TYPES,
+    EVICT,
+    RESTORED,
+    THROTTLE_DOWN,
+    THROTTLE_UP,
+    TRIGGERED,
+    Analysis,
+    RuleTracker,
+    Waterline,
+)
+from agent.model.policy import Action, Rule
+from agent.model.registry import BY_NAME, METRICS
 
-NORMAL = "normal"
-TRIGGERED = "triggered"
-RESTORED = "restored"
-
-EVICT = "evict"
-THROTTLE_DOWN = "throttleDown"
-THROTTLE_UP = "throttleUp"
-ACTION_TYPES = (EVICT, THROTTLE_DOWN, THROTTLE_UP)
-
-
-@dataclass(slots=True)
-class RuleTracker:
-    """The hysteresis counters of one rule (kept across ticks by the node state)."""
-
-    status: str = NORMAL
-    above: int = 0
-    below: int = 0
-
-    def observe(self, rule: Rule, value: float | None) -> str:
-        if value is None:
-            return self.status
-        if value > rule.value:
-            self.above += 1
-            self.below = 0
-            if self.status != TRIGGERED and self.above >= rule.avoidance_threshold:
-                self.status = TRIGGERED
-        else:
-            self.below += 1
-            self.above = 0
-            if self.status == TRIGGERED and self.below >= rule.restore_threshold:
-                self.status = RESTORED
-        return self.status
-
-
-@dataclass(frozen=True, slots=True)
-class Waterline:
-    """A merged waterline and the rule that governs it (its action's settings apply)."""
-
-    value: float
-    rule: Rule
-    action: Action
-
-
-@dataclass
-class Analysis:
-    rules: dict[str, str] = field(default_factory=dict)
-    waterlines: dict[str, dict[str, Waterline]] = field(
-        default_factory=lambda: {t: {} for t in ACTION_TYPES})
-    #: Positive gaps only, in the metric's unit, already scaled by executeExcessPercent.
-    gaps: dict[str, dict[str, float]] = field(default_factory=lambda: {t: {} for t in ACTION_TYPES})
-    missing: list[str] = field(default_factory=list)
-    usage: Mapping[str, float] = field(default_factory=dict)
+_EPSILON = 1e-9
 
 
 def _contributes(rule: Rule, status: str, action: Action) -> tuple[str, ...]:
@@ -83,10 +40,42 @@ def _contributes(rule: Rule, status: str, action: Action) -> tuple[str, ...]:
     return tuple(types)
 
 
+def _waterlines(rules: Sequence[Rule], statuses: Mapping[str, str],
+                actions: Mapping[str, Action]) -> dict[str, dict[str, Waterline]]:
+    tables: dict[str, dict[str, Waterline]] = {t: {} for t in ACTION_TYPES}
+    for rule in rules:
+        action = actions.get(rule.action_name)
+        if action is None:
+            continue
+        for action_type in _contributes(rule, statuses[rule.key], action):
+            table = tables[action_type]
+            current = table.get(rule.metric)
+            if current is None or rule.precedence < current.rule.precedence:
+                table[rule.metric] = Waterline(rule.value, rule, action)
+    return tables
+
+
+def _gaps(waterlines: Mapping[str, Mapping[str, Waterline]], usage: Mapping[str, float],
+          released: Mapping[str, float], excess: float) -> dict[str, dict[str, float]]:
+    gaps: dict[str, dict[str, float]] = {t: {} for t in ACTION_TYPES}
+    for action_type in ACTION_TYPES:
+        for metric, line in waterlines[action_type].items():
+            value = usage.get(metric)
+            if value is None:
+                continue
+            if action_type == THROTTLE_UP:
+                gap = line.value - value
+            else:
+                gap = (value - released.get(metric, 0.0) - line.value) * excess
+            if gap > _EPSILON:
+                gaps[action_type][metric] = gap
+    return gaps
+
+
 def analyze(
     rules: Iterable[Rule],
     actions: Mapping[str, Action],
-    trackers: dict[str, RuleTracker],
+    trackers: Mapping[str, RuleTracker],
     usage: Mapping[str, float],
     released: Mapping[str, float] | None = None,
     execute_excess_percent: float = 0.0,
@@ -95,42 +84,21 @@ def analyze(
 
     ``released`` is usage already on its way out (pods evicted and still terminating), in
     each metric's unit; it is subtracted before the evict and throttle-down gaps.
-    Trackers of rules no longer present are dropped.
+    ``trackers`` is not changed: the result carries one advanced tracker per rule given
+    (trackers of rules no longer present are dropped).
     """
-    result = Analysis(usage=dict(usage))
     rules = list(rules)
-    present = {r.key for r in rules}
-    for key in list(trackers):
-        if key not in present:
-            del trackers[key]
-    missing: set[str] = set()
-    for rule in rules:
-        tracker = trackers.setdefault(rule.key, RuleTracker())
-        value = usage.get(rule.metric)
-        if value is None:
-            missing.add(rule.metric)
-        status = tracker.observe(rule, value)
-        result.rules[rule.key] = status
-        action = actions.get(rule.action_name)
-        if action is None:
-            continue
-        for action_type in _contributes(rule, status, action):
-            table = result.waterlines[action_type]
-            current = table.get(rule.metric)
-            if current is None or rule.precedence < current.rule.precedence:
-                table[rule.metric] = Waterline(rule.value, rule, action)
-    result.missing = [m.name for m in METRICS if m.name in missing]
+    advanced = {r.key: trackers.get(r.key, RuleTracker()).observe(r, usage.get(r.metric))
+                for r in rules}
+    statuses = {key: tracker.status for key, tracker in advanced.items()}
+    named = {r.metric for r in rules if usage.get(r.metric) is None}
+    waterlines = _waterlines(rules, statuses, actions)
     excess = 1.0 + execute_excess_percent / 100.0
-    released = released or {}
-    for action_type in ACTION_TYPES:
-        for metric, line in result.waterlines[action_type].items():
-            value = usage.get(metric)
-            if value is None:
-                continue
-            if action_type == THROTTLE_UP:
-                gap = line.value - value
-            else:
-                gap = (value - released.get(metric, 0.0) - line.value) * excess
-            if gap > 1e-9:
-                result.gaps[action_type][metric] = gap
-    return result
+    return Analysis(
+        rules=statuses,
+        waterlines=waterlines,
+        gaps=_gaps(waterlines, usage, released or {}, excess),
+        missing=tuple(m.name for m in METRICS if m.name in named),
+        usage=dict(usage),
+        trackers=advanced,
+    )

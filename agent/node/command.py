@@ -32,13 +32,13 @@ from agent.defaults import CGROUP_ROOT, NODE_NAME_ENV, PROC_ROOT, STATE_DIR
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.metrics import DEFAULT_ADDR, AgentMetrics, Health, MetricsServer
+from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
 from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
 from agent.node.publish import MetricsPublisher
 from agent.node.sampling import NODE_CPU_SOURCES, CountingLog, HostCollector
 from agent.node.tick import NodeBrain
-from agent.settings import AgentSettings, parse_agent_settings
 from executors.actuators import CpuThrottler, Evictor
 
 if TYPE_CHECKING:
@@ -296,7 +296,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         evictor = ReportingEvictor("local mode: there is no API server")
     else:
         from agent.kube.client import build_api
-        from agent.node.cluster import start_cluster
+        from agent.node.incluster import start_cluster
 
         node_name = args.node_name or os.environ.get(NODE_NAME_ENV) or socket.gethostname()
         parts = start_cluster(build_api(args.kubeconfig), node_name, args.dry_run, watch_args)

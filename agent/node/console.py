@@ -14,9 +14,9 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from agent.node.analyzer import ACTION_TYPES
+from agent.model.analysis import ACTION_TYPES
+from agent.model.registry import BY_NAME
 from agent.node.loop import TickOutcome, action_result
-from agent.node.registry import BY_NAME
 
 
 def _value(metric: str, value: float | None) -> str:

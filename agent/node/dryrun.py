@@ -12,8 +12,8 @@ from collections.abc import Mapping
 
 import structlog
 
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from executors.actuators import EvictionResult
 
 
 class ReportingEvictor:

@@ -44,11 +44,11 @@ from agent.kube.events import (
     pod_ref,
     policy_ref,
 )
+from agent.model import analysis
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from agent.node import analyzer
-from agent.node.policy import ACTION_KIND, POLICY_KIND, Rule
+from agent.model.policy import ACTION_KIND, POLICY_KIND, Rule
 from agent.node.tick import TickReport
-from executors.actuators import EvictionResult
 from executors.engine import ActionRecord
 
 
@@ -122,13 +122,13 @@ def rule_events(
     for rule in sorted(rules, key=lambda r: r.key):
         now, before = states.get(rule.key), reported.get(rule.key)
         value = _num(usage.get(rule.metric))
-        if now == analyzer.TRIGGERED and before != analyzer.TRIGGERED:
+        if now == analysis.TRIGGERED and before != analysis.TRIGGERED:
             out.append(EventIntent(
                 ref, WARNING, RULE_TRIGGERED,
                 f"rule {rule.key} triggered: {rule.metric} {value} above {_num(rule.value)} "
                 f"(action {rule.action_name}{', Preview' if rule.preview else ''})",
             ))  # fmt: skip
-        elif before == analyzer.TRIGGERED and now == analyzer.RESTORED:
+        elif before == analysis.TRIGGERED and now == analysis.RESTORED:
             out.append(EventIntent(
                 ref, NORMAL, RULE_RESTORED,
                 f"rule {rule.key} restored: {rule.metric} {value} at or below {_num(rule.value)}",

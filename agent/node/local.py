@@ -30,9 +30,9 @@ import yaml
 
 from agent.errors import InvalidObject
 from agent.model.objects import Node
+from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
 from agent.model.store import ObjectStore
 from agent.node.loop import Objects
-from agent.node.policy import ACTION_KIND, POLICY_KIND, load_policies
 from collectors.node_stats import parse_meminfo, parse_proc_stat
 
 SUFFIXES = (".yaml", ".yml", ".json")

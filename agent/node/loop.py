@@ -30,11 +30,12 @@ from typing import Any, Protocol
 
 import structlog
 
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Node, Pod
+from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
-from agent.node.policy import PolicySet
 from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuThrottler, EvictionResult, Evictor
+from executors.actuators import CpuThrottler, Evictor
 from executors.engine import ActionRecord
 
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from agent.model.analysis import RESTORED, TRIGGERED
 from agent.model.objects import Taint
-from agent.node.analyzer import RESTORED, TRIGGERED
-from agent.node.policy import Action, Rule
+from agent.model.policy import Action, Rule
 
 TAINT_KEY = "qos.waterline.io/interference"
 TAINT_VALUE = "true"

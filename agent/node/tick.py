@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.objects import Node, Pod
+from agent.model.policy import Action, PolicySet
+from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
+from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
-from agent.node.policy import Action, PolicySet
-from agent.node.registry import CPU, MEMORY, METRICS, derive_utilization
-from agent.settings import AgentSettings
 from executors.actuators import CpuThrottler, Evictor
 from executors.engine import ActionRecord, NodeState, TickContext, execute
 
@@ -92,6 +92,7 @@ class NodeBrain:
             _released_by_terminating(self.state, usage, node.allocatable),
             self.settings.execute_excess_percent,
         )
+        self.state.trackers = dict(analysis.trackers)
         ctx = TickContext(
             now=now,
             node=node,
@@ -105,12 +106,12 @@ class NodeBrain:
         records = execute(ctx, self.state, evictor, throttler)
         return TickReport(
             at=now,
-            rules=analysis.rules,
+            rules=dict(analysis.rules),
             waterlines={t: {m: w.value for m, w in analysis.waterlines[t].items()} for t in ACTION_TYPES},
             gaps={t: dict(analysis.gaps[t]) for t in ACTION_TYPES},
             actions=records,
             usage=dict(full),
-            missing=analysis.missing,
+            missing=list(analysis.missing),
         )
 
     def caps(self) -> dict[str, float]:

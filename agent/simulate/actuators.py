@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod, PodDisruptionBudget, disruptions_allowed
-from executors.actuators import EvictionResult
 
 
 class SimulatedEvictionAPI:

@@ -13,7 +13,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from agent.node.registry import BY_NAME, METRICS
+from agent.model.registry import BY_NAME, METRICS
 
 WIDTH, HEIGHT = 760, 220
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 70, 20, 20, 30

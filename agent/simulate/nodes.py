@@ -17,12 +17,12 @@ from typing import Any
 
 from agent.errors import InvalidObject
 from agent.model.objects import Node, Pod
+from agent.model.policy import PolicySet, load_policies
+from agent.model.registry import BY_NAME, CPU, MEMORY
+from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.model.usage import NodeSample, PodUsage
-from agent.node.policy import PolicySet, load_policies
-from agent.node.registry import BY_NAME, CPU, MEMORY
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
-from agent.settings import AgentSettings, parse_agent_settings
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
 
 

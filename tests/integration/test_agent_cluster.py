@@ -23,8 +23,8 @@ from agent.kube.devserver.testing import pdb, serve
 from agent.kube.errors import KubeNotFound, KubeUnreachable
 from agent.kube.resources import ACTIONS, EVENTS, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
-from agent.node.cluster import ClusterEffects
 from agent.node.command import Agent, add_arguments, build_agent
+from agent.node.incluster import ClusterEffects
 from agent.node.loop import TickOutcome
 from tests.unit.fake_cgroups import FakeTree
 

@@ -488,7 +488,7 @@ def test_samples_cover_every_kind_and_the_documented_cases() -> None:
 
 
 def _registered_metrics() -> set[str]:
-    registry = pytest.importorskip("agent.node.registry")
+    registry = pytest.importorskip("agent.model.registry")
     return {m.name for m in registry.METRICS}
 
 
@@ -579,7 +579,7 @@ def test_schema_rejects_bad_fields(kind: str, path: tuple[Any, ...], value: Any)
 
 def test_samples_parse_with_the_engines_own_parsers() -> None:
     """The CRD schema and the Python parsers must accept the same samples."""
-    policy = pytest.importorskip("agent.node.policy")
+    policy = pytest.importorskip("agent.model.policy")
     migration = pytest.importorskip("agent.cluster.migration")
     reservation = pytest.importorskip("agent.cluster.reservation")
     objs = [o for _, o in _samples()]

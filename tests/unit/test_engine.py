@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.model.objects import parse_node, parse_pod
+from agent.model.policy import load_policies, never_candidate_reason
 from agent.model.usage import ContainerUsage, PodUsage
-from agent.node.policy import load_policies, never_candidate_reason
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
 from tests.unit.builders import NOW, action, node, pod, policy, rule

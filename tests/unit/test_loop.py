@@ -15,7 +15,10 @@ import pytest
 import structlog
 import yaml
 
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Node, Pod
+from agent.model.policy import load_policies
+from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.command import add_arguments, build_host_parts
 from agent.node.command import run as run_agent
@@ -23,10 +26,7 @@ from agent.node.console import render
 from agent.node.dryrun import ReportingEvictor
 from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
-from agent.node.policy import load_policies
 from agent.node.tick import NodeBrain
-from agent.settings import AgentSettings
-from executors.actuators import EvictionResult
 from tests.unit.fake_cgroups import Clock, FakeTree
 
 # -- builders --------------------------------------------------------------------------

@@ -4,15 +4,23 @@ from __future__ import annotations
 
 from agent.errors import InvalidObject
 from agent.kube.events import action_ref, node_ref, policy_ref
+from agent.model.analysis import NORMAL, RESTORED, TRIGGERED
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Node, Pod
-from agent.node.analyzer import NORMAL, RESTORED, TRIGGERED
-from agent.node.cluster import ClusterEffects, ReachableEvictor
+from agent.model.policy import (
+    ACTION_KIND,
+    POLICY_KIND,
+    Action,
+    CpuThrottle,
+    Policy,
+    PolicySet,
+    Rule,
+)
 from agent.node.events import invalid_events, tick_events
+from agent.node.incluster import ClusterEffects, ReachableEvictor
 from agent.node.loop import TickOutcome
-from agent.node.policy import ACTION_KIND, POLICY_KIND, Action, CpuThrottle, Policy, PolicySet, Rule
 from agent.node.taint import TAINT
 from agent.node.tick import TickReport
-from executors.actuators import EvictionResult
 from executors.engine import ActionRecord
 
 RULE = Rule("guard", "cpu", 0, "cpu_total_usage", 2.0, action_name="throttle")

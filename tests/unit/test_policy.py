@@ -2,7 +2,7 @@ import pytest
 
 from agent.errors import InvalidObject
 from agent.model.objects import parse_pod
-from agent.node.policy import load_policies, never_candidate_reason, parse_action, parse_policy
+from agent.model.policy import load_policies, never_candidate_reason, parse_action, parse_policy
 from tests.unit.builders import action, pod, policy, rule
 
 

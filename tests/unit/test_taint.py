@@ -3,9 +3,9 @@ it has been restored for the action's cool-down, and off after a restart."""
 
 from __future__ import annotations
 
+from agent.model.analysis import NORMAL, RESTORED, TRIGGERED
 from agent.model.objects import Taint
-from agent.node.analyzer import NORMAL, RESTORED, TRIGGERED
-from agent.node.policy import Action, CpuThrottle, Rule
+from agent.model.policy import Action, CpuThrottle, Rule
 from agent.node.taint import (
     ADD,
     KEEP,

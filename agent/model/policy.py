@@ -20,8 +20,8 @@ from agent.model.objects import (
     Pod,
 )
 from agent.model.quantity import parse_quantity
+from agent.model.registry import BY_NAME
 from agent.model.selectors import EVERYTHING, LabelSelector, parse_label_selector
-from agent.node.registry import BY_NAME
 
 POLICY_KIND = "NodeQOSEnsurancePolicy"
 ACTION_KIND = "AvoidanceAction"

@@ -35,12 +35,13 @@ from agent.kube.nodeview import NodeView, start_node_view
 from agent.kube.patching import merge_patch
 from agent.kube.resources import NODES
 from agent.kube.watching import WatchArgs
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
+from agent.model.policy import load_policies
 from agent.node.events import EventIntent, invalid_events, tick_events
 from agent.node.loop import Objects, TickOutcome
-from agent.node.policy import load_policies
 from agent.node.taint import ADD, KEEP, TAINT, decide_taint, has_taint, note_restored, taints_with
-from executors.actuators import EvictionResult, Evictor
+from executors.actuators import Evictor
 
 COMPONENT = "waterline-agent"
 
