@@ -1,20 +1,17 @@
-"""Core Kubernetes objects as slim, frozen records, parsed once from API-shaped dicts.
-
-Only what Waterline decides on is kept: at 150,000 pods the typed models of the official
-client cost gigabytes, these cost a small fraction. Every ``parse_*`` raises
-``InvalidObject`` naming the object and the field.
-"""
+"""Pods and their containers, QoS class, affinity and tolerations."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.objects.common import Resources, guarded, metadata, str_map
+from agent.model.objects.nodes import Taint
+from agent.model.objects.owners import OwnerRef, parse_owner
 from agent.model.quantity import parse_resource_list
 from agent.model.selectors import (
-    EVERYTHING,
     LabelSelector,
     NodeSelector,
     parse_label_selector,
@@ -33,49 +30,6 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 PROTECTED_ANNOTATION = "qos.waterline.io/protected"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-
-Resources = Mapping[str, float]
-EMPTY: Resources = {}
-
-T = TypeVar("T")
-
-
-def _meta(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    meta = raw.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
-def _str_map(value: object) -> dict[str, str]:
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): "" if v is None else str(v) for k, v in value.items()}
-
-
-def guarded(kind: str, name: str, fieldpath: str, fn: Callable[[], T]) -> T:
-    """Run a parse step and turn a ValueError/TypeError into InvalidObject for kind/name."""
-    try:
-        return fn()
-    except InvalidObject:
-        raise
-    except (ValueError, TypeError) as err:
-        raise InvalidObject(kind, name, fieldpath, str(err)) from None
-
-
-@dataclass(frozen=True, slots=True)
-class OwnerRef:
-    kind: str
-    name: str
-    uid: str
-    controller: bool = False
-    api_version: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Taint:
-    key: str
-    value: str
-    effect: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -284,18 +238,6 @@ def _parse_affinity(spec: Mapping[str, Any], path: str) -> tuple[NodeSelector | 
     return node_sel, tuple(terms)
 
 
-def _parse_owner(raw: object, path: str) -> OwnerRef:
-    if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
-    return OwnerRef(
-        str(raw.get("kind") or ""),
-        str(raw.get("name") or ""),
-        str(raw.get("uid") or ""),
-        bool(raw.get("controller")),
-        str(raw.get("apiVersion") or ""),
-    )
-
-
 def _is_ready(status: Mapping[str, Any]) -> bool:
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
@@ -308,7 +250,7 @@ def _is_ready(status: Mapping[str, Any]) -> bool:
 
 def parse_pod(raw: Mapping[str, Any]) -> Pod:
     """Parse a core/v1 Pod dict."""
-    meta = _meta(raw)
+    meta = metadata(raw)
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
     label = f"{namespace}/{name}"
@@ -366,10 +308,10 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             name=name,
             uid=str(meta.get("uid") or label),
             node_name=str(spec.get("nodeName") or ""),
-            labels=_str_map(meta.get("labels")),
-            annotations=_str_map(meta.get("annotations")),
+            labels=str_map(meta.get("labels")),
+            annotations=str_map(meta.get("annotations")),
             owners=tuple(
-                _parse_owner(o, f"metadata.ownerReferences[{i}]")
+                parse_owner(o, f"metadata.ownerReferences[{i}]")
                 for i, o in enumerate(meta.get("ownerReferences") or [])
             ),
             priority=priority,
@@ -384,226 +326,10 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             init_containers=init,
             requests=_pod_requests(containers, init, overhead),
             limits=_pod_limits(containers),
-            node_selector=_str_map(spec.get("nodeSelector")),
+            node_selector=str_map(spec.get("nodeSelector")),
             node_affinity=node_sel,
             anti_affinity=anti,
             tolerations=tolerations,
         )
 
     return guarded("Pod", label, "", body)
-
-
-@dataclass(frozen=True, slots=True)
-class Node:
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    allocatable: Resources = field(default_factory=dict)
-    capacity: Resources = field(default_factory=dict)
-    taints: tuple[Taint, ...] = ()
-    unschedulable: bool = False
-    ready: bool = True
-
-    @property
-    def cpu_cores(self) -> float:
-        return self.allocatable.get("cpu", self.capacity.get("cpu", 0.0))
-
-    @property
-    def max_pods(self) -> float:
-        return self.allocatable.get("pods", self.capacity.get("pods", 110.0))
-
-
-def parse_node(raw: Mapping[str, Any]) -> Node:
-    meta = _meta(raw)
-    name = str(meta.get("name") or "")
-    if not name:
-        raise InvalidObject("Node", "", "metadata.name", "must be set")
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
-
-    def body() -> Node:
-        ready = True
-        for cond in status.get("conditions") or []:
-            if isinstance(cond, dict) and cond.get("type") == "Ready":
-                ready = cond.get("status") == "True"
-        try:
-            allocatable = parse_resource_list(status.get("allocatable"))
-        except ValueError as err:
-            raise ValueError(f"status.allocatable.{err}") from None
-        try:
-            capacity = parse_resource_list(status.get("capacity"))
-        except ValueError as err:
-            raise ValueError(f"status.capacity.{err}") from None
-        if not allocatable:
-            allocatable = dict(capacity)
-        return Node(
-            name=name,
-            labels=_str_map(meta.get("labels")),
-            annotations=_str_map(meta.get("annotations")),
-            allocatable=allocatable,
-            capacity=capacity,
-            taints=tuple(
-                Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-                for t in spec.get("taints") or []
-                if isinstance(t, dict)
-            ),
-            unschedulable=bool(spec.get("unschedulable")),
-            ready=ready,
-        )
-
-    return guarded("Node", name, "", body)
-
-
-@dataclass(frozen=True, slots=True)
-class Namespace:
-    name: str
-    labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
-    meta = _meta(raw)
-    name = str(meta.get("name") or "")
-    if not name:
-        raise InvalidObject("Namespace", "", "metadata.name", "must be set")
-    labels = _str_map(meta.get("labels"))
-    labels.setdefault("kubernetes.io/metadata.name", name)
-    return Namespace(name, labels)
-
-
-@dataclass(frozen=True, slots=True)
-class PodDisruptionBudget:
-    namespace: str
-    name: str
-    selector: LabelSelector
-    min_available: int | str | None = None  # an int or a percentage like "50%"
-    max_unavailable: int | str | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def selects(self, pod: Pod) -> bool:
-        # A PDB with an empty selector selects every pod of its namespace (policy/v1).
-        return pod.namespace == self.namespace and self.selector.matches(pod.labels)
-
-
-def _int_or_percent(value: object, fieldpath: str) -> int | str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise ValueError(f"{fieldpath}: must be an integer or a percentage")
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError(f"{fieldpath}: must be >= 0, got {value}")
-        return value
-    if isinstance(value, str) and value.endswith("%"):
-        try:
-            int(value[:-1])
-        except ValueError:
-            raise ValueError(f"{fieldpath}: {value!r} is not a percentage") from None
-        return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {value!r}")
-
-
-def parse_pdb(raw: Mapping[str, Any]) -> PodDisruptionBudget:
-    meta = _meta(raw)
-    name = str(meta.get("name") or "")
-    namespace = str(meta.get("namespace") or "default")
-    label = f"{namespace}/{name}"
-    spec = raw.get("spec") or {}
-
-    def body() -> PodDisruptionBudget:
-        min_av = _int_or_percent(spec.get("minAvailable"), "spec.minAvailable")
-        max_un = _int_or_percent(spec.get("maxUnavailable"), "spec.maxUnavailable")
-        if min_av is not None and max_un is not None:
-            raise ValueError("spec: minAvailable and maxUnavailable are mutually exclusive")
-        selector = spec.get("selector")
-        return PodDisruptionBudget(
-            namespace,
-            name,
-            parse_label_selector(selector, "spec.selector") if selector is not None else EVERYTHING,
-            min_av,
-            max_un,
-        )
-
-    return guarded("PodDisruptionBudget", label, "", body)
-
-
-def _scaled(value: int | str, total: int, round_up: bool) -> int:
-    if isinstance(value, int):
-        return value
-    percent = int(value[:-1])
-    exact = percent * total
-    return -(-exact // 100) if round_up else exact // 100
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetStatus:
-    """A disruption budget as the disruption controller computes it."""
-
-    healthy: int  # ready, not terminating
-    desired: int  # healthy pods the budget asks for
-    allowed: int  # disruptionsAllowed: max(0, healthy - desired)
-
-
-def budget_status(pdb: PodDisruptionBudget, pods: list[Pod]) -> BudgetStatus:
-    """``pods`` are the pods the budget selects."""
-    live = [p for p in pods if not p.is_terminating and p.phase not in ("Succeeded", "Failed")]
-    expected = len(live)
-    healthy = sum(1 for p in live if p.ready)
-    if pdb.max_unavailable is not None:
-        desired = expected - _scaled(pdb.max_unavailable, expected, round_up=True)
-    elif pdb.min_available is not None:
-        desired = _scaled(pdb.min_available, expected, round_up=True)
-    else:
-        desired = 0  # neither set: the disruption controller asks for no healthy pods
-    desired = max(desired, 0)
-    return BudgetStatus(healthy, desired, max(0, healthy - desired))
-
-
-def disruptions_allowed(pdb: PodDisruptionBudget, pods: list[Pod]) -> int:
-    """How many of the budget's pods may be evicted now (``pods``: the ones it selects)."""
-    return budget_status(pdb, pods).allowed
-
-
-@dataclass(frozen=True, slots=True)
-class Workload:
-    """A pod owner (Deployment, ReplicaSet, StatefulSet, Job, DaemonSet, ...) kept slim:
-    its identity, replicas, and its own controller (a ReplicaSet's Deployment)."""
-
-    kind: str
-    namespace: str
-    name: str
-    uid: str
-    replicas: int | None = None
-    owner: OwnerRef | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
-
-
-WORKLOAD_KINDS = frozenset({"Deployment", "ReplicaSet", "StatefulSet", "Job", "DaemonSet", "ReplicationController"})
-
-
-def parse_workload(raw: Mapping[str, Any]) -> Workload:
-    meta = _meta(raw)
-    kind = str(raw.get("kind") or "")
-    name = str(meta.get("name") or "")
-    namespace = str(meta.get("namespace") or "default")
-    spec = raw.get("spec") or {}
-    replicas = spec.get("replicas")
-    if kind == "Job":
-        replicas = spec.get("parallelism", replicas)
-    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
-        raise InvalidObject(kind, f"{namespace}/{name}", "spec.replicas", f"must be an integer, got {replicas!r}")
-    owner = None
-    for i, o in enumerate(meta.get("ownerReferences") or []):
-        if not isinstance(o, dict):
-            raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", "expected a mapping")
-        ref = _parse_owner(o, f"metadata.ownerReferences[{i}]")
-        if ref.controller:
-            owner = ref
-    return Workload(kind, namespace, name, str(meta.get("uid") or f"{kind}/{namespace}/{name}"), replicas, owner)

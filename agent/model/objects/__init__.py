@@ -1,0 +1,78 @@
+"""Core Kubernetes objects as slim, frozen records, parsed once from API-shaped dicts.
+
+Only what Waterline decides on is kept: at 150,000 pods the typed models of the official
+client cost gigabytes, these cost a small fraction. Every ``parse_*`` raises
+``InvalidObject`` naming the object and the field.
+
+One module per concern (``pods``, ``nodes``, ``owners``, ``budgets``; ``common`` holds what
+their parsers share); import the names from here.
+"""
+
+from agent.model.objects.budgets import (
+    BudgetStatus,
+    PodDisruptionBudget,
+    budget_status,
+    disruptions_allowed,
+    parse_pdb,
+)
+from agent.model.objects.common import EMPTY, Resources, guarded
+from agent.model.objects.nodes import (
+    HOSTNAME_LABEL,
+    Namespace,
+    Node,
+    Taint,
+    parse_namespace,
+    parse_node,
+)
+from agent.model.objects.owners import WORKLOAD_KINDS, OwnerRef, Workload, parse_workload
+from agent.model.objects.pods import (
+    BEST_EFFORT,
+    BURSTABLE,
+    CONFIG_SOURCE_ANNOTATION,
+    GUARANTEED,
+    MIRROR_ANNOTATION,
+    PROTECTED_ANNOTATION,
+    QOS_CLASSES,
+    QOS_RANK,
+    SYSTEM_CRITICAL_PRIORITY,
+    Container,
+    Pod,
+    PodAffinityTerm,
+    Toleration,
+    parse_pod,
+)
+
+__all__ = [
+    "BEST_EFFORT",
+    "BURSTABLE",
+    "CONFIG_SOURCE_ANNOTATION",
+    "EMPTY",
+    "GUARANTEED",
+    "HOSTNAME_LABEL",
+    "MIRROR_ANNOTATION",
+    "PROTECTED_ANNOTATION",
+    "QOS_CLASSES",
+    "QOS_RANK",
+    "SYSTEM_CRITICAL_PRIORITY",
+    "WORKLOAD_KINDS",
+    "BudgetStatus",
+    "Container",
+    "Namespace",
+    "Node",
+    "OwnerRef",
+    "Pod",
+    "PodAffinityTerm",
+    "PodDisruptionBudget",
+    "Resources",
+    "Taint",
+    "Toleration",
+    "Workload",
+    "budget_status",
+    "disruptions_allowed",
+    "guarded",
+    "parse_namespace",
+    "parse_node",
+    "parse_pdb",
+    "parse_pod",
+    "parse_workload",
+]

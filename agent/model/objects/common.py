@@ -1,0 +1,34 @@
+"""What every object parser shares: metadata access and the error wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from agent.errors import InvalidObject
+
+Resources = Mapping[str, float]
+EMPTY: Resources = {}
+
+T = TypeVar("T")
+
+
+def metadata(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = raw.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def str_map(value: object) -> dict[str, str]:
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+def guarded(kind: str, name: str, fieldpath: str, fn: Callable[[], T]) -> T:
+    """Run a parse step and turn a ValueError/TypeError into InvalidObject for kind/name."""
+    try:
+        return fn()
+    except InvalidObject:
+        raise
+    except (ValueError, TypeError) as err:
+        raise InvalidObject(kind, name, fieldpath, str(err)) from None

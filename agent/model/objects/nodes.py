@@ -1,0 +1,97 @@
+"""Nodes (with their taints) and namespaces."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.errors import InvalidObject
+from agent.model.objects.common import Resources, guarded, metadata, str_map
+from agent.model.quantity import parse_resource_list
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    allocatable: Resources = field(default_factory=dict)
+    capacity: Resources = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+    ready: bool = True
+
+    @property
+    def cpu_cores(self) -> float:
+        return self.allocatable.get("cpu", self.capacity.get("cpu", 0.0))
+
+    @property
+    def max_pods(self) -> float:
+        return self.allocatable.get("pods", self.capacity.get("pods", 110.0))
+
+
+def parse_node(raw: Mapping[str, Any]) -> Node:
+    meta = metadata(raw)
+    name = str(meta.get("name") or "")
+    if not name:
+        raise InvalidObject("Node", "", "metadata.name", "must be set")
+    spec = raw.get("spec") or {}
+    status = raw.get("status") or {}
+
+    def body() -> Node:
+        ready = True
+        for cond in status.get("conditions") or []:
+            if isinstance(cond, dict) and cond.get("type") == "Ready":
+                ready = cond.get("status") == "True"
+        try:
+            allocatable = parse_resource_list(status.get("allocatable"))
+        except ValueError as err:
+            raise ValueError(f"status.allocatable.{err}") from None
+        try:
+            capacity = parse_resource_list(status.get("capacity"))
+        except ValueError as err:
+            raise ValueError(f"status.capacity.{err}") from None
+        if not allocatable:
+            allocatable = dict(capacity)
+        return Node(
+            name=name,
+            labels=str_map(meta.get("labels")),
+            annotations=str_map(meta.get("annotations")),
+            allocatable=allocatable,
+            capacity=capacity,
+            taints=tuple(
+                Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
+                for t in spec.get("taints") or []
+                if isinstance(t, dict)
+            ),
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=ready,
+        )
+
+    return guarded("Node", name, "", body)
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
+    meta = metadata(raw)
+    name = str(meta.get("name") or "")
+    if not name:
+        raise InvalidObject("Namespace", "", "metadata.name", "must be set")
+    labels = str_map(meta.get("labels"))
+    labels.setdefault("kubernetes.io/metadata.name", name)
+    return Namespace(name, labels)
