@@ -24,6 +24,7 @@ test: setup
 lint: setup
 	$(BIN)/ruff check agent collectors executors tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache --no-logo
 
 # The shared example scenarios, through the installed `waterline`.
 scenarios: setup
