@@ -167,7 +167,7 @@ def child_node(where: str) -> None:
         collector = NodeStatsCollector(proc)
         first = collector.collect()  # the fake /proc/stat does not move: no CPU figure
         assert "memory_total_usage" in first.metrics, first
-        assert where == "host" or first.cpus == HOST_CPUS, first.cpus
+        assert first.cpus, first
 
         def ticks() -> None:
             for _ in range(10):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import psutil
 import pytest
 
 from agent.model.objects import BEST_EFFORT, BURSTABLE, GUARANTEED
 from collectors.files import OnceLog, stat_field
-from collectors.node_stats import NodeStatsCollector
+from collectors.node_stats import NodeStatsCollector, meminfo_field
 from collectors.pod_stats import PodStatsCollector
 from collectors.psi import parse_psi
 from tests.unit.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
@@ -201,7 +202,7 @@ def _proc(tmp_path: Path, busy: int, idle: int, pressure: bool = True) -> Path:
 
 def test_node_first_sample_has_no_cpu_then_cores_and_utilization(tmp_path: Path) -> None:
     proc = _proc(tmp_path, busy=100, idle=100)
-    collector = NodeStatsCollector(str(proc), clock=Clock())
+    collector = NodeStatsCollector(str(proc), clock=Clock(), cpu_count=lambda: 2)
     first = collector.collect()
     assert "cpu_total_usage" not in first.metrics
     assert first.metrics["memory_total_usage"] == 500 * 1024
@@ -238,3 +239,26 @@ def test_stat_field_matches_whole_keys_only() -> None:
     assert stat_field(data, b"nr_periods") == 9
     with pytest.raises(ValueError):
         stat_field(data, b"active_file")
+
+
+def test_meminfo_field_reads_one_line_in_bytes() -> None:
+    data = b"MemTotal:  1000 kB\nMemFree: 200 kB\nInactive(file): 7\nHugePages_Total: x\n"
+    assert meminfo_field(data, b"MemTotal") == 1000 * 1024
+    assert meminfo_field(data, b"MemFree") == 200 * 1024
+    assert meminfo_field(data, b"Inactive(file)") == 7  # no unit: bytes
+    assert meminfo_field(data, b"Free") is None  # whole keys only
+    assert meminfo_field(data, b"HugePages_Total") is None  # garbled value
+    assert meminfo_field(data, b"MemAvailable") is None
+
+
+def test_node_meminfo_without_memfree_gives_no_memory_figure(tmp_path: Path) -> None:
+    proc = _proc(tmp_path, busy=1, idle=1)
+    (proc / "meminfo").write_text("MemTotal: 1000 kB\nInactive(file): 300 kB\n")
+    logger = ListLogger()
+    collector = NodeStatsCollector(str(proc), clock=Clock(), log=OnceLog(logger),
+                                   cpu_count=lambda: 2)
+    stats = collector.collect()
+    assert "memory_total_usage" not in stats.metrics and stats.memory_total is None
+    assert ("meminfo without a field", str(proc / "meminfo")) in {
+        (e[0], e[1]["path"]) for e in logger.events}
+    assert str(proc) == psutil.PROCFS_PATH  # CPU times come from the same /proc
