@@ -4,8 +4,9 @@
 ``errors`` turns API failures into our exceptions, ``fetching`` lists, ``watching`` keeps a
 list+watch loop alive, ``cache`` holds slim records, ``nodeview`` is what the node agent
 reads, ``evicting``, ``patching``, ``creating`` and ``events`` write, ``leases`` elects a
-leader. ``devserver`` is a local Kubernetes-shaped API server for tests and demos.
+leader. The local Kubernetes-shaped API server for tests and demos is not part of the
+adapter: it lives in ``devtools.apiserver``.
 
-Nothing here imports the agent's engines or the controller, and ``kubernetes.client`` is
+Nothing here imports the agent's engines, the controller or ``devtools``, and ``kubernetes.client`` is
 imported lazily (inside ``client``), never when ``agent`` is imported.
 """

@@ -18,14 +18,14 @@ from agent.demo import CgroupTree, DemoPod
 from agent.kube.backoff import BackoffArgs
 from agent.kube.client import KubeApi
 from agent.kube.creating import create
-from agent.kube.devserver.server import DevServer
-from agent.kube.devserver.testing import pdb, serve
 from agent.kube.errors import KubeNotFound, KubeUnreachable
 from agent.kube.resources import ACTIONS, EVENTS, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
 from agent.node.command import Agent, add_arguments, build_agent
 from agent.node.incluster import ClusterEffects
 from agent.node.loop import TickOutcome
+from devtools.apiserver.server import DevServer
+from devtools.apiserver.testing import pdb, serve
 from tests.unit.fake_cgroups import FakeTree
 
 pytestmark = pytest.mark.integration

@@ -18,12 +18,12 @@ import yaml
 from agent.cluster.controller import WATCHED, Controller, parse_config
 from agent.kube.client import ClientArgs, build_api
 from agent.kube.creating import create
-from agent.kube.devserver.testing import Running, serve
 from agent.kube.errors import KubeNotFound
 from agent.kube.fetching import get_object
 from agent.kube.leases import ElectionArgs
 from agent.kube.resources import LEASES, NODES, PODS
 from agent.kube.watching import WatchArgs
+from devtools.apiserver.testing import Running, serve
 
 pytestmark = pytest.mark.integration
 

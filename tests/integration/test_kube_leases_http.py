@@ -10,10 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from agent.kube.devserver.testing import serve
 from agent.kube.fetching import get_object
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
 from agent.kube.resources import LEASES
+from devtools.apiserver.testing import serve
 
 pytestmark = pytest.mark.integration
 

@@ -17,11 +17,11 @@ from structlog.testing import capture_logs
 from agent.kube.backoff import BackoffArgs
 from agent.kube.cache import Cache
 from agent.kube.creating import create, delete
-from agent.kube.devserver.server import Fault
-from agent.kube.devserver.testing import Running, pod, serve
 from agent.kube.fetching import Selectors
 from agent.kube.resources import PODS
 from agent.kube.watching import Reflector, WatchArgs
+from devtools.apiserver.server import Fault
+from devtools.apiserver.testing import Running, pod, serve
 
 pytestmark = pytest.mark.integration
 

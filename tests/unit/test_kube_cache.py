@@ -8,8 +8,8 @@ import threading
 from structlog.testing import capture_logs
 
 from agent.kube.cache import Cache, slim
-from agent.kube.devserver.testing import pod
 from agent.model.objects import Pod
+from devtools.apiserver.testing import pod
 
 
 def bad_pod(name: str) -> dict:

@@ -11,7 +11,6 @@ import urllib3
 
 from agent.errors import InvalidObject
 from agent.kube.backoff import Backoff, BackoffArgs
-from agent.kube.devserver.selectors import field_predicate, label_predicate
 from agent.kube.errors import (
     KubeConflict,
     KubeError,
@@ -23,6 +22,7 @@ from agent.kube.errors import (
     api_errors,
     from_status,
 )
+from devtools.apiserver.selectors import field_predicate, label_predicate
 
 
 def status_body(code: int, reason: str, causes: list | None = None) -> bytes:

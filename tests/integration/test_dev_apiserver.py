@@ -14,8 +14,6 @@ import yaml
 
 from agent.kube.client import build_api
 from agent.kube.creating import create
-from agent.kube.devserver.server import DevServer, read_manifests
-from agent.kube.devserver.testing import pdb, pod, serve
 from agent.kube.errors import KubeConflict, KubeNotFound
 from agent.kube.events import EventRecorder, KubeEvents, pod_ref, policy_ref
 from agent.kube.evicting import BLOCKED, EVICTED, FAILED, GONE, evict
@@ -26,6 +24,8 @@ from agent.kube.patching import merge_patch, replace
 from agent.kube.resources import EVENTS, LEASES, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
 from agent.model.objects import Pod
+from devtools.apiserver.server import DevServer, read_manifests
+from devtools.apiserver.testing import pdb, pod, serve
 from executors.actuators import EvictionResult
 from executors.eviction import ApiEvictor
 

@@ -29,10 +29,10 @@ from urllib.parse import parse_qs, urlsplit
 import structlog
 import yaml
 
-from agent.kube.devserver import eviction
-from agent.kube.devserver.selectors import field_predicate, label_predicate
-from agent.kube.devserver.store import ApiStatus, Change, Store
 from agent.kube.resources import Resource
+from devtools.apiserver import eviction
+from devtools.apiserver.selectors import field_predicate, label_predicate
+from devtools.apiserver.store import ApiStatus, Change, Store
 
 
 @dataclass
@@ -309,7 +309,7 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError as err:
             self._send(400, ApiStatus(400, "BadRequest", str(err)).body())
         except Exception as err:  # a bug here must not look like a network fault
-            structlog.get_logger("waterline.kube.devserver").exception(
+            structlog.get_logger("waterline.devtools.apiserver").exception(
                 "request failed", path=self.path
             )
             self._send(500, ApiStatus(500, "InternalError", f"{type(err).__name__}: {err}").body())

@@ -8,8 +8,8 @@ import signal
 import sys
 import threading
 
-from agent.kube.devserver.server import DevServer, read_manifests
-from agent.kube.devserver.store import Store
+from devtools.apiserver.server import DevServer, read_manifests
+from devtools.apiserver.store import Store
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agent.kube.client import ClientArgs, KubeApi, build_api
-from agent.kube.devserver.server import DevServer
-from agent.kube.devserver.store import Store
+from devtools.apiserver.server import DevServer
+from devtools.apiserver.store import Store
 
 
 @dataclass

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.kube.devserver.selectors import field_value
-from agent.kube.devserver.store import ApiStatus, Store
 from agent.model.objects import budget_status, parse_pdb, parse_pod
+from devtools.apiserver.selectors import field_value
+from devtools.apiserver.store import ApiStatus, Store
 
 TOO_MANY = "Cannot evict pod as it would violate the pod's disruption budget."
 
