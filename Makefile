@@ -22,7 +22,7 @@ test: setup
 	$(BIN)/python -m pytest -rs
 
 lint: setup
-	$(BIN)/ruff check agent collectors executors tests bench
+	$(BIN)/ruff check agent collectors executors devtools tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache --no-logo
 

@@ -25,7 +25,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("agent", "agent.node.command", "run the node agent (in a cluster, or --local)"),
     Command("controller", "agent.cluster.command", "run the leader-elected cluster controller"),
     Command("dev-apiserver", "devtools.apiserver.command", "a local Kubernetes-shaped API server for tests and demos"),
-    Command("generate", "agent.simulate.generate", "write a synthetic cluster scenario (for benchmarks)"),
+    Command("generate", "devtools.generate.command", "write a synthetic cluster scenario (for benchmarks)"),
     Command("demo", "agent.demo", "throttle real busy processes in real cgroups, then restore them"),
 )
 

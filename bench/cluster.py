@@ -3,7 +3,7 @@
 Goals: each engine (arbitration, defrag, queues, DaemonSet preemption) runs in at most 2x
 the time it takes to load the snapshot it decides on, and the loaded snapshot holds less
 than 1 GiB. The scenario comes from `waterline generate` and is cached under /tmp (keyed
-by the generator's source, so a changed generator makes a new one).
+by the generator package's source, so a changed generator makes a new one).
 
 Prints the load time split into file parse (JSON) and object parse (records), each
 engine's time (best of a few runs, after its import) and its ratio to the load time, and
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from agent.model.bulk import bulk_load
 from agent.scenario import Scenario, load_scenario, parse_scenario, read_document
-from agent.simulate import generate as generator
 from agent.simulate.sections import SECTIONS
+from devtools import generate as generator
 
 NODES, PODS, JOBS, QUEUES, SEED = 5000, 150_000, 10_000, 100, 1
 ENGINES = ("arbitration", "defrag", "queues", "daemonset")
@@ -42,8 +42,10 @@ CACHE = Path(tempfile.gettempdir()) / "waterline-bench"
 
 def _scenario_path() -> tuple[Path, float | None]:
     """The cached scenario (generated now if missing) and the generation time, if any."""
-    source = Path(generator.__file__).read_bytes()
-    key = hashlib.sha256(source).hexdigest()[:12]
+    digest = hashlib.sha256()
+    for module in sorted(Path(generator.__file__).parent.glob("*.py")):
+        digest.update(module.name.encode() + b"\0" + module.read_bytes())
+    key = digest.hexdigest()[:12]
     path = CACHE / f"cluster-{NODES}n-{PODS}p-{JOBS}j-{QUEUES}q-s{SEED}-{key}.json"
     if path.exists():
         return path, None

@@ -1,0 +1,15 @@
+"""Tools for workstations, tests and benchmarks; never imported by the agent or controller.
+
+* ``apiserver``: a local Kubernetes-shaped API server (``waterline dev-apiserver``) and the
+  ``testing`` helpers the integration tests start it with;
+* ``generate``: the synthetic cluster scenario (``waterline generate``) that
+  ``python -m bench cluster`` measures the cluster engines on;
+* ``demo``: ``waterline demo`` (``make demo``), the node agent throttling real processes
+  in real cgroups, or replaying a scenario where it cannot.
+
+They ship in the same distribution, so ``waterline`` can run them, but they are kept out
+of ``agent/`` so that the product's packages hold only what runs in a cluster: nothing
+under ``agent/`` imports ``devtools`` (the CLI's command table names these modules as
+strings and imports one only when its command runs), while the tools may use the agent's
+model, adapter and loops like any other client of them.
+"""
