@@ -26,7 +26,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("controller", "agent.cluster.command", "run the leader-elected cluster controller"),
     Command("dev-apiserver", "devtools.apiserver.command", "a local Kubernetes-shaped API server for tests and demos"),
     Command("generate", "devtools.generate.command", "write a synthetic cluster scenario (for benchmarks)"),
-    Command("demo", "agent.demo", "throttle real busy processes in real cgroups, then restore them"),
+    Command("demo", "devtools.demo.command", "throttle real busy processes in real cgroups, then restore them"),
 )
 
 

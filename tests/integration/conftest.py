@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
-from agent.demo import CgroupTree, v1_roots
+from devtools.demo.cgroups import CgroupTree, v1_roots
 
 _COUNTER = itertools.count()
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.demo import CgroupTree, DemoPod
 from agent.kube.backoff import BackoffArgs
 from agent.kube.client import KubeApi
 from agent.kube.creating import create
@@ -26,6 +25,8 @@ from agent.node.incluster import ClusterEffects
 from agent.node.loop import TickOutcome
 from devtools.apiserver.server import DevServer
 from devtools.apiserver.testing import pdb, serve
+from devtools.demo.cgroups import CgroupTree
+from devtools.demo.pods import DemoPod
 from tests.unit.fake_cgroups import FakeTree
 
 pytestmark = pytest.mark.integration

@@ -27,13 +27,14 @@ import pytest
 import yaml
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
-from agent.demo import CgroupTree, DemoPod, KernelMeter
 from agent.model.settings import AgentSettings
 from agent.node.command import build_host_parts
 from agent.node.dryrun import ReportingEvictor
 from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain
+from devtools.demo.cgroups import CgroupTree, KernelMeter
+from devtools.demo.pods import DemoPod
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

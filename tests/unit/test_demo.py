@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.demo import replay, waterline_for
+from devtools.demo.live import waterline_for
+from devtools.demo.replay import replay
 
 
 def test_replay_tells_why_and_shows_throttle_then_exact_restore(

@@ -1,0 +1,45 @@
+"""`waterline demo`: the live demo where cgroup v1 is writable (root), else the replay."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from agent.defaults import CGROUP_ROOT, PROC_ROOT
+from agent.logs import configure_logging
+from devtools.demo.cgroups import v1_roots
+from devtools.demo.live import live_demo
+from devtools.demo.replay import replay
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cgroup-root", default=CGROUP_ROOT)
+    parser.add_argument("--proc-root", default=PROC_ROOT)
+    parser.add_argument(
+        "--load-ticks", type=int, default=12, help="ticks of load (default %(default)s)"
+    )
+    parser.add_argument(
+        "--max-restore-ticks", type=int, default=15, help="give up restoring after this many ticks"
+    )
+    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay the embedded scenario even where cgroups are writable",
+    )
+    parser.add_argument(
+        "--log-level", default="warning", choices=("debug", "info", "warning", "error")
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging("console", args.log_level)
+    if args.replay:
+        return replay("--replay was asked for")
+    if os.geteuid() != 0:
+        return replay("not running as root")
+    try:
+        roots = v1_roots(args.cgroup_root, args.proc_root)
+    except ValueError as err:
+        return replay(str(err))
+    return live_demo(args, *roots)
