@@ -7,6 +7,7 @@ reads, ``evicting``, ``patching``, ``creating`` and ``events`` write, ``leases``
 leader. The local Kubernetes-shaped API server for tests and demos is not part of the
 adapter: it lives in ``devtools.apiserver``.
 
-Nothing here imports the agent's engines, the controller or ``devtools``, and ``kubernetes.client`` is
-imported lazily (inside ``client``), never when ``agent`` is imported.
+Nothing here imports the agent's engines, the controller or ``devtools``, and
+``kubernetes.client`` is imported lazily (inside ``client``), never when ``agent`` is
+imported.
 """
