@@ -381,79 +381,84 @@ class _Handler(BaseHTTPRequestHandler):
         }
 
     def _watch(self, route: _Route, query: Mapping[str, str], fault: Fault | None) -> None:
-        store, res = self.dev.store, route.resource
         match = self._matcher(query)
-        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
-        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        sent = 0
-
-        def emit(line: bytes) -> None:
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
-            self.wfile.flush()
-
         try:
             if fault is not None and fault.garbage:
-                emit(fault.garbage + b"\n")
+                self._emit(fault.garbage + b"\n")
             version = query.get("resourceVersion") or ""
             if version in ("", "0"):
-                items, pos, _ = store.list(res, route.namespace or None, match)
+                items, pos, _ = self.dev.store.list(route.resource, route.namespace or None, match)
                 for item in items:
-                    emit(json.dumps({"type": "ADDED", "object": item}).encode() + b"\n")
+                    self._event("ADDED", item)
             else:
                 pos = int(version)
-            last_bookmark = time.monotonic()
-            epoch = self.dev.watch_epoch
-            while not self.dev.stopping.is_set():
-                if self.dev.watch_epoch != epoch:
-                    self._drop()
-                    return
-                try:
-                    changes = store.changes_after(pos)
-                except ApiStatus as status:
-                    emit(json.dumps({"type": "ERROR", "object": status.body()}).encode() + b"\n")
-                    break
-                for change in changes:
-                    pos = change.version
-                    if change.resource != res:
-                        continue
-                    if (
-                        route.namespace
-                        and change.new["metadata"].get("namespace") != route.namespace
-                    ):
-                        continue
-                    kind = _watch_event(change, match)
-                    if kind is None:
-                        continue
-                    if (
-                        fault is not None
-                        and fault.drop_after is not None
-                        and sent >= fault.drop_after
-                    ):
-                        self._drop()
-                        return
-                    emit(json.dumps({"type": kind, "object": change.new}).encode() + b"\n")
-                    sent += 1
-                now = time.monotonic()
-                if bookmarks and now - last_bookmark >= self.dev.bookmark_interval:
-                    mark = {
-                        "kind": res.kind,
-                        "apiVersion": res.api_version,
-                        "metadata": {"resourceVersion": str(pos)},
-                    }
-                    emit(json.dumps({"type": "BOOKMARK", "object": mark}).encode() + b"\n")
-                    last_bookmark = now
-                if now >= deadline:
-                    break
-                wait = min(deadline - now, self.dev.bookmark_interval)
-                self._wait_for_change(pos, wait)
-            self.wfile.write(b"0\r\n\r\n")
-            self.wfile.flush()
+            if self._follow(route, query, match, fault, pos):
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError, OSError):
             self.close_connection = True
+
+    def _follow(
+        self,
+        route: _Route,
+        query: Mapping[str, str],
+        match: Callable[[Mapping[str, Any]], bool],
+        fault: Fault | None,
+        pos: int,
+    ) -> bool:
+        """Stream the changes after ``pos`` (and bookmarks) until the watch times out or
+        the server stops: True; False when the connection was dropped on purpose."""
+        store, res = self.dev.store, route.resource
+        bookmarks = query.get("allowWatchBookmarks") in ("true", "1")
+        deadline = time.monotonic() + float(query.get("timeoutSeconds") or 1800)
+        last_bookmark = time.monotonic()
+        epoch = self.dev.watch_epoch
+        sent = 0
+        while not self.dev.stopping.is_set():
+            if self.dev.watch_epoch != epoch:
+                self._drop()
+                return False
+            try:
+                changes = store.changes_after(pos)
+            except ApiStatus as status:
+                self._event("ERROR", status.body())
+                break
+            for change in changes:
+                pos = change.version
+                if change.resource != res:
+                    continue
+                if route.namespace and change.new["metadata"].get("namespace") != route.namespace:
+                    continue
+                kind = _watch_event(change, match)
+                if kind is None:
+                    continue
+                if fault is not None and fault.drop_after is not None and sent >= fault.drop_after:
+                    self._drop()
+                    return False
+                self._event(kind, change.new)
+                sent += 1
+            now = time.monotonic()
+            if bookmarks and now - last_bookmark >= self.dev.bookmark_interval:
+                mark = {"resourceVersion": str(pos)}
+                self._event(
+                    "BOOKMARK", {"kind": res.kind, "apiVersion": res.api_version, "metadata": mark}
+                )
+                last_bookmark = now
+            if now >= deadline:
+                break
+            self._wait_for_change(pos, min(deadline - now, self.dev.bookmark_interval))
+        return True
+
+    def _emit(self, line: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+        self.wfile.flush()
+
+    def _event(self, kind: str, obj: Mapping[str, Any]) -> None:
+        self._emit(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
 
     def _wait_for_change(self, seen: int, timeout: float) -> None:
         store = self.dev.store
