@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"
@@ -25,3 +27,10 @@ def _psutil_proc_path() -> Iterator[None]:
     saved = psutil.PROCFS_PATH
     yield
     psutil.PROCFS_PATH = saved
+
+
+# Property tests are deterministic by default (the same examples on every run and in CI);
+# `HYPOTHESIS_PROFILE=explore make test` draws new ones, as a developer's hunt for bugs.
+settings.register_profile("default", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
