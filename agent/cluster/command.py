@@ -78,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_config(path: str | None) -> tuple[Any, float | None]:
     """The parsed config and the arbitration interval it sets (None when unset).
     Raises InvalidObject naming the field, or OSError / yaml.YAMLError."""
-    from agent.cluster.controller import parse_config
+    from agent.cluster import arbitration
+    from agent.cluster.config import parse_config
 
     if path is None:
         return parse_config(None), None
@@ -87,7 +88,7 @@ def load_config(path: str | None) -> tuple[Any, float | None]:
     interval = None
     if isinstance(raw, dict) and isinstance(raw.get("arbitration"), dict):
         value = raw["arbitration"].get("interval")
-        interval = config.arbitration.interval if value is not None else None
+        interval = config.args(arbitration.ENGINE).interval if value is not None else None
     return config, interval
 
 
@@ -110,7 +111,8 @@ def run(args: argparse.Namespace) -> int:
         log.error("--identity must not be empty")
         return 2
 
-    from agent.cluster.controller import WATCHED, Controller
+    from agent.cluster.controller import Controller, ControllerDeps
+    from agent.cluster.resources import WATCHED
     from agent.kube.client import ClientArgs, build_api
 
     try:
@@ -119,15 +121,10 @@ def run(args: argparse.Namespace) -> int:
     except Exception as err:  # kubeconfig errors come in many types
         log.error("cannot build the API client", error=str(err))
         return 2
-    controller = Controller(
-        api,
-        args.identity,
-        config,
-        interval=interval,
-        lease_namespace=args.lease_namespace,
-        lease_name=args.lease_name,
-        dry_run=args.dry_run,
+    deps = ControllerDeps(
+        api, args.identity, lease_namespace=args.lease_namespace, lease_name=args.lease_name
     )
+    controller = Controller(deps, config, interval=interval, dry_run=args.dry_run)
     health = Health(
         stale_after=max(30.0, 3 * interval), source_ready=lambda: bool(controller.synced)
     )
@@ -155,9 +152,7 @@ def run(args: argparse.Namespace) -> int:
         lease=f"{args.lease_namespace}/{args.lease_name}",
         interval=interval,
         dry_run=args.dry_run,
-        defrag=config.defrag_enabled,
-        queues=config.queues_enabled,
-        daemonset=config.daemonset_enabled,
+        enabled=sorted(config.enabled),
     )
     try:
         controller.run(stop, on_beat=health.beat)

@@ -8,14 +8,13 @@ Parsing happens once at the edge; the engines only see the frozen record.
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
+from agent.model.fields import Fields
 from agent.model.timeutil import parse_time
 
 GROUP = "qos.waterline.io"
@@ -65,20 +64,6 @@ REASON_WAIT_REPLACEMENT = "WaitForReplacementReady"
 REASON_COMPLETED = "MigrationCompleted"
 REASON_ABORTED_BY_USER = "AbortedByUser"
 
-PRIORITY_CLASS_KIND = "PriorityClass"
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNIT = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
 @dataclass(frozen=True, slots=True)
 class PodMigrationJob:
     name: str
@@ -101,6 +86,9 @@ class PodMigrationJob:
     #: The node the pod was on when the migrator evicted it (its annotation), so a job
     #: whose pod is already gone still counts against that node's migration limit.
     source_node: str = ""
+    #: metadata.annotations: what the migrator recorded when it started the job, and an
+    #: operator's abort request.
+    annotations: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def pod_key(self) -> str:
@@ -116,34 +104,6 @@ class PodMigrationJob:
         return self.phase == RUNNING
 
 
-def parse_duration(value: object) -> float:
-    """A duration in seconds: a non-negative number of seconds or a Go/metav1.Duration
-    string such as ``"90s"``, ``"5m"`` or ``"1h30m"``. Raises ValueError."""
-    if isinstance(value, bool):
-        raise ValueError(f"must be a duration, got {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str) and value.strip():
-        text = value.strip()
-        parts = _DURATION_PART.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise ValueError(f'must be a duration like "300s", "5m" or "1h30m", got {value!r}')
-        seconds = sum(float(n) * _DURATION_UNIT[u] for n, u in parts)
-    else:
-        raise ValueError(f"must be a duration, got {value!r}")
-    if not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"must be a non-negative duration, got {value!r}")
-    return seconds
-
-
-def _text(value: object, field: str, name: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise InvalidObject(KIND, name, field, f"must be a string, got {value!r}")
-    return value
-
-
 def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
     """Parse and validate one PodMigrationJob dict; InvalidObject names the field."""
     meta = raw.get("metadata")
@@ -151,101 +111,52 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
     name = meta.get("name")
     if not isinstance(name, str) or not name:
         raise InvalidObject(KIND, "", "metadata.name", "must be set")
+    f = Fields(KIND, name)
     spec = raw.get("spec")
     if not isinstance(spec, dict):
-        raise InvalidObject(KIND, name, "spec", "must be a mapping")
+        raise f.bad("spec", "must be a mapping", spec)
     status = raw.get("status") or {}
     if not isinstance(status, dict):
-        raise InvalidObject(KIND, name, "status", "must be a mapping")
-
+        raise f.bad("status", "must be a mapping", status)
     ref = spec.get("podRef")
     if not isinstance(ref, dict):
-        raise InvalidObject(KIND, name, "spec.podRef", "must be a mapping with namespace and name")
-    pod_name = _text(ref.get("name"), "spec.podRef.name", name)
-    if not pod_name:
-        raise InvalidObject(KIND, name, "spec.podRef.name", "must be set")
-    pod_namespace = _text(ref.get("namespace"), "spec.podRef.namespace", name)
-    if not pod_namespace:
-        # The job is cluster-scoped: an implicit "default" would silently pick a pod.
-        raise InvalidObject(KIND, name, "spec.podRef.namespace", "must be set")
-
-    mode = spec.get("mode") or RESERVATION_FIRST
-    if mode not in MODES:
-        raise InvalidObject(KIND, name, "spec.mode", f"must be one of {list(MODES)}, got {mode!r}")
-
-    ttl = None
-    if spec.get("ttl") is not None:
-        try:
-            ttl = parse_duration(spec["ttl"])
-        except ValueError as err:
-            raise InvalidObject(KIND, name, "spec.ttl", str(err)) from None
-
+        raise f.bad("spec.podRef", "must be a mapping with namespace and name", ref)
+    ref_f = f.child("spec.podRef")
+    pod_name = ref_f.string(ref.get("name"), "name", required=True)
+    # The job is cluster-scoped: an implicit "default" would silently pick a pod.
+    pod_namespace = ref_f.string(ref.get("namespace"), "namespace", required=True)
+    spec_f, status_f = f.child("spec"), f.child("status")
     priority = spec.get("priority")
-    if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-        raise InvalidObject(KIND, name, "spec.priority", f"must be an integer, got {priority!r}")
-
-    paused = spec.get("paused", False)
-    if paused is None:
-        paused = False
-    if not isinstance(paused, bool):
-        raise InvalidObject(KIND, name, "spec.paused", f"must be true or false, got {paused!r}")
-
+    if priority is not None:
+        spec_f.integer(priority, "priority")
+    paused = spec.get("paused")
     phase = status.get("phase") or ""
-    if phase and phase not in PHASES:
-        raise InvalidObject(
-            KIND, name, "status.phase", f"must be one of {list(PHASES)}, got {phase!r}"
-        )
-
+    if phase:
+        status_f.choice(phase, "phase", PHASES)
     try:
         created = parse_time(meta.get("creationTimestamp"))
-    except ValueError as err:
-        raise InvalidObject(KIND, name, "metadata.creationTimestamp", str(err)) from None
-
+    except ValueError:
+        raise f.bad(
+            "metadata.creationTimestamp", "must be an RFC 3339 time", meta["creationTimestamp"]
+        ) from None
+    annotations = meta.get("annotations")
+    annotations = annotations if isinstance(annotations, dict) else {}
     return PodMigrationJob(
         name=name,
         pod_namespace=pod_namespace,
         pod_name=pod_name,
-        pod_uid=_text(ref.get("uid"), "spec.podRef.uid", name),
-        mode=mode,
-        ttl_seconds=ttl,
+        pod_uid=ref_f.string(ref.get("uid"), "uid"),
+        mode=spec_f.choice(spec.get("mode") or RESERVATION_FIRST, "mode", MODES),
+        ttl_seconds=None if spec.get("ttl") is None else spec_f.duration(spec["ttl"], "ttl"),
         priority=priority,
-        priority_class_name=_text(spec.get("priorityClassName"), "spec.priorityClassName", name),
-        paused=paused,
+        priority_class_name=spec_f.string(spec.get("priorityClassName"), "priorityClassName"),
+        paused=False if paused is None else spec_f.boolean(paused, "paused"),
         creation_time=created,
         phase=phase,
-        reason=_text(status.get("reason"), "status.reason", name),
-        message=_text(status.get("message"), "status.message", name),
-        node_name=_text(status.get("nodeName"), "status.nodeName", name),
+        reason=status_f.string(status.get("reason"), "reason"),
+        message=status_f.string(status.get("message"), "message"),
+        node_name=status_f.string(status.get("nodeName"), "nodeName"),
         conditions=parse_conditions(status.get("conditions"), KIND, name),
-        source_node=str((meta.get("annotations") or {}).get(SOURCE_NODE_ANNOTATION) or ""),
+        source_node=str(annotations.get(SOURCE_NODE_ANNOTATION) or ""),
+        annotations={str(k): str(v) for k, v in annotations.items()},
     )
-
-
-def parse_pod_migration_jobs(raws: Iterable[Mapping[str, Any]]) -> list[PodMigrationJob]:
-    """Parse a list of jobs; names are unique (the kind is cluster-scoped)."""
-    jobs: list[PodMigrationJob] = []
-    seen: set[str] = set()
-    for raw in raws:
-        job = parse_pod_migration_job(raw)
-        if job.name in seen:
-            raise InvalidObject(KIND, job.name, "metadata.name", "is not unique")
-        seen.add(job.name)
-        jobs.append(job)
-    return jobs
-
-
-def parse_priority_classes(raws: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """scheduling.k8s.io/v1 PriorityClass objects as {name: value}."""
-    out: dict[str, int] = {}
-    for raw in raws:
-        meta = raw.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        if not isinstance(name, str) or not name:
-            raise InvalidObject(PRIORITY_CLASS_KIND, "", "metadata.name", "must be set")
-        value = raw.get("value")
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidObject(
-                PRIORITY_CLASS_KIND, name, "value", f"must be an integer, got {value!r}"
-            )
-        out[name] = value
-    return out

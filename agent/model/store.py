@@ -1,18 +1,22 @@
 """A snapshot of Kubernetes objects, indexed the ways the engines look them up.
 
 The same store is filled from a scenario's ``objects``, from the local debug mode's files
-and from the API adapter's caches. Core kinds are parsed into records; other kinds (the
-CRs each engine owns) are kept as raw dicts under ``raw[kind]`` for their engine to parse.
+and from the API adapter's caches. Core kinds and the cluster engines' custom resources
+(PodMigrationJob, Reservation, Queue, and PriorityClass) are parsed into frozen records
+once, where they enter (``RECORD_PARSERS``: the scenario loader here, the controller's watch
+cache there); other kinds (the node policies) are kept as raw dicts under ``raw[kind]``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model import migration, priorityclass, queue, reservation
+from agent.model.migration import PodMigrationJob, parse_pod_migration_job
 from agent.model.objects import (
     WORKLOAD_KINDS,
     Namespace,
@@ -26,6 +30,22 @@ from agent.model.objects import (
     parse_pod,
     parse_workload,
 )
+from agent.model.priorityclass import PriorityClass, parse_priority_class
+from agent.model.queue import Queue, parse_queue
+from agent.model.reservation import Reservation, parse_reservation
+
+#: Kind -> parser of every kind that is parsed into a record where it enters.
+RECORD_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], object]] = {
+    "Node": parse_node,
+    "Pod": parse_pod,
+    "Namespace": parse_namespace,
+    "PodDisruptionBudget": parse_pdb,
+    **dict.fromkeys(WORKLOAD_KINDS, parse_workload),
+    migration.KIND: parse_pod_migration_job,
+    reservation.KIND: parse_reservation,
+    queue.KIND: parse_queue,
+    priorityclass.KIND: parse_priority_class,
+}
 
 
 @dataclass
@@ -36,8 +56,15 @@ class ObjectStore:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     #: Workloads by uid (owner references point at uids).
     workloads: dict[str, Workload] = field(default_factory=dict)
+    migration_jobs: list[PodMigrationJob] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    #: PriorityClass name -> value.
+    priority_classes: dict[str, int] = field(default_factory=dict)
     #: Every other kind, raw, in input order.
     raw: dict[str, list[Mapping[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    #: Names seen per cluster-scoped kind (``add`` refuses a second object of one name).
+    _names: dict[str, set[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_dicts(cls, objects: Iterable[object], where: str = "objects") -> ObjectStore:
@@ -53,14 +80,21 @@ class ObjectStore:
         kind = raw.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InvalidObject("object", where, "kind", "must be set")
-        parser = _CORE_PARSERS.get(kind)
-        if parser is not None:
-            parser(self, raw)
-        elif kind in WORKLOAD_KINDS:
-            workload = parse_workload(raw)
-            self.workloads[workload.uid] = workload
-        else:
+        parser = RECORD_PARSERS.get(kind)
+        if parser is None:
             self.raw[kind].append(raw)
+            return
+        record = parser(raw)
+        if isinstance(record, (PodMigrationJob, Reservation, Queue, PriorityClass)):
+            self._unique(kind, record.name)
+        _FILE[type(record)](self, record)
+
+    def _unique(self, kind: str, name: str) -> None:
+        """Custom resources and PriorityClasses are cluster-scoped: one object per name."""
+        seen = self._names.setdefault(kind, set())
+        if name in seen:
+            raise InvalidObject(kind, name, "metadata.name", "must be unique, got it twice")
+        seen.add(name)
 
     # -- lookups -----------------------------------------------------------------------
     def pods_on(self, node_name: str) -> list[Pod]:
@@ -78,27 +112,14 @@ class ObjectStore:
         return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
 
 
-def _add_node(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    node = parse_node(raw)
-    store.nodes[node.name] = node
-
-
-def _add_pod(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    store.pods.append(parse_pod(raw))
-
-
-def _add_namespace(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    ns = parse_namespace(raw)
-    store.namespaces[ns.name] = ns
-
-
-def _add_pdb(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    store.pdbs.append(parse_pdb(raw))
-
-
-_CORE_PARSERS = {
-    "Node": _add_node,
-    "Pod": _add_pod,
-    "Namespace": _add_namespace,
-    "PodDisruptionBudget": _add_pdb,
+_FILE: Mapping[type, Callable[[ObjectStore, Any], None]] = {
+    Node: lambda s, r: s.nodes.__setitem__(r.name, r),
+    Pod: lambda s, r: s.pods.append(r),
+    Namespace: lambda s, r: s.namespaces.__setitem__(r.name, r),
+    PodDisruptionBudget: lambda s, r: s.pdbs.append(r),
+    Workload: lambda s, r: s.workloads.__setitem__(r.uid, r),
+    PodMigrationJob: lambda s, r: s.migration_jobs.append(r),
+    Reservation: lambda s, r: s.reservations.append(r),
+    Queue: lambda s, r: s.queues.append(r),
+    PriorityClass: lambda s, r: s.priority_classes.__setitem__(r.name, r.value),
 }
