@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import migration as m
 from agent.cluster import migrator as mg
-from agent.cluster import reservation as r
+from agent.model import migration as m
+from agent.model import reservation as r
 from agent.model.objects import parse_pod
 from agent.model.store import ObjectStore
 from executors.actuators import EvictionResult
