@@ -1,8 +1,9 @@
-"""What the controller does with the plans of the switchable engines: count and log each
-plan, and carry it out only when its config section says ``enabled: true`` (defrag creates
-ReservationFirst PodMigrationJobs and stamps the nodes it empties; queue and DaemonSet
-preemption evict their victims). Arbitration's plan is carried out by the controller itself
-(its passed jobs feed the rate-limited queue)."""
+"""What the controller does with each engine's plan: count it, log it, and carry it out.
+
+Arbitration writes its verdicts into the jobs' status and hands the passed jobs to the
+controller's rate-limited queue. The switchable engines act only when their config section
+says ``enabled: true``: defrag creates ReservationFirst PodMigrationJobs and stamps the
+nodes it empties; queue and DaemonSet preemption evict their victims."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from agent.cluster.arbitration import ArbitrationPlan, Verdict
 from agent.cluster.daemonset import DaemonSetPlan
 from agent.cluster.defrag import LAST_DEFRAG_ANNOTATION, DefragPlan, Migration
 from agent.cluster.metrics import ControllerMetrics
@@ -26,13 +28,53 @@ Act = Callable[[Any, ObjectStore, ClusterView, float, bool], None]
 
 
 class PlanActs:
-    """One act per switchable engine (``table``), over the controller's writer."""
+    """One act per engine (``table``), over the controller's writer; ``queue_passed`` takes
+    arbitration's passed jobs and says how many are queued."""
 
-    def __init__(self, writer: GuardedWriter, metrics: ControllerMetrics, log: Any) -> None:
+    def __init__(
+        self,
+        writer: GuardedWriter,
+        metrics: ControllerMetrics,
+        log: Any,
+        queue_passed: Callable[[tuple[str, ...]], int],
+    ) -> None:
         self.writer, self.metrics, self.log = writer, metrics, log
+        self.queue_passed = queue_passed
 
     def table(self) -> dict[str, Act]:
-        return {"defrag": self.defrag, "queues": self.queues, "daemonset": self.daemonset}
+        return {
+            "arbitration": self.arbitration,
+            "defrag": self.defrag,
+            "queues": self.queues,
+            "daemonset": self.daemonset,
+        }
+
+    def arbitration(
+        self,
+        plan: ArbitrationPlan,
+        snapshot: ObjectStore,
+        view: ClusterView,
+        now: float,
+        enabled: bool,
+    ) -> None:
+        """Failed and waiting verdicts into the jobs' status; passed jobs into the queue."""
+        by_name = {j.name: j for j in snapshot.migration_jobs}
+        for name, verdict in plan.failed.items():
+            self._verdict(by_name[name], m.FAILED, verdict)
+        for name, verdict in plan.waiting.items():
+            if verdict.reason != m.REASON_PAUSED:  # the migrator wrote that one
+                self._verdict(by_name[name], m.PENDING, verdict)
+        queued = self.queue_passed(plan.passed)
+        counts = {"passed": len(plan.passed), "waiting": len(plan.waiting), "failed": len(plan.failed)}
+        for verdict_name, count in counts.items():
+            self.metrics.arbitration.labels(verdict_name).inc(count)
+        self.log.info("arbitration round", **counts, queued=queued)
+
+    def _verdict(self, job: m.PodMigrationJob, phase: str, verdict: Verdict) -> None:
+        """Written only when phase, reason or message changed: waiting jobs cost no writes."""
+        status = {"phase": phase, "reason": verdict.reason, "message": verdict.message}
+        if ((job.phase or m.PENDING), job.reason, job.message) != tuple(status.values()):
+            self.writer.job_status(job.name, status)
 
     def defrag(
         self, plan: DefragPlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool

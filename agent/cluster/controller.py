@@ -98,10 +98,9 @@ class Controller:
         self.elector = self._elector(deps)
         self.writer = GuardedWriter(deps.api, self.is_leader, dry_run, self.metrics)
         self.executor = MigrationExecutor(self.writer)
-        self.acts: dict[str, Act] = {
-            arbitration.ENGINE.key: self._arbitrated,
-            **PlanActs(self.writer, self.metrics, self.log).table(),
-        }
+        self.acts: dict[str, Act] = PlanActs(
+            self.writer, self.metrics, self.log, self._queue_passed
+        ).table()
         self.queue: RateLimitedQueue[str] = self._new_queue()
         #: The names in ``queue``: the latest round's passed jobs not started yet.
         self._queued: set[str] = set()
@@ -249,41 +248,14 @@ class Controller:
             plan = engine.plan(stepped, self.config.args(engine), now)
             self.acts[engine.key](plan, stepped, view, now, self.config.acts_on(engine))
 
-    def _arbitrated(
-        self,
-        plan: arbitration.ArbitrationPlan,
-        store: ObjectStore,
-        view: ClusterView,
-        now: float,
-        enabled: bool,
-    ) -> None:
-        """Failed and waiting verdicts into the jobs' status; passed jobs into the queue."""
-        by_name = {j.name: j for j in store.migration_jobs}
-        for name, verdict in plan.failed.items():
-            self._set_pending_verdict(by_name[name], m.FAILED, verdict)
-        for name, verdict in plan.waiting.items():
-            if verdict.reason != m.REASON_PAUSED:  # the migrator wrote that one
-                self._set_pending_verdict(by_name[name], m.PENDING, verdict)
-        for name in self._queued - set(plan.passed):
+    def _queue_passed(self, passed: tuple[str, ...]) -> int:
+        """The latest round's passed jobs replace the queue's; returns its length."""
+        for name in self._queued - set(passed):
             self.queue.discard(name)
-        for name in plan.passed:
+        for name in passed:
             self.queue.add(name)
-        self._queued = set(plan.passed)
-        counts = {"passed": len(plan.passed), "waiting": len(plan.waiting), "failed": len(plan.failed)}
-        for verdict_name, count in counts.items():
-            self.metrics.arbitration.labels(verdict_name).inc(count)
-        self.log.info("arbitration round", **counts, queued=len(self.queue))
-
-    def _set_pending_verdict(
-        self, job: m.PodMigrationJob, phase: str, verdict: arbitration.Verdict
-    ) -> None:
-        if ((job.phase or m.PENDING), job.reason, job.message) != (
-            phase,
-            verdict.reason,
-            verdict.message,
-        ):
-            status = {"phase": phase, "reason": verdict.reason, "message": verdict.message}
-            self.writer.job_status(job.name, status)
+        self._queued = set(passed)
+        return len(self.queue)
 
     def drain_queue(self) -> None:
         """Start every job the token bucket lets through now, each re-read from the cache."""

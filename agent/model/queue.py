@@ -62,7 +62,7 @@ def _guarantee(f: Fields, spec: Mapping[str, Any], capability: Resources) -> dic
             raise f.bad(
                 f"spec.guarantee.resource.{resource}",
                 f"must be <= spec.capability.{resource} ({capability[resource]:g})",
-                given[resource],
+                (given or {})[resource],
             )
     return guarantee
 

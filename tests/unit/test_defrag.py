@@ -14,8 +14,8 @@ from agent.cluster.defrag import DefragArgs, DefragPlan, plan_defrag, stays
 from agent.cluster.defrag.targets import Targets
 from agent.cluster.placement import Snapshot, holds_by_node, why_not
 from agent.errors import InvalidObject
-from agent.model.reservation import parse_reservation
 from agent.model.objects import Node, Pod, parse_node, parse_pod
+from agent.model.reservation import parse_reservation
 from agent.model.timeutil import format_time, parse_time
 from agent.scenario import Scenario, parse_scenario
 from agent.simulate.sections import run_section
