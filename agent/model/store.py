@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from agent.errors import InvalidObject
 from agent.model import migration, priorityclass, queue, reservation
+from agent.model.fields import bad
 from agent.model.migration import PodMigrationJob, parse_pod_migration_job
 from agent.model.objects import (
     WORKLOAD_KINDS,
@@ -33,6 +34,14 @@ from agent.model.objects import (
 from agent.model.priorityclass import PriorityClass, parse_priority_class
 from agent.model.queue import Queue, parse_queue
 from agent.model.reservation import Reservation, parse_reservation
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
 
 #: Kind -> parser of every kind that is parsed into a record where it enters.
 RECORD_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], object]] = {
@@ -84,17 +93,37 @@ class ObjectStore:
         if parser is None:
             self.raw[kind].append(raw)
             return
-        record = parser(raw)
-        if isinstance(record, (PodMigrationJob, Reservation, Queue, PriorityClass)):
-            self._unique(kind, record.name)
-        _FILE[type(record)](self, record)
+        self._file(kind, parser(raw))
 
-    def _unique(self, kind: str, name: str) -> None:
+    def _file(self, kind: str, record: object) -> None:
+        match record:
+            case Node():
+                self.nodes[record.name] = record
+            case Pod():
+                self.pods.append(record)
+            case Namespace():
+                self.namespaces[record.name] = record
+            case PodDisruptionBudget():
+                self.pdbs.append(record)
+            case Workload():
+                self.workloads[record.uid] = record
+            case PodMigrationJob():
+                self.migration_jobs.append(self._unique(kind, record))
+            case Reservation():
+                self.reservations.append(self._unique(kind, record))
+            case Queue():
+                self.queues.append(self._unique(kind, record))
+            case PriorityClass():
+                self.priority_classes[self._unique(kind, record).name] = record.value
+
+    def _unique(self, kind: str, record: N) -> N:
         """Custom resources and PriorityClasses are cluster-scoped: one object per name."""
+        name = record.name
         seen = self._names.setdefault(kind, set())
         if name in seen:
-            raise InvalidObject(kind, name, "metadata.name", "must be unique, got it twice")
+            raise bad(kind, name, "metadata.name", "must be unique (two objects have it)", name)
         seen.add(name)
+        return record
 
     # -- lookups -----------------------------------------------------------------------
     def pods_on(self, node_name: str) -> list[Pod]:
@@ -110,16 +139,3 @@ class ObjectStore:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         ns = self.namespaces.get(namespace)
         return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
-
-_FILE: Mapping[type, Callable[[ObjectStore, Any], None]] = {
-    Node: lambda s, r: s.nodes.__setitem__(r.name, r),
-    Pod: lambda s, r: s.pods.append(r),
-    Namespace: lambda s, r: s.namespaces.__setitem__(r.name, r),
-    PodDisruptionBudget: lambda s, r: s.pdbs.append(r),
-    Workload: lambda s, r: s.workloads.__setitem__(r.uid, r),
-    PodMigrationJob: lambda s, r: s.migration_jobs.append(r),
-    Reservation: lambda s, r: s.reservations.append(r),
-    Queue: lambda s, r: s.queues.append(r),
-    PriorityClass: lambda s, r: s.priority_classes.__setitem__(r.name, r.value),
-}

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.cluster.engine import EPSILON
 from agent.cluster.migrator.steps import (
     ABORT_ANNOTATION,
     CREATED_BY_LABEL,
@@ -127,7 +128,7 @@ def quantity(resource: str, amount: float) -> str:
     """A resource amount as a Kubernetes quantity string (CPU in millicores)."""
     if resource == "cpu":
         return f"{round(amount * 1000)}m"
-    return str(round(amount)) if abs(amount - round(amount)) < 1e-9 else repr(amount)
+    return str(round(amount)) if abs(amount - round(amount)) < EPSILON else repr(amount)
 
 
 def _toleration(t: Toleration) -> dict[str, str]:
