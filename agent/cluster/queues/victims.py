@@ -9,6 +9,7 @@ interchangeable candidates to take; the better answer wins.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -90,31 +91,32 @@ class VictimChoice(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Goal:
     """What the victims must free (``need``, per reclaimed resource) and the cluster totals
-    that weigh the excess."""
+    that weigh the excess. A resource counts as covered from ``floor`` = need - slack on
+    (the search asks this hundreds of thousands of times: it reads tuples, not methods)."""
 
     need: tuple[float, ...]
     totals: tuple[float, ...]
     tol: tuple[float, ...]
+    floor: tuple[float, ...]
+    dims: range
 
     @classmethod
     def of(cls, need: Sequence[float], totals: Sequence[float]) -> Goal:
-        return cls(tuple(need), tuple(totals), tuple(slack(n) for n in need))
-
-    @property
-    def dims(self) -> range:
-        return range(len(self.need))
+        tol = tuple(slack(n) for n in need)
+        floor = tuple(n - t for n, t in zip(need, tol, strict=True))
+        return cls(tuple(need), tuple(totals), tol, floor, range(len(need)))
 
     def short(self, freed: Sequence[float], i: int) -> bool:
-        return freed[i] < self.need[i] - self.tol[i]
+        return freed[i] < self.floor[i]
 
     def covered(self, freed: Sequence[float]) -> bool:
-        return not any(self.short(freed, i) for i in self.dims)
+        return all(map(operator.ge, freed, self.floor))
 
     def excess(self, freed: Sequence[float]) -> float:
         return sum(
-            max(0.0, freed[i] - self.need[i]) / self.totals[i]
-            for i in self.dims
-            if self.totals[i] > 0
+            max(0.0, f - n) / t
+            for f, n, t in zip(freed, self.need, self.totals, strict=True)
+            if t > 0
         )
 
 
@@ -309,6 +311,7 @@ class _ExactSearch:
         best: _Best,
     ) -> None:
         self.classes, self.goal, self.max_steps, self.best = classes, goal, max_steps, best
+        self.depth = len(classes)
         self.steps = 0
         self.exhausted = False
         self.counts = [0] * len(classes)
@@ -331,7 +334,7 @@ class _ExactSearch:
             return
         if self.goal.covered(freed):
             self._offer(freed, count)
-        elif k < len(self.classes) and not self._hopeless(k, freed, count):
+        elif k < self.depth and not self._hopeless(k, freed, count):
             self._branch(k, freed, count)
 
     def _offer(self, freed: list[float], count: int) -> None:
@@ -346,31 +349,28 @@ class _ExactSearch:
         """Even every pod of the classes left cannot cover the need, or any cover from here
         has more excess (excess only grows as pods are added) or, at equal excess, more pods
         than the best so far."""
-        goal, reach = self.goal, self.reach[k]
-        if any(freed[i] + reach[i] < goal.need[i] - goal.tol[i] for i in goal.dims):
+        reach = self.reach[k]
+        if any(f + r < fl for f, r, fl in zip(freed, reach, self.goal.floor, strict=True)):
             return True
-        lower, best = goal.excess(freed), self.best
+        lower, best = self.goal.excess(freed), self.best
         return lower > best.excess + EPSILON or (
             lower >= best.excess - EPSILON and count + 1 > best.count
         )
 
-    def _useful(self, cls: _Class, freed: list[float]) -> int:
-        """Beyond what closes every shortfall this class helps with, more only adds excess."""
-        goal = self.goal
-        return max(
-            (
-                math.ceil((goal.need[i] - freed[i] - goal.tol[i]) / cls.frees[i])
-                for i in goal.dims
-                if cls.frees[i] > 0 and goal.short(freed, i)
-            ),
-            default=0,
-        )
-
     def _branch(self, k: int, freed: list[float], count: int) -> None:
-        cls = self.classes[k]
+        """Take n of class k, most first: at most what fits the queue's headroom left and
+        what closes every shortfall the class helps with (more only adds excess)."""
+        cls, goal = self.classes[k], self.goal
         room = self.left[cls.queue]
-        most = min(_most_within(cls.frees, room, cls.limit), max(self._useful(cls, freed), 0))
-        for n in range(most, -1, -1):
+        most, useful = cls.limit, 0
+        for n_i, t_i, fl_i, x_i, f_i, r_i in zip(
+            goal.need, goal.tol, goal.floor, freed, cls.frees, room, strict=True
+        ):
+            if f_i > 0:
+                most = min(most, int((r_i + slack(r_i)) // f_i))
+                if x_i < fl_i:
+                    useful = max(useful, math.ceil((n_i - x_i - t_i) / f_i))
+        for n in range(min(most, useful), -1, -1):
             if self.exhausted:
                 return
             self.counts[k] = n
