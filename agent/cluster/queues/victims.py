@@ -99,12 +99,15 @@ class Goal:
     tol: tuple[float, ...]
     floor: tuple[float, ...]
     dims: range
+    #: (index, need, total) of the resources whose excess counts (total > 0).
+    weighed: tuple[tuple[int, float, float], ...]
 
     @classmethod
     def of(cls, need: Sequence[float], totals: Sequence[float]) -> Goal:
         tol = tuple(slack(n) for n in need)
         floor = tuple(n - t for n, t in zip(need, tol, strict=True))
-        return cls(tuple(need), tuple(totals), tol, floor, range(len(need)))
+        weighed = tuple((i, n, t) for i, (n, t) in enumerate(zip(need, totals, strict=True)) if t > 0)
+        return cls(tuple(need), tuple(totals), tol, floor, range(len(need)), weighed)
 
     def short(self, freed: Sequence[float], i: int) -> bool:
         return freed[i] < self.floor[i]
@@ -113,11 +116,7 @@ class Goal:
         return all(map(operator.ge, freed, self.floor))
 
     def excess(self, freed: Sequence[float]) -> float:
-        return sum(
-            max(0.0, f - n) / t
-            for f, n, t in zip(freed, self.need, self.totals, strict=True)
-            if t > 0
-        )
+        return sum(max(0.0, freed[i] - n) / t for i, n, t in self.weighed)
 
 
 @dataclass(frozen=True, slots=True)
