@@ -46,13 +46,13 @@ from agent.cluster.registry import ENGINES
 from agent.cluster.resources import PODS, QUEUES, REQUIRED_KINDS, WATCHED, snapshot
 from agent.cluster.writes import GuardedWriter, NotLeader
 from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
-from agent.errors import InvalidObject
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
 from agent.kube.watching import Informers, WatchArgs, start_watches
 from agent.model import migration as m
+from agent.model.fields import bad
 from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 
@@ -76,6 +76,8 @@ class ControllerDeps:
 
 
 class Controller:
+    """One replica: its cache, its elector, and the leader's rounds (``run``)."""
+
     def __init__(
         self,
         deps: ControllerDeps,
@@ -85,7 +87,7 @@ class Controller:
         dry_run: bool = False,
     ) -> None:
         if interval <= 0:
-            raise InvalidObject("Controller", deps.identity, "interval", f"must be > 0, got {interval!r}")
+            raise bad("Controller", deps.identity, "interval", "must be > 0", interval)
         config = config or ControllerConfig()
         # The round period is the interval: n = qps x interval x ratio must match it.
         args = replace(config.args(arbitration.ENGINE), interval=interval).validate()
@@ -242,8 +244,9 @@ class Controller:
         stepped = replace(store, migration_jobs=jobs)
         for engine in ENGINES:
             invalid_kind = PAUSED_BY_INVALID.get(engine.key)
-            if invalid_kind and self.cache.invalid(invalid_kind):
-                self.log.warning(f"{engine.key} skipped: an invalid {invalid_kind} is named above")
+            invalid = self.cache.invalid(invalid_kind) if invalid_kind else {}
+            if invalid:
+                self.log.warning(f"{engine.key} skipped: invalid {invalid_kind}", invalid=invalid)
                 continue
             plan = engine.plan(stepped, self.config.args(engine), now)
             self.acts[engine.key](plan, stepped, view, now, self.config.acts_on(engine))
