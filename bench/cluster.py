@@ -115,10 +115,7 @@ def _time_engine(key: str, scenario: Scenario) -> tuple[float, str] | None:
     section = next((s for s in SECTIONS if s.key == key), None)
     if section is None:
         return None
-    try:
-        fn = section.load()
-    except (ImportError, AttributeError):
-        return None
+    fn = section.run
     best = float("inf")
     result = None
     for _ in range(RUNS):

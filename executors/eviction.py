@@ -16,13 +16,6 @@ from agent.kube.client import KubeApi
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 
-_RESULTS = {
-    evicting.EVICTED: EvictionResult.EVICTED,
-    evicting.BLOCKED: EvictionResult.BLOCKED_BY_PDB,
-    evicting.GONE: EvictionResult.GONE,
-    evicting.FAILED: EvictionResult.FAILED,
-}
-
 
 class ApiEvictor:
     def __init__(self, api: KubeApi, logger: Any = None) -> None:
@@ -32,7 +25,7 @@ class ApiEvictor:
     def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
         uid = pod.uid if pod.uid != pod.key else ""  # records built without a uid use the key
         outcome = evicting.evict(self.api, pod.namespace, pod.name, grace_seconds, uid)
-        result = _RESULTS[outcome.result]
+        result = outcome.result
         if result is EvictionResult.FAILED:
             self.log.warning(
                 "eviction failed; skipping the pod",

@@ -78,7 +78,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_config(path: str | None) -> tuple[Any, float | None]:
     """The parsed config and the arbitration interval it sets (None when unset).
     Raises InvalidObject naming the field, or OSError / yaml.YAMLError."""
-    from agent.cluster.controller import parse_config
+    from agent.cluster import arbitration
+    from agent.cluster.config import parse_config
 
     if path is None:
         return parse_config(None), None
@@ -87,60 +88,48 @@ def load_config(path: str | None) -> tuple[Any, float | None]:
     interval = None
     if isinstance(raw, dict) and isinstance(raw.get("arbitration"), dict):
         value = raw["arbitration"].get("interval")
-        interval = config.arbitration.interval if value is not None else None
+        interval = config.args(arbitration.ENGINE).interval if value is not None else None
     return config, interval
 
 
-def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_format, args.log_level)
-    log = structlog.get_logger("waterline.cluster")
+class _Refused(Exception):
+    """A flag, the config or the environment is unusable: logged already, exit 2."""
+
+
+def _settings(args: argparse.Namespace, log: Any) -> tuple[Any, float]:
+    """The parsed config and the round interval (flag, else config, else the default)."""
     try:
         config, config_interval = load_config(args.config)
     except InvalidObject as err:
         log.error("invalid config", path=args.config, error=str(err), field=err.field)
-        return 2
+        raise _Refused from None
     except (OSError, yaml.YAMLError) as err:
         log.error("cannot read config", path=args.config, error=str(err))
-        return 2
+        raise _Refused from None
     interval = args.interval if args.interval is not None else config_interval or DEFAULT_INTERVAL
     if interval <= 0:
         log.error("--interval must be > 0 seconds", interval=interval)
-        return 2
+        raise _Refused
     if not args.identity:
         log.error("--identity must not be empty")
-        return 2
+        raise _Refused
+    return config, interval
 
-    from agent.cluster.controller import WATCHED, Controller
-    from agent.kube.client import ClientArgs, build_api
 
+def _metrics_server(addr: str, metrics: Any, health: Health, log: Any) -> MetricsServer | None:
+    if not addr or addr == "off":
+        return None
     try:
-        # One connection per watch, plus room for the lease and the writes.
-        api = build_api(args.kubeconfig, args=ClientArgs(pool_size=len(WATCHED) + 8))
-    except Exception as err:  # kubeconfig errors come in many types
-        log.error("cannot build the API client", error=str(err))
-        return 2
-    controller = Controller(
-        api,
-        args.identity,
-        config,
-        interval=interval,
-        lease_namespace=args.lease_namespace,
-        lease_name=args.lease_name,
-        dry_run=args.dry_run,
-    )
-    health = Health(
-        stale_after=max(30.0, 3 * interval), source_ready=lambda: bool(controller.synced)
-    )
-    server = None
-    if args.metrics_addr and args.metrics_addr != "off":
-        try:
-            server = MetricsServer(args.metrics_addr, cast(Any, controller.metrics), health)
-        except (OSError, ValueError) as err:
-            log.error("cannot serve metrics", addr=args.metrics_addr, error=str(err))
-            return 2
-        server.start()
-        log.info("serving metrics", addr=args.metrics_addr, port=server.port)
+        server = MetricsServer(addr, metrics, health)
+    except (OSError, ValueError) as err:
+        log.error("cannot serve metrics", addr=addr, error=str(err))
+        raise _Refused from None
+    server.start()
+    log.info("serving metrics", addr=addr, port=server.port)
+    return server
 
+
+def _stop_on_signals(log: Any) -> threading.Event:
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -149,15 +138,42 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    return stop
+
+
+def run(args: argparse.Namespace) -> int:
+    configure_logging(args.log_format, args.log_level)
+    log = structlog.get_logger("waterline.cluster")
+    from agent.cluster.controller import Controller, ControllerDeps
+    from agent.cluster.resources import WATCHED
+    from agent.kube.client import ClientArgs, build_api
+
+    try:
+        config, interval = _settings(args, log)
+        try:
+            # One connection per watch, plus room for the lease and the writes.
+            api = build_api(args.kubeconfig, args=ClientArgs(pool_size=len(WATCHED) + 8))
+        except Exception as err:  # kubeconfig errors come in many types
+            log.error("cannot build the API client", error=str(err))
+            return 2
+        deps = ControllerDeps(
+            api, args.identity, lease_namespace=args.lease_namespace, lease_name=args.lease_name
+        )
+        controller = Controller(deps, config, interval=interval, dry_run=args.dry_run)
+        health = Health(
+            stale_after=max(30.0, 3 * interval), source_ready=lambda: bool(controller.synced)
+        )
+        server = _metrics_server(args.metrics_addr, cast(Any, controller.metrics), health, log)
+    except _Refused:
+        return 2
+    stop = _stop_on_signals(log)
     log.info(
         "controller config",
         identity=args.identity,
         lease=f"{args.lease_namespace}/{args.lease_name}",
         interval=interval,
         dry_run=args.dry_run,
-        defrag=config.defrag_enabled,
-        queues=config.queues_enabled,
-        daemonset=config.daemonset_enabled,
+        enabled=sorted(config.enabled),
     )
     try:
         controller.run(stop, on_beat=health.beat)

@@ -25,12 +25,36 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from agent.cluster.reservation import Hold
+from agent.cluster.engine import slack
 from agent.model.objects import HOSTNAME_LABEL, Node, Pod, PodAffinityTerm
+from agent.model.reservation import Reservation
 
-#: Slack for float sums of quantities (e.g. 7.5 + 1.5 against 9.0).
-EPSILON = 1e-9
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(slots=True)
+class Hold:
+    """Capacity a reservation still holds on a node; mutable so that a planner can let an
+    owner consume it while the plan grows."""
+
+    reservation: Reservation
+    remaining: dict[str, float]
+
+    def blocks(self, pod: Pod) -> bool:
+        return not self.reservation.owns(pod)
+
+
+def holds_by_node(reservations: Iterable[Reservation], now: float) -> dict[str, list[Hold]]:
+    """Reserved capacity per node, from the reservations that hold some at ``now``
+    (ordered by name so that owners consume them deterministically)."""
+    out: dict[str, list[Hold]] = {}
+    for res in sorted(reservations, key=lambda r: r.name):
+        if not res.holds_capacity(now):
+            continue
+        remaining = {r: q for r, q in res.reserved().items() if q > 0}
+        if remaining:
+            out.setdefault(res.node_name, []).append(Hold(res, remaining))
+    return out
 
 
 @dataclass(slots=True)
@@ -167,7 +191,7 @@ def resources_reason(pod: Pod, state: NodeState, blocked: Mapping[str, float]) -
         if q <= 0:
             continue
         total = alloc.get(r, 0.0)
-        if state.used.get(r, 0.0) + blocked.get(r, 0.0) + q > total + EPSILON * max(1.0, total):
+        if state.used.get(r, 0.0) + blocked.get(r, 0.0) + q > total + slack(total):
             return f"Insufficient {r}"
     return None
 
@@ -177,7 +201,7 @@ def threshold_reason(
 ) -> str | None:
     total = state.allocatable(resource)
     after = state.used.get(resource, 0.0) + blocked.get(resource, 0.0) + pod.request(resource)
-    if after > total * percent / 100.0 + EPSILON * max(1.0, total):
+    if after > total * percent / 100.0 + slack(total):
         return f"ProtectionThreshold {resource}"
     return None
 

@@ -1,7 +1,8 @@
 """The slim local cache: one record per object, keyed by kind and namespace/name.
 
-Core kinds are parsed once into the frozen records of ``agent.model.objects`` (parse
-hooks); other kinds (our CRs, Leases) are kept as raw dicts without ``managedFields`` and
+Every kind the model has a record for (core kinds, workloads, the cluster engines' custom
+resources: ``agent.model.store.RECORD_PARSERS``) is parsed once, as it enters, into a frozen
+record; other kinds (the node policies, Leases) are kept as raw dicts without ``managedFields`` and
 the last-applied annotation, which are most of an object's bytes. An object that does not
 parse is left out of the records and listed under ``invalid`` with the error, logged once
 per distinct error; every other object keeps working.
@@ -19,16 +20,11 @@ from typing import Any
 import structlog
 
 from agent.errors import InvalidObject
-from agent.model.objects import parse_namespace, parse_node, parse_pdb, parse_pod
+from agent.model.store import RECORD_PARSERS
 
 Parser = Callable[[Mapping[str, Any]], object]
 
-DEFAULT_PARSERS: Mapping[str, Parser] = {
-    "Pod": parse_pod,
-    "Node": parse_node,
-    "Namespace": parse_namespace,
-    "PodDisruptionBudget": parse_pdb,
-}
+DEFAULT_PARSERS: Mapping[str, Parser] = RECORD_PARSERS
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 

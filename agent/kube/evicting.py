@@ -16,16 +16,17 @@ from typing import Any
 from agent.kube.client import KubeApi
 from agent.kube.errors import KubeConflict, KubeError, KubeNotFound, KubeTooManyRequests
 from agent.kube.resources import PODS
+from agent.model.eviction import EvictionResult
 
-EVICTED = "evicted"
-BLOCKED = "blocked"
-GONE = "gone"
-FAILED = "failed"
+EVICTED = EvictionResult.EVICTED
+BLOCKED = EvictionResult.BLOCKED_BY_PDB
+GONE = EvictionResult.GONE
+FAILED = EvictionResult.FAILED
 
 
 @dataclass(frozen=True, slots=True)
 class EvictionOutcome:
-    result: str  # EVICTED | BLOCKED | GONE | FAILED
+    result: EvictionResult
     message: str = ""
     status: int = 0
 

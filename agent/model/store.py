@@ -1,18 +1,23 @@
 """A snapshot of Kubernetes objects, indexed the ways the engines look them up.
 
 The same store is filled from a scenario's ``objects``, from the local debug mode's files
-and from the API adapter's caches. Core kinds are parsed into records; other kinds (the
-CRs each engine owns) are kept as raw dicts under ``raw[kind]`` for their engine to parse.
+and from the API adapter's caches. Core kinds and the cluster engines' custom resources
+(PodMigrationJob, Reservation, Queue, and PriorityClass) are parsed into frozen records
+once, where they enter (``RECORD_PARSERS``: the scenario loader here, the controller's watch
+cache there); other kinds (the node policies) are kept as raw dicts under ``raw[kind]``.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from agent.errors import InvalidObject
+from agent.model import migration, priorityclass, queue, reservation
+from agent.model.fields import bad
+from agent.model.migration import PodMigrationJob, parse_pod_migration_job
 from agent.model.objects import (
     WORKLOAD_KINDS,
     Namespace,
@@ -26,6 +31,30 @@ from agent.model.objects import (
     parse_pod,
     parse_workload,
 )
+from agent.model.priorityclass import PriorityClass, parse_priority_class
+from agent.model.queue import Queue, parse_queue
+from agent.model.reservation import Reservation, parse_reservation
+
+
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)
+
+#: Kind -> parser of every kind that is parsed into a record where it enters.
+RECORD_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], object]] = {
+    "Node": parse_node,
+    "Pod": parse_pod,
+    "Namespace": parse_namespace,
+    "PodDisruptionBudget": parse_pdb,
+    **dict.fromkeys(WORKLOAD_KINDS, parse_workload),
+    migration.KIND: parse_pod_migration_job,
+    reservation.KIND: parse_reservation,
+    queue.KIND: parse_queue,
+    priorityclass.KIND: parse_priority_class,
+}
 
 
 @dataclass
@@ -36,8 +65,15 @@ class ObjectStore:
     pdbs: list[PodDisruptionBudget] = field(default_factory=list)
     #: Workloads by uid (owner references point at uids).
     workloads: dict[str, Workload] = field(default_factory=dict)
+    migration_jobs: list[PodMigrationJob] = field(default_factory=list)
+    reservations: list[Reservation] = field(default_factory=list)
+    queues: list[Queue] = field(default_factory=list)
+    #: PriorityClass name -> value.
+    priority_classes: dict[str, int] = field(default_factory=dict)
     #: Every other kind, raw, in input order.
     raw: dict[str, list[Mapping[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    #: Names seen per cluster-scoped kind (``add`` refuses a second object of one name).
+    _names: dict[str, set[str]] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_dicts(cls, objects: Iterable[object], where: str = "objects") -> ObjectStore:
@@ -53,14 +89,41 @@ class ObjectStore:
         kind = raw.get("kind")
         if not isinstance(kind, str) or not kind:
             raise InvalidObject("object", where, "kind", "must be set")
-        parser = _CORE_PARSERS.get(kind)
-        if parser is not None:
-            parser(self, raw)
-        elif kind in WORKLOAD_KINDS:
-            workload = parse_workload(raw)
-            self.workloads[workload.uid] = workload
-        else:
+        parser = RECORD_PARSERS.get(kind)
+        if parser is None:
             self.raw[kind].append(raw)
+            return
+        self._file(kind, parser(raw))
+
+    def _file(self, kind: str, record: object) -> None:
+        match record:
+            case Node():
+                self.nodes[record.name] = record
+            case Pod():
+                self.pods.append(record)
+            case Namespace():
+                self.namespaces[record.name] = record
+            case PodDisruptionBudget():
+                self.pdbs.append(record)
+            case Workload():
+                self.workloads[record.uid] = record
+            case PodMigrationJob():
+                self.migration_jobs.append(self._unique(kind, record))
+            case Reservation():
+                self.reservations.append(self._unique(kind, record))
+            case Queue():
+                self.queues.append(self._unique(kind, record))
+            case PriorityClass():
+                self.priority_classes[self._unique(kind, record).name] = record.value
+
+    def _unique(self, kind: str, record: N) -> N:
+        """Custom resources and PriorityClasses are cluster-scoped: one object per name."""
+        name = record.name
+        seen = self._names.setdefault(kind, set())
+        if name in seen:
+            raise bad(kind, name, "metadata.name", "must be unique (two objects have it)", name)
+        seen.add(name)
+        return record
 
     # -- lookups -----------------------------------------------------------------------
     def pods_on(self, node_name: str) -> list[Pod]:
@@ -76,29 +139,3 @@ class ObjectStore:
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         ns = self.namespaces.get(namespace)
         return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
-
-def _add_node(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    node = parse_node(raw)
-    store.nodes[node.name] = node
-
-
-def _add_pod(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    store.pods.append(parse_pod(raw))
-
-
-def _add_namespace(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    ns = parse_namespace(raw)
-    store.namespaces[ns.name] = ns
-
-
-def _add_pdb(store: ObjectStore, raw: Mapping[str, Any]) -> None:
-    store.pdbs.append(parse_pdb(raw))
-
-
-_CORE_PARSERS = {
-    "Node": _add_node,
-    "Pod": _add_pod,
-    "Namespace": _add_namespace,
-    "PodDisruptionBudget": _add_pdb,
-}

@@ -15,7 +15,9 @@ import pytest
 import structlog
 import yaml
 
-from agent.cluster.controller import WATCHED, Controller, parse_config
+from agent.cluster.config import parse_config
+from agent.cluster.controller import Controller, ControllerDeps
+from agent.cluster.resources import WATCHED
 from agent.kube.client import ClientArgs, build_api
 from agent.kube.creating import create
 from agent.kube.errors import KubeNotFound
@@ -109,16 +111,19 @@ class Replica:
         dry_run: bool = False,
     ) -> None:
         self.api = build_api(str(env.kubeconfig), args=ClientArgs(pool_size=32))
-        self.controller = Controller(
+        deps = ControllerDeps(
             self.api,
             identity,
-            parse_config(config or {"arbitration": {"maxMigratingPerNamespace": 1}}),
-            interval=INTERVAL,
             lease_namespace=LEASE_NS,
             lease_name=LEASE_NAME,
             election=ELECTION,
-            dry_run=dry_run,
             watch_args=WatchArgs(watch_timeout_seconds=30),
+        )
+        self.controller = Controller(
+            deps,
+            parse_config(config or {"arbitration": {"maxMigratingPerNamespace": 1}}),
+            interval=INTERVAL,
+            dry_run=dry_run,
         )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.controller.run, args=(self.stop,), daemon=True)
@@ -263,11 +268,11 @@ def test_bad_config_exits_2_naming_the_field(
     from agent.cli import main
 
     for text, field_name in (
-        ("arbitration: {maxMigratingPerNode: 0}\n", "maxMigratingPerNode"),
-        ("defrag: {enabled: yes-please}\n", "defrag.enabled"),
-        ("defrag: {lowThreshold: 10}\n", "lowThreshold"),
-        ("daemonset: {strategy: [single, never]}\n", "strategy[1]"),
-        ("reservations: {}\n", "reservations"),
+        ("arbitration: {maxMigratingPerNode: 0}\n", "config arbitration: maxMigratingPerNode"),
+        ("defrag: {enabled: yes-please}\n", "config defrag: enabled"),
+        ("defrag: {lowThreshold: 10}\n", "config defrag: lowThreshold"),
+        ("daemonset: {strategy: [single, never]}\n", "config daemonset: strategy[1]"),
+        ("reservations: {}\n", "config: reservations"),
     ):
         path = tmp_path / "config.yaml"
         path.write_text(text)
@@ -327,7 +332,8 @@ def test_planners_act_only_when_enabled(
     config[section] = {**(config.get(section) or {}), "enabled": enabled}
     crds = [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
     with serve(crds + doc["objects"]) as env:
-        ctl = Controller(env.api, "solo", parse_config(config), interval=60, election=ELECTION)
+        deps = ControllerDeps(env.api, "solo", election=ELECTION)
+        ctl = Controller(deps, parse_config(config), interval=60)
         ctl.writer.is_leader = lambda: True  # a round without the election threads
         now = parse_time(doc["now"])
         assert now is not None

@@ -23,10 +23,10 @@ from agent.kube.nodeview import start_node_view
 from agent.kube.patching import merge_patch, replace
 from agent.kube.resources import EVENTS, LEASES, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
+from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 from devtools.apiserver.server import DevServer, read_manifests
 from devtools.apiserver.testing import pdb, pod, serve
-from executors.actuators import EvictionResult
 from executors.eviction import ApiEvictor
 
 pytestmark = pytest.mark.integration

@@ -1,4 +1,5 @@
-"""Arbitration of PodMigrationJobs: args, ordering, filters, select limit, report section."""
+"""Arbitration of PodMigrationJobs: job parsing, ordering, filters, select limit, report
+section (its arguments: test_args_arbitration.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +7,12 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import migration as m
-from agent.cluster.arbitration import (
-    ArbitrationArgs,
-    ClusterIndex,
-    arbitrate,
-    default_workload_limit,
-    resolve_workload_limit,
-    simulate_section,
-)
+from agent.cluster.arbitration import ArbitrationArgs, ArbitrationPlan, ClusterIndex, plan
 from agent.errors import InvalidObject
+from agent.model import migration as m
 from agent.model.store import ObjectStore
 from agent.scenario import parse_scenario
+from agent.simulate.sections import run_section
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -115,10 +110,14 @@ def run(
     objects: list[dict[str, Any]],
     args: ArbitrationArgs | None = None,
     classes: dict[str, int] | None = None,
-):
+) -> ArbitrationPlan:
     store = ObjectStore.from_dicts(objects)
-    jobs = m.parse_pod_migration_jobs(store.raw.get("PodMigrationJob") or [])
-    return arbitrate(jobs, store, args or ArbitrationArgs(), classes)
+    store.priority_classes = classes or {}
+    return plan(store, args or ArbitrationArgs(), 0.0)
+
+
+def simulate_section(scenario: Any) -> dict[str, Any] | None:
+    return run_section("arbitration", scenario)
 
 
 def reasons(result: Any) -> tuple[list[str], dict[str, str], dict[str, str]]:
@@ -127,79 +126,6 @@ def reasons(result: Any) -> tuple[list[str], dict[str, str], dict[str, str]]:
         {k: v.reason for k, v in result.waiting.items()},
         {k: v.reason for k, v in result.failed.items()},
     )
-
-
-# -- args --------------------------------------------------------------------------------
-
-
-def test_args_defaults_and_select_count() -> None:
-    args = ArbitrationArgs.from_config(None)
-    assert args == ArbitrationArgs()
-    assert (args.interval, args.process_queue_qps, args.job_select_ratio) == (60.0, 3.0, 1.2)
-    assert args.max_migrating_per_node == 2
-    assert args.max_migrating_per_namespace is None
-    assert args.select_count == 216  # ceil(3 x 60 x 1.2), not 217 from float noise
-    assert (
-        ArbitrationArgs.from_config(
-            {"interval": 10, "processQueueQPS": 1, "jobSelectRatio": 1}
-        ).select_count
-        == 10
-    )
-    assert (
-        ArbitrationArgs.from_config(
-            {"interval": 1, "processQueueQPS": 0.5, "jobSelectRatio": 1.5}
-        ).select_count
-        == 1
-    )
-
-
-@pytest.mark.parametrize(
-    ("raw", "field"),
-    [
-        ({"interval": 0}, "config.arbitration.interval"),
-        ({"interval": "60s"}, "config.arbitration.interval"),
-        ({"processQueueQPS": -1}, "config.arbitration.processQueueQPS"),
-        ({"jobSelectRatio": True}, "config.arbitration.jobSelectRatio"),
-        ({"maxMigratingPerNode": 0}, "config.arbitration.maxMigratingPerNode"),
-        ({"maxMigratingPerNode": 1.5}, "config.arbitration.maxMigratingPerNode"),
-        ({"maxMigratingPerNamespace": -3}, "config.arbitration.maxMigratingPerNamespace"),
-        ({"maxMigratingPerWorkload": "150%"}, "config.arbitration.maxMigratingPerWorkload"),
-        ({"maxUnavailablePerWorkload": "x%"}, "config.arbitration.maxUnavailablePerWorkload"),
-        ({"maxUnavailablePerWorkload": 0}, "config.arbitration.maxUnavailablePerWorkload"),
-        ({"maxMigratingPerNod": 3}, "config.arbitration.maxMigratingPerNod"),
-    ],
-)
-def test_bad_args_name_the_field(raw: dict[str, Any], field: str) -> None:
-    with pytest.raises(InvalidObject) as err:
-        ArbitrationArgs.from_config(raw)
-    assert err.value.field == field
-    assert field in str(err.value)
-
-
-def test_args_accept_percentages_and_null_limits() -> None:
-    args = ArbitrationArgs.from_config(
-        {
-            "maxMigratingPerWorkload": "20%",
-            "maxUnavailablePerWorkload": 3,
-            "maxMigratingPerNode": None,
-            "interval": None,
-        }
-    )
-    assert args.max_migrating_per_node is None
-    assert args.interval == 60.0
-    assert (
-        resolve_workload_limit(args.max_migrating_per_workload, 12) == 2
-    )  # 20% of 12 rounded down
-    assert resolve_workload_limit(args.max_migrating_per_workload, 3) == 1  # never below 1
-    assert resolve_workload_limit(args.max_unavailable_per_workload, 100) == 3
-
-
-@pytest.mark.parametrize(
-    ("replicas", "limit"),
-    [(0, 1), (1, 1), (3, 1), (4, 2), (10, 2), (11, 1), (19, 1), (20, 2), (25, 2), (100, 10)],
-)
-def test_default_workload_limit(replicas: int, limit: int) -> None:
-    assert default_workload_limit(replicas) == limit
 
 
 # -- PodMigrationJob parsing ---------------------------------------------------------------
@@ -259,19 +185,12 @@ def test_bad_job_names_the_field(mutate: Any, field: str) -> None:
 
 
 def test_duplicate_job_names_and_bad_priority_class_are_rejected() -> None:
-    with pytest.raises(InvalidObject, match="not unique"):
-        m.parse_pod_migration_jobs([job("a", "p"), job("a", "q")])
+    with pytest.raises(InvalidObject, match="PodMigrationJob a: metadata.name must be unique"):
+        ObjectStore.from_dicts([job("a", "p"), job("a", "q")])
     with pytest.raises(InvalidObject, match="PriorityClass high: value"):
-        m.parse_priority_classes(
+        ObjectStore.from_dicts(
             [{"kind": "PriorityClass", "metadata": {"name": "high"}, "value": "1000"}]
         )
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"), [("300s", 300), ("5m", 300), ("1h30m", 5400), ("1.5h", 5400), (90, 90)]
-)
-def test_parse_duration(text: object, seconds: float) -> None:
-    assert m.parse_duration(text) == seconds
 
 
 # -- ordering --------------------------------------------------------------------------------
@@ -678,17 +597,17 @@ def test_simulate_section_report_and_queue_schedule() -> None:
 
 
 def test_simulate_section_rejects_bad_args_and_jobs() -> None:
-    with pytest.raises(InvalidObject, match="config.arbitration.jobSelectRatio"):
+    with pytest.raises(InvalidObject, match="config arbitration: jobSelectRatio"):
         simulate_section(_scenario([job("j", "p")], {"jobSelectRatio": 0}))
+    with pytest.raises(InvalidObject, match="config arbitration: jobSelectRatio"):
+        simulate_section(_scenario([], {"jobSelectRatio": 0}))  # refused even without jobs
     bad = job("j", "p", mode="Fly")
     with pytest.raises(InvalidObject, match="PodMigrationJob j: spec.mode"):
         simulate_section(_scenario([bad]))
 
 
 def test_a_running_job_whose_pod_is_gone_counts_on_the_node_it_left():
-    from agent.cluster.arbitration import ArbitrationArgs, arbitrate
-    from agent.cluster.migration import parse_pod_migration_job
-    from agent.model.store import ObjectStore
+    from agent.model.migration import parse_pod_migration_job
 
     def job(name, pod, phase, source=""):
         meta = {"name": name, "creationTimestamp": "2025-12-31T23:50:00Z"}
@@ -710,8 +629,10 @@ def test_a_running_job_whose_pod_is_gone_counts_on_the_node_it_left():
     args = ArbitrationArgs(max_migrating_per_node=1)
     evicted_on_n1 = parse_pod_migration_job(job("gone", "a", "Running", source="n1"))
     pending = parse_pod_migration_job(job("next", "b", "Pending"))
-    result = arbitrate([evicted_on_n1, pending], store, args)
+    store.migration_jobs = [evicted_on_n1, pending]
+    result = plan(store, args, 0.0)
     assert {name: v.reason for name, v in result.waiting.items()} == {"next": "MaxMigratingPerNode"}
     unknown_source = parse_pod_migration_job(job("gone", "a", "Running"))
-    result = arbitrate([unknown_source, pending], store, args)
+    store.migration_jobs = [unknown_source, pending]
+    result = plan(store, args, 0.0)
     assert result.passed == ("next",)

@@ -1,4 +1,5 @@
-"""DaemonSet preemption: args, detection, classes and order, the two strategies."""
+"""DaemonSet preemption: detection, classes and order, the two strategies (its arguments:
+test_args_daemonset.py)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,13 @@ from agent.cluster.daemonset import (
     dominant_resource,
     may_preempt,
     owner_uids,
-    parse_args,
     pending_daemonset_pods,
+    plan,
     victim_class,
 )
-from agent.errors import InvalidObject
 from agent.model.objects import MIRROR_ANNOTATION, Node, OwnerRef, Pod
 from agent.model.selectors import NodeSelector, NodeSelectorTerm, Requirement
+from agent.model.store import ObjectStore
 
 NOW = 1_000_000.0
 MI = 2.0**20
@@ -94,41 +95,8 @@ _FIELDS = [f for f in Pod.__dataclass_fields__ if f not in ("namespace", "name",
 def run(pods: list[Pod], nodes: list[Node] | None = None, **args: object) -> dict[str, Preemption]:
     nodes = nodes or [node()]
     result = decide({n.name: n for n in nodes}, pods, NOW, DaemonSetArgs(**args).validate())  # type: ignore[arg-type]
-    assert result is not None
-    return {p.pod: p for p in result}
-
-
-# -- args ----------------------------------------------------------------------------------
-def test_args_defaults() -> None:
-    args = parse_args(None)
-    assert args == DaemonSetArgs(30.0, ("single", "multiple"), 10.0, 3)
-
-
-@pytest.mark.parametrize(
-    ("raw", "field"),
-    [
-        ({"maxVictims": 0}, "maxVictims"),
-        ({"maxVictims": 2.5}, "maxVictims"),
-        ({"maxVictims": True}, "maxVictims"),
-        ({"deviationPercent": -1}, "deviationPercent"),
-        ({"deviationPercent": "10%"}, "deviationPercent"),
-        ({"preemptionStartDelay": -5}, "preemptionStartDelay"),
-        ({"strategy": []}, "strategy"),
-        ({"strategy": ["single", "smart"]}, "strategy[1]"),
-        ({"strategy": ["single", "single"]}, "strategy[1]"),
-        ({"strategy": {"single": 1}}, "strategy"),
-        ({"maxVictim": 3}, "maxVictim"),
-    ],
-)
-def test_bad_args_name_the_field(raw: dict[str, object], field: str) -> None:
-    with pytest.raises(InvalidObject) as err:
-        parse_args(raw)
-    assert err.value.field == field
-    assert "daemonset" in str(err.value)
-
-
-def test_a_single_strategy_name_is_accepted() -> None:
-    assert parse_args({"strategy": "multiple"}).strategy == ("multiple",)
+    assert result.pending
+    return {p.pod: p for p in result.preemptions}
 
 
 # -- detection ----------------------------------------------------------------------------
@@ -143,15 +111,23 @@ def test_pending_pods_bound_by_affinity_or_node_name_oldest_first() -> None:
     assert [(p.name, n) for p, n in found] == [("by-affinity", "n1"), ("by-name", "n2")]
 
 
-def test_no_pending_daemonset_pod_means_no_section() -> None:
-    assert decide({"n1": node()}, [pod("a")], NOW) is None
+def test_no_pending_daemonset_pod_means_an_empty_plan() -> None:
+    empty = decide({"n1": node()}, [pod("a")], NOW)
+    assert empty.pending == () and empty.preemptions == () and empty.victims == ()
+
+
+def test_plan_reads_the_snapshot_and_lists_every_victim() -> None:
+    store = ObjectStore(nodes={"n1": node()}, pods=[pod("a", 4.0), ds_pod(age=40)])
+    result = plan(store, DaemonSetArgs(), NOW)
+    assert result.pending == ("kube-system/fluentd",)
+    assert result.victims == ("default/a",)
 
 
 def test_start_delay() -> None:
     full = [pod("a", 4.0)]
     assert run([*full, ds_pod(age=20)]) == {}
     assert "kube-system/fluentd" in run([*full, ds_pod(age=40)])
-    assert run([*full, ds_pod(age=40)], preemptionStartDelay=60) == {}
+    assert run([*full, ds_pod(age=40)], preemption_start_delay=60) == {}
 
 
 def test_a_pod_that_fits_gets_no_entry() -> None:
@@ -248,9 +224,9 @@ def test_deviation_percent_is_configurable() -> None:
     pods = [pod("a", 1.5), pod("b", 2.5), ds_pod(cpu=2.0)]
     roomy = [node(cpu=4.5)]  # either removal makes room
     assert run(pods, roomy, strategy=("single",))["kube-system/fluentd"].strategy is None
-    out = run(pods, roomy, strategy=("single",), deviationPercent=30)["kube-system/fluentd"]
+    out = run(pods, roomy, strategy=("single",), deviation_percent=30)["kube-system/fluentd"]
     assert out.victims == ("default/a",)  # both 25% off, same class, priority, age: smaller request
-    out = run(pods, strategy=("single",), deviationPercent=30)["kube-system/fluentd"]
+    out = run(pods, strategy=("single",), deviation_percent=30)["kube-system/fluentd"]
     assert out.victims == ("default/b",)  # on 4 cpu only b's removal makes room
 
 
@@ -282,7 +258,7 @@ def test_max_victims_and_no_solution() -> None:
     assert run([*small, ds_pod(cpu=2.0)])["kube-system/fluentd"] == Preemption(
         "kube-system/fluentd", "n1", None, ()
     )
-    assert len(run([*small, ds_pod(cpu=2.0)], maxVictims=4)["kube-system/fluentd"].victims) == 4
+    assert len(run([*small, ds_pod(cpu=2.0)], max_victims=4)["kube-system/fluentd"].victims) == 4
     # nothing may go: only a higher-priority pod holds the node
     assert (
         run([pod("h", 4.0, priority=2**31), ds_pod(cpu=1.0)])["kube-system/fluentd"].strategy
@@ -366,7 +342,7 @@ def test_chosen_victims_make_room_and_respect_the_rules(
     ]
     capacity = sum(p.request("cpu") for p in pods)
     ds = ds_pod(cpu=ds_cpu / 2, memory=256 * MI, priority=2)
-    result = run([*pods, ds], [node(cpu=capacity)], maxVictims=max_victims, strategy=order)
+    result = run([*pods, ds], [node(cpu=capacity)], max_victims=max_victims, strategy=order)
     entry = result["kube-system/fluentd"]
     by_key = {p.key: p for p in pods}
     chosen = [by_key[k] for k in entry.victims]

@@ -1,4 +1,4 @@
-"""Defragmentation: arguments, source/target rules, the all-or-nothing drain, reservations,
+"""Defragmentation (its arguments: test_args_defrag.py): source/target rules, the all-or-nothing drain, reservations,
 fragmentation, and properties every plan must have."""
 
 from __future__ import annotations
@@ -10,21 +10,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import agent.cluster.defrag as defrag_module
-from agent.cluster.defrag import (
-    DefragArgs,
-    DefragPlan,
-    parse_args,
-    plan_defrag,
-    simulate_section,
-    stays,
-)
-from agent.cluster.placement import Snapshot, why_not
-from agent.cluster.reservation import holds_by_node, parse_reservation
+from agent.cluster.defrag import DefragArgs, DefragPlan, plan_defrag, stays
+from agent.cluster.defrag.targets import Targets
+from agent.cluster.placement import Snapshot, holds_by_node, why_not
 from agent.errors import InvalidObject
 from agent.model.objects import Node, Pod, parse_node, parse_pod
+from agent.model.reservation import parse_reservation
 from agent.model.timeutil import format_time, parse_time
-from agent.scenario import parse_scenario
+from agent.scenario import Scenario, parse_scenario
+from agent.simulate.sections import run_section
 
 NOW = parse_time("2026-01-01T00:00:00Z") or 0.0
 
@@ -100,6 +94,10 @@ def plan(
     return plan_defrag(nodes, by_node, args or DefragArgs(), NOW, holds)
 
 
+def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
+    return run_section("defrag", scenario)
+
+
 def moves(result: DefragPlan) -> list[tuple[str, str, str]]:
     return [(m.pod.name, m.source, m.target) for m in result.migrations]
 
@@ -114,63 +112,6 @@ def basic() -> tuple[list[Node], list[Pod]]:
         pod("d0", "n4", 5),
     ]  # fmt: skip
     return nodes, pods
-
-
-# -- arguments -------------------------------------------------------------------------------
-
-
-def test_defaults_follow_simulate_md() -> None:
-    args = parse_args({})
-    assert args == DefragArgs()
-    assert (
-        args.resource_type,
-        args.low_threshold,
-        args.defragment_threshold,
-        args.protection_threshold,
-    ) == ("cpu", 30, 70, 90)
-    assert args.number_of_nodes == 0 and args.cool_down_seconds == 0
-    assert not args.namespace_allowed("kube-system") and args.namespace_allowed("default")
-
-
-def test_evictable_namespaces_include_and_exclude() -> None:
-    inc = parse_args({"evictableNamespaces": {"include": ["batch"]}})
-    assert inc.namespace_allowed("batch") and not inc.namespace_allowed("default")
-    exc = parse_args({"evictableNamespaces": {"exclude": ["prod"]}})
-    assert not exc.namespace_allowed("prod") and exc.namespace_allowed("kube-system")
-
-
-def test_extended_resource_types_are_accepted() -> None:
-    assert parse_args({"resourceType": "nvidia.com/gpu"}).resource_type == "nvidia.com/gpu"
-    assert parse_args({"resourceType": "memory"}).resource_type == "memory"
-    assert parse_args({"coolDownTime": "10m"}).cool_down_seconds == 600
-
-
-@pytest.mark.parametrize(
-    ("raw", "field"),
-    [
-        ({"resourceType": "gpu"}, "resourceType"),
-        ({"resourceType": "pods"}, "resourceType"),
-        ({"resourceType": 3}, "resourceType"),
-        ({"lowThresholds": -1}, "lowThresholds"),
-        ({"lowThresholds": "30"}, "lowThresholds"),
-        ({"protectionThresholds": 101}, "protectionThresholds"),
-        ({"lowThresholds": 80}, "lowThresholds"),
-        ({"defragmentThresholds": 95}, "defragmentThresholds"),
-        ({"numberOfNodes": -1}, "numberOfNodes"),
-        ({"numberOfNodes": 1.5}, "numberOfNodes"),
-        ({"coolDownTime": -5}, "coolDownTime"),
-        ({"coolDownTime": "later"}, "coolDownTime"),
-        ({"evictableNamespaces": {"include": ["a"], "exclude": ["b"]}}, "evictableNamespaces"),
-        ({"evictableNamespaces": {"include": "a"}}, "evictableNamespaces.include"),
-        ({"evictableNamespaces": {"only": ["a"]}}, "evictableNamespaces.only"),
-        ({"lowThreshold": 30}, "lowThreshold"),
-    ],
-)
-def test_invalid_args_name_the_field(raw: dict[str, Any], field: str) -> None:
-    with pytest.raises(InvalidObject) as err:
-        parse_args(raw)
-    assert err.value.field == field
-    assert field in str(err.value)
 
 
 # -- the worked example ---------------------------------------------------------------------------
@@ -716,14 +657,14 @@ def test_the_blocked_target_index_never_changes_the_plan(
 ) -> None:
     """Tiny blocks (many splits, removals and block skips) plan exactly as one big block."""
     nodes, pods = cluster
-    saved = defrag_module._Targets.BLOCK
+    saved = Targets.BLOCK
     try:
-        defrag_module._Targets.BLOCK = 1
+        Targets.BLOCK = 1
         small = plan(nodes, pods, args)
-        defrag_module._Targets.BLOCK = 10_000
+        Targets.BLOCK = 10_000
         large = plan(nodes, pods, args)
     finally:
-        defrag_module._Targets.BLOCK = saved
+        Targets.BLOCK = saved
     assert moves(small) == moves(large)
     assert small.freed_nodes == large.freed_nodes
 
@@ -747,10 +688,10 @@ def test_target_index_invariants_under_updates(
         for i, (n, fill) in enumerate(zip(nodes, fills, strict=True))
     ]
     snap = Snapshot.build(nodes, pods)
-    saved = defrag_module._Targets.BLOCK
+    saved = Targets.BLOCK
     try:
-        defrag_module._Targets.BLOCK = block
-        index = defrag_module._Targets(list(snap.states.values()), args)
+        Targets.BLOCK = block
+        index = Targets(list(snap.states.values()), args)
         for which, delta in changes:
             state = snap.states[nodes[which % len(nodes)].name]
             old = index.key_of(state)
@@ -765,4 +706,4 @@ def test_target_index_invariants_under_updates(
             for b, best in zip(index.blocks, index.maxes, strict=True):
                 assert best >= max(index.limit[n] - snap[n].used["cpu"] for _, n in b) - 1e-9
     finally:
-        defrag_module._Targets.BLOCK = saved
+        Targets.BLOCK = saved

@@ -580,8 +580,8 @@ def test_schema_rejects_bad_fields(kind: str, path: tuple[Any, ...], value: Any)
 def test_samples_parse_with_the_engines_own_parsers() -> None:
     """The CRD schema and the Python parsers must accept the same samples."""
     policy = pytest.importorskip("agent.model.policy")
-    migration = pytest.importorskip("agent.cluster.migration")
-    reservation = pytest.importorskip("agent.cluster.reservation")
+    migration = pytest.importorskip("agent.model.migration")
+    reservation = pytest.importorskip("agent.model.reservation")
     objs = [o for _, o in _samples()]
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for o in objs:

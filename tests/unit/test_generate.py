@@ -185,8 +185,9 @@ def test_pending_daemonset_pods_do_not_fit_their_node(scenario: Scenario) -> Non
 def test_some_queues_starve(scenario: Scenario) -> None:
     """A queue with pending pods whose allocation is below its deserved share, by the
     queue engine's own report (SIMULATE.md keys)."""
-    queues = pytest.importorskip("agent.cluster.queues")
-    report = queues.simulate_section(scenario)
+    from agent.simulate.sections import run_section
+
+    report = run_section("queues", scenario)
     pending: dict[str, set[str]] = defaultdict(set)
     for pod in scenario.store.pods:
         if pod.phase == "Pending" and not pod.node_name and "qos.waterline.io/queue" in pod.labels:
@@ -235,7 +236,7 @@ def test_generated_custom_resources_pass_the_crd_schemas(doc: dict[str, Any]) ->
 def test_every_cluster_engine_has_work(scenario: Scenario) -> None:
     from agent.simulate.sections import SECTIONS
 
-    report: dict[str, Any] = {s.key: s.load()(scenario) for s in SECTIONS if s.key != "nodes"}
+    report: dict[str, Any] = {s.key: s.run(scenario) for s in SECTIONS if s.key != "nodes"}
     assert report["arbitration"]["passed"] and report["arbitration"]["waiting"]
     assert report["arbitration"]["failed"]
     assert report["defrag"]["migrations"]

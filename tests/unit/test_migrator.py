@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from agent.cluster import migration as m
 from agent.cluster import migrator as mg
-from agent.cluster import reservation as r
+from agent.model import migration as m
+from agent.model import reservation as r
+from agent.model.eviction import EvictionResult
 from agent.model.objects import parse_pod
 from agent.model.store import ObjectStore
-from executors.actuators import EvictionResult
 from tests.unit.builders import NOW, node, pod
 
 T0 = NOW  # the job's creationTimestamp

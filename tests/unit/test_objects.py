@@ -91,10 +91,12 @@ def test_pdb_rejects_both_fields():
         _pdb(minAvailable=1, maxUnavailable=1)
 
 
-def test_store_keeps_unknown_kinds_raw_and_rejects_garbage():
-    store = ObjectStore.from_dicts([node("n1"), pod("p"), {"kind": "Queue", "metadata": {"name": "q"}}])
+def test_store_keeps_unknown_kinds_raw_parses_custom_resources_and_rejects_garbage():
+    queue = {"kind": "Queue", "metadata": {"name": "q"}}
+    store = ObjectStore.from_dicts([node("n1"), pod("p"), queue, {"kind": "ConfigMap"}])
     assert list(store.nodes) == ["n1"]
     assert [p.key for p in store.pods_on("n1")] == ["default/p"]
-    assert store.raw["Queue"][0]["metadata"]["name"] == "q"
+    assert [q.name for q in store.queues] == ["q"]
+    assert store.raw["ConfigMap"] == [{"kind": "ConfigMap"}]
     with pytest.raises(InvalidObject, match=r"objects\[0\]"):
         ObjectStore.from_dicts([{"metadata": {}}])

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.cluster.placement import Snapshot, fits, why_not
-from agent.cluster.reservation import holds_by_node, parse_reservation
+from agent.cluster.placement import Snapshot, fits, holds_by_node, why_not
 from agent.model.objects import Node, Pod, parse_node, parse_pod
+from agent.model.reservation import parse_reservation
 
 
 def node(

@@ -1,4 +1,5 @@
-"""Queue-proportional preemption: Queue parsing, water-filling, starving/need, victims."""
+"""Queue-proportional preemption: Queue parsing, water-filling, starving/need, victims (its
+arguments: test_args_queues.py)."""
 
 from __future__ import annotations
 
@@ -11,22 +12,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent.cluster.queues import (
-    QUEUE_LABEL,
-    Candidate,
-    Queue,
     QueueArgs,
+    VictimCandidate,
     decide,
     deserved,
     need,
-    parse_args,
-    parse_queue,
-    parse_queues,
     queue_usage,
     select_victims,
     starving,
 )
 from agent.errors import InvalidObject
 from agent.model.objects import Node, Pod
+from agent.model.queue import QUEUE_LABEL, Queue, parse_queue
+from agent.model.store import ObjectStore
 
 NOW = 1_000_000.0
 
@@ -120,19 +118,8 @@ def test_queue_validation_names_the_field(spec: dict[str, Any], field: str | Non
 def test_queue_needs_a_name_and_is_unique() -> None:
     with pytest.raises(InvalidObject, match="metadata.name"):
         parse_queue({"kind": "Queue", "metadata": {}})
-    with pytest.raises(InvalidObject, match="defined twice"):
-        parse_queues([qraw("a"), qraw("a")])
-
-
-def test_args_defaults_and_errors() -> None:
-    assert parse_args(None) == QueueArgs()
-    assert parse_args({"searchSteps": 10}).searchSteps == 10
-    with pytest.raises(InvalidObject, match="searchStep"):
-        parse_args({"searchStep": 10})
-    with pytest.raises(InvalidObject, match="exactSearchClasses must be an integer"):
-        parse_args({"exactSearchClasses": 1.5})
-    with pytest.raises(InvalidObject, match="searchSteps must be >= 0"):
-        parse_args({"searchSteps": -1})
+    with pytest.raises(InvalidObject, match="must be unique"):
+        ObjectStore.from_dicts([qraw("a"), qraw("a")])
 
 
 # -- deserved ------------------------------------------------------------------------------
@@ -224,8 +211,8 @@ def test_decide_basic_example() -> None:
     result = decide(qs, [node()], pods, NOW)
     assert result.starving == ("q2",)
     assert result.need == {"cpu": 2.0}
-    assert result.plan.victims == ("default/q1-low",)
-    assert result.plan.exact
+    assert result.victims == ("default/q1-low",)
+    assert result.exact
 
 
 def test_cordoned_node_room_is_not_free() -> None:
@@ -246,7 +233,7 @@ def test_shorter_running_time_first_at_equal_priority() -> None:
         qpod("w1", "q2", 2, running=False),
         qpod("w2", "q2", 2, running=False),
     ]
-    assert decide(qs, [node()], pods, NOW).plan.victims == ("default/young",)
+    assert decide(qs, [node()], pods, NOW).victims == ("default/young",)
 
 
 def test_terminating_pods_are_not_victims() -> None:
@@ -268,12 +255,12 @@ def test_terminating_pods_are_not_victims() -> None:
         qpod("w1", "q2", 2, running=False),
         qpod("w2", "q2", 2, running=False),
     ]
-    assert decide(qs, [node()], pods, NOW).plan.victims == ("default/a",)
+    assert decide(qs, [node()], pods, NOW).victims == ("default/a",)
 
 
 # -- the victim search ----------------------------------------------------------------------
-def cand(key: str, queue: str, *frees: float, priority: int = 0) -> Candidate:
-    return Candidate(key, queue, priority, 0.0, tuple(frees))
+def cand(key: str, queue: str, *frees: float, priority: int = 0) -> VictimCandidate:
+    return VictimCandidate(key, queue, priority, 0.0, tuple(frees))
 
 
 def test_exact_search_finds_what_the_greedy_walk_misses() -> None:
@@ -302,18 +289,18 @@ def test_no_cover_no_victims() -> None:
 def test_bounded_search_reports_when_it_is_not_exact() -> None:
     cands = [cand(f"p{i}", f"q{i}", 1.0 + i / 100) for i in range(30)]
     headroom = {f"q{i}": (5.0,) for i in range(30)}
-    found = select_victims(cands, headroom, (2.0,), (100.0,), QueueArgs(exactSearchClasses=5))
+    found = select_victims(cands, headroom, (2.0,), (100.0,), QueueArgs(exact_search_classes=5))
     assert found is not None and found[2] is False
     found = select_victims(
-        cands, headroom, (2.0,), (100.0,), QueueArgs(exactSearchClasses=30, searchSteps=3)
+        cands, headroom, (2.0,), (100.0,), QueueArgs(exact_search_classes=30, search_steps=3)
     )
     assert found is not None and found[2] is False
-    found = select_victims(cands, headroom, (2.0,), (100.0,), QueueArgs(exactSearchClasses=30))
+    found = select_victims(cands, headroom, (2.0,), (100.0,), QueueArgs(exact_search_classes=30))
     assert found is not None and found[2] is True
 
 
 def brute_force(
-    cands: list[Candidate],
+    cands: list[VictimCandidate],
     headroom: dict[str, tuple[float, ...]],
     want: tuple[float, ...],
     totals: tuple[float, ...],
@@ -354,7 +341,7 @@ def test_search_is_exact_on_small_instances(
     headroom: dict[str, tuple[float, ...]] = {f"q{q}": (float(rooms[q]), 12.0) for q in range(3)}
     need_vec = tuple(float(w) for w in want if w) if want[1] else (float(want[0]),)
     if len(need_vec) == 1:
-        cands = [Candidate(c.key, c.queue, 0, 0.0, c.frees[:1]) for c in cands]
+        cands = [VictimCandidate(c.key, c.queue, 0, 0.0, c.frees[:1]) for c in cands]
         headroom = {q: h[:1] for q, h in headroom.items()}
     totals = tuple(50.0 for _ in need_vec)
     expected = brute_force(cands, headroom, need_vec, totals)
@@ -446,7 +433,7 @@ def test_victims_never_take_a_queue_below_deserved(
     ]
     result = decide(queues, [node(cpu=float(cpu), memory=16e9)], pods, NOW)
     by_key = {p.key: p for p in pods}
-    victims = [by_key[k] for k in result.plan.victims]
+    victims = [by_key[k] for k in result.victims]
     for q in queues:
         mine = [v for v in victims if v.labels[QUEUE_LABEL] == q.name]
         if mine:
@@ -465,7 +452,7 @@ def test_greedy_alone_is_tidied() -> None:
     """With the exact search off, the greedy cover a + b (excess 1) becomes a + c: the last
     pick is swapped for the one that closes the gap exactly; redundant picks are dropped."""
     cands = [cand("a", "q", 2), cand("b", "q", 2), cand("c", "q", 1)]
-    off = QueueArgs(exactSearchClasses=0)
+    off = QueueArgs(exact_search_classes=0)
     picks, excess, exact = select_victims(cands, {"q": (10.0,)}, (3.0,), (10.0,), off) or (
         (),
         0,

@@ -6,19 +6,18 @@ from typing import Any
 
 import pytest
 
-from agent.cluster.reservation import (
+from agent.cluster.placement import holds_by_node
+from agent.errors import InvalidObject
+from agent.model.objects import Pod, parse_pod
+from agent.model.reservation import (
     AVAILABLE,
     DEFAULT_TTL_SECONDS,
     EXPIRED,
     FAILED,
     PENDING,
     SUCCEEDED,
-    holds_by_node,
-    parse_duration,
     parse_reservation,
 )
-from agent.errors import InvalidObject
-from agent.model.objects import Pod, parse_pod
 from agent.model.timeutil import parse_time
 
 NOW = parse_time("2026-01-01T00:00:00Z") or 0.0
@@ -253,25 +252,3 @@ def test_bad_template_quantity_is_named() -> None:
     )
     with pytest.raises(InvalidObject, match=r"spec\.template.*cpu"):
         parse_reservation(bad)
-
-
-@pytest.mark.parametrize(
-    ("text", "seconds"),
-    [
-        ("0", 0.0),
-        (90, 90.0),
-        ("90", 90.0),
-        ("90s", 90.0),
-        ("1h30m", 5400.0),
-        ("1.5h", 5400.0),
-        ("250ms", 0.25),
-    ],
-)
-def test_parse_duration(text: object, seconds: float) -> None:
-    assert parse_duration(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["-1", "1d", "h", "1h 30m", True, None, -5])
-def test_parse_duration_rejects(text: object) -> None:
-    with pytest.raises(ValueError):
-        parse_duration(text)

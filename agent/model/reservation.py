@@ -26,13 +26,13 @@ requests, so counting the whole reservation again would charge them twice.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
+from agent.model.fields import Fields
 from agent.model.objects import Pod, Resources, parse_pod
 from agent.model.quantity import parse_resource_list
 from agent.model.selectors import LabelSelector, parse_label_selector
@@ -50,44 +50,6 @@ PHASES = (PENDING, AVAILABLE, SUCCEEDED, FAILED, EXPIRED)
 FINAL_PHASES = frozenset({SUCCEEDED, FAILED, EXPIRED})
 
 DEFAULT_TTL_SECONDS = 24 * 3600.0
-
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(value: object) -> float:
-    """Seconds from a number or a Go duration string ("90s", "1h30m", "0")."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, (int, float)):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip()
-        if text in ("0", ""):
-            return 0.0
-        try:
-            return _checked(float(text))
-        except ValueError:
-            pass
-        seconds = 0.0
-        pos = 0
-        for match in _DURATION_PART.finditer(text):
-            if match.start() != pos:
-                raise ValueError(f"not a duration: {value!r}")
-            seconds += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
-            pos = match.end()
-        if pos != len(text) or pos == 0:
-            raise ValueError(f"not a duration: {value!r}")
-    else:
-        raise ValueError(f"not a duration: {value!r}")
-    return _checked(seconds)
-
-
-def _checked(seconds: float) -> float:
-    if seconds != seconds or seconds < 0:
-        raise ValueError(f"must be a non-negative duration, got {seconds!r}")
-    return seconds
-
 
 @dataclass(frozen=True, slots=True)
 class ObjectRef:
@@ -193,31 +155,6 @@ class Reservation:
         return {r: max(0.0, q - self.allocated.get(r, 0.0)) for r, q in base.items()}
 
 
-@dataclass(slots=True)
-class Hold:
-    """Capacity a reservation still holds on a node; mutable so that a planner can let an
-    owner consume it while the plan grows."""
-
-    reservation: Reservation
-    remaining: dict[str, float]
-
-    def blocks(self, pod: Pod) -> bool:
-        return not self.reservation.owns(pod)
-
-
-def holds_by_node(reservations: Iterable[Reservation], now: float) -> dict[str, list[Hold]]:
-    """Reserved capacity per node, from the reservations that hold some at ``now``
-    (ordered by name so that owners consume them deterministically)."""
-    out: dict[str, list[Hold]] = {}
-    for res in sorted(reservations, key=lambda r: r.name):
-        if not res.holds_capacity(now):
-            continue
-        remaining = {r: q for r, q in res.reserved().items() if q > 0}
-        if remaining:
-            out.setdefault(res.node_name, []).append(Hold(res, remaining))
-    return out
-
-
 # -- parsing ---------------------------------------------------------------------------
 
 
@@ -271,29 +208,19 @@ def _resources(raw: object, path: str) -> dict[str, float]:
         raise ValueError(f"{path}.{err}") from None
 
 
-def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
-    """Parse a Reservation dict; raises InvalidObject naming the field."""
-    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
-    assert isinstance(meta, dict)
-    name = _str(meta.get("name"))
-    if not name:
-        raise InvalidObject(KIND, "", "metadata.name", "must be set")
-    spec = raw.get("spec")
-    status = raw.get("status") or {}
-    if not isinstance(spec, dict):
-        raise InvalidObject(KIND, name, "spec", "must be a mapping")
-    if not isinstance(status, dict):
-        raise InvalidObject(KIND, name, "status", "must be a mapping")
+def _split(err: ValueError) -> tuple[str, str]:
+    """("path", "problem") from a ``"path: problem"`` ValueError of the helpers above."""
+    path, _, message = str(err).partition(": ")
+    return path, message
 
-    def bad(fieldpath: str, message: str) -> InvalidObject:
-        return InvalidObject(KIND, name, fieldpath, message)
 
+def _template(name: str, spec: Mapping[str, Any], f: Fields) -> Pod:
     template_raw = spec.get("template")
     if not isinstance(template_raw, dict) or not isinstance(template_raw.get("spec"), dict):
-        raise bad("spec.template", "must be a pod template with a spec")
+        raise f.bad("spec.template", "must be a pod template with a spec", template_raw)
     tmeta = template_raw.get("metadata") if isinstance(template_raw.get("metadata"), dict) else {}
     try:
-        template = parse_pod(
+        return parse_pod(
             {
                 "metadata": {**(tmeta or {}), "name": f"reservation-{name}"},
                 "spec": template_raw["spec"],
@@ -301,79 +228,92 @@ def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
             }
         )
     except InvalidObject as err:
-        raise bad(f"spec.template.{err.field}".rstrip("."), err.message) from None
+        raise InvalidObject(KIND, name, f"spec.template.{err.field}".rstrip("."), err.message) from None
 
+
+def _owners(spec: Mapping[str, Any], f: Fields) -> tuple[Owner, ...]:
     owners_raw = spec.get("owners")
     if not isinstance(owners_raw, list) or not owners_raw:
-        raise bad("spec.owners", "must list at least one owner")
-    owners = []
-    for i, o in enumerate(owners_raw):
-        try:
-            owners.append(_owner(o, f"spec.owners[{i}]"))
-        except ValueError as err:
-            path, _, message = str(err).partition(": ")
-            raise bad(path, message) from None
-
-    if spec.get("ttl") is not None and spec.get("expires") is not None:
-        raise bad("spec.ttl", "and spec.expires are mutually exclusive")
-    ttl: float | None = DEFAULT_TTL_SECONDS
-    expires = None
-    if spec.get("ttl") is not None:
-        try:
-            ttl = parse_duration(spec["ttl"])
-        except ValueError as err:
-            raise bad("spec.ttl", str(err)) from None
-        if ttl == 0:
-            ttl = None  # 0 disables expiry
-    if spec.get("expires") is not None:
-        ttl = None
-        try:
-            expires = parse_time(spec["expires"])
-        except ValueError as err:
-            raise bad("spec.expires", str(err)) from None
-    allocate_once = spec.get("allocateOnce", True)
-    if not isinstance(allocate_once, bool):
-        raise bad("spec.allocateOnce", f"must be true or false, got {allocate_once!r}")
-
-    phase = _str(status.get("phase")) or PENDING
-    if phase not in PHASES:
-        raise bad("status.phase", f"must be one of {list(PHASES)}, got {phase!r}")
+        raise f.bad("spec.owners", "must list at least one owner", owners_raw)
     try:
-        allocatable = _resources(status.get("allocatable"), "status.allocatable")
-        allocated = _resources(status.get("allocated"), "status.allocated")
+        return tuple(_owner(o, f"spec.owners[{i}]") for i, o in enumerate(owners_raw))
     except ValueError as err:
-        path, _, message = str(err).partition(": ")
-        raise bad(path, message) from None
+        raise InvalidObject(f.kind, f.name, *_split(err)) from None
+
+
+def _expiry(spec: Mapping[str, Any], f: Fields) -> tuple[float | None, float | None]:
+    """(ttl, expires): ttl 0 disables expiry; expires replaces the ttl."""
+    ttl_raw, expires_raw = spec.get("ttl"), spec.get("expires")
+    if ttl_raw is not None and expires_raw is not None:
+        raise f.bad("spec.ttl", "must not be set together with spec.expires", ttl_raw)
+    if expires_raw is not None:
+        try:
+            return None, parse_time(expires_raw)
+        except ValueError:
+            raise f.bad("spec.expires", "must be an RFC 3339 time", expires_raw) from None
+    if ttl_raw is None:
+        return DEFAULT_TTL_SECONDS, None
+    ttl = f.duration(ttl_raw, "spec.ttl", bare_numbers=True)
+    return (ttl or None), None
+
+
+def _status_fields(status: Mapping[str, Any], f: Fields) -> dict[str, Any]:
+    phase = _str(status.get("phase")) or PENDING
+    f.choice(phase, "status.phase", PHASES)
     current = status.get("currentOwners") or []
     if not isinstance(current, list):
-        raise bad("status.currentOwners", "must be a list")
+        raise f.bad("status.currentOwners", "must be a list", current)
     try:
-        current_owners = tuple(_ref(o, f"status.currentOwners[{i}]") for i, o in enumerate(current))
+        return {
+            "phase": phase,
+            "node_name": _str(status.get("nodeName")),
+            "allocatable": _resources(status.get("allocatable"), "status.allocatable"),
+            "allocated": _resources(status.get("allocated"), "status.allocated"),
+            "current_owners": tuple(
+                _ref(o, f"status.currentOwners[{i}]") for i, o in enumerate(current)
+            ),
+            "conditions": parse_conditions(status.get("conditions"), KIND, f.name),
+        }
+    except InvalidObject:
+        raise
     except ValueError as err:
-        path, _, message = str(err).partition(": ")
-        raise bad(path, message) from None
-    conditions = parse_conditions(status.get("conditions"), KIND, name)
+        raise InvalidObject(f.kind, f.name, *_split(err)) from None
+
+
+def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
+    """Parse a Reservation dict; raises InvalidObject naming the field."""
+    meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
+    assert isinstance(meta, dict)
+    name = _str(meta.get("name"))
+    if not name:
+        raise InvalidObject(KIND, "", "metadata.name", "must be set")
+    f = Fields(KIND, name)
+    spec = raw.get("spec")
+    status = raw.get("status") or {}
+    if not isinstance(spec, dict):
+        raise f.bad("spec", "must be a mapping", spec)
+    if not isinstance(status, dict):
+        raise f.bad("status", "must be a mapping", status)
+    template = _template(name, spec, f)
+    owners = _owners(spec, f)
+    ttl, expires = _expiry(spec, f)
+    allocate_once = spec.get("allocateOnce", True)
+    f.boolean(allocate_once, "spec.allocateOnce")
+    observed = _status_fields(status, f)
     try:
         created = parse_time(meta.get("creationTimestamp"))
-    except ValueError as err:
-        raise bad("metadata.creationTimestamp", str(err)) from None
+    except ValueError:
+        raise f.bad(
+            "metadata.creationTimestamp", "must be an RFC 3339 time", meta["creationTimestamp"]
+        ) from None
     return Reservation(
         name=name,
         uid=_str(meta.get("uid")) or name,
         creation_time=created,
         template=template,
-        owners=tuple(owners),
+        owners=owners,
         ttl=ttl,
         expires=expires,
         allocate_once=allocate_once,
-        phase=phase,
-        node_name=_str(status.get("nodeName")),
-        allocatable=allocatable,
-        allocated=allocated,
-        current_owners=current_owners,
-        conditions=conditions,
+        **observed,
     )
-
-
-def parse_reservations(raws: Iterable[Mapping[str, Any]]) -> list[Reservation]:
-    return [parse_reservation(r) for r in raws]

@@ -1,24 +1,5 @@
-"""DaemonSet preemption: make room on its node for a DaemonSet pod that cannot fit there.
-
-A DaemonSet pod is bound to one node (spec.nodeName, or a required node affinity on
-``metadata.name`` as the DaemonSet controller writes it). When it stays Pending past
-``preemptionStartDelay`` and the node's allocatable minus the requests of its active pods
-cannot hold it (every resource it requests, plus one pod slot), victims are chosen on that
-node by the configured strategies, tried in order.
-
-Decisions where DESIGN.md is silent:
-
-* Fit is checked against requests, as the scheduler does: active pods are the pods bound to
-  the node and not finished (terminating pods still hold their room until they are gone,
-  but are never chosen again as victims).
-* A pod without creationTimestamp has an unknown age and is taken as past the delay.
-* A pending DaemonSet pod whose node is unknown, or whose affinity names several nodes, is
-  skipped (there is no single node to make room on).
-* The strategy ``multiple`` skips a pod that frees none of what is still short (evicting it
-  would not bring the pod closer to fitting).
-* The section is None when no DaemonSet pod is pending on a known node at all; pending pods
-  that fit, or are younger than the delay, produce no entry.
-"""
+"""The DaemonSet preemption plan: pending DaemonSet pods that do not fit their node, the
+victim classes and order, and the strategies (the rules are in the package docstring)."""
 
 from __future__ import annotations
 
@@ -27,78 +8,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import InvalidObject
+from agent.cluster.daemonset.args import MULTIPLE, SINGLE, DaemonSetArgs
+from agent.cluster.engine import EPSILON, slack
 from agent.model.objects import Node, Pod
-from agent.scenario import Scenario
+from agent.model.store import ObjectStore
 
 OPT_OUT_LABEL = "qos.waterline.io/allow-preemption"
-SINGLE = "single"
-MULTIPLE = "multiple"
-STRATEGIES = (SINGLE, MULTIPLE)
-DEFAULT_STRATEGY = (SINGLE, MULTIPLE)
 
 #: Victim classes, least protected first.
 REGULAR = 0
 OWNER = 1  # other pods name this pod as their owner
 OPTED_OUT = 2  # labelled qos.waterline.io/allow-preemption: "false" (wins over OWNER)
 CLASS_NAMES = ("regular", "owner", "opted-out")
-
-EPS = 1e-9
-
-
-# -- args ----------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class DaemonSetArgs:
-    """config.daemonset. Durations in seconds."""
-
-    preemptionStartDelay: float = 30.0  # noqa: N815 - config key spelling
-    strategy: tuple[str, ...] = DEFAULT_STRATEGY
-    deviationPercent: float = 10.0  # noqa: N815
-    maxVictims: int = 3  # noqa: N815
-
-    def validate(self) -> DaemonSetArgs:
-        for name in ("preemptionStartDelay", "deviationPercent"):
-            value = getattr(self, name)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-            ):
-                raise _bad(name, f"must be a number, got {value!r}")
-            if value < 0:
-                raise _bad(name, f"must be >= 0, got {value}")
-        if isinstance(self.maxVictims, bool) or not isinstance(self.maxVictims, int):
-            raise _bad("maxVictims", f"must be an integer, got {self.maxVictims!r}")
-        if self.maxVictims < 1:
-            raise _bad("maxVictims", f"must be >= 1, got {self.maxVictims}")
-        if not self.strategy:
-            raise _bad("strategy", f"must list at least one of {list(STRATEGIES)}")
-        for i, name in enumerate(self.strategy):
-            if name not in STRATEGIES:
-                raise _bad(f"strategy[{i}]", f"must be one of {list(STRATEGIES)}, got {name!r}")
-            if name in self.strategy[:i]:
-                raise _bad(f"strategy[{i}]", f"repeats {name!r}")
-        return self
-
-
-def _bad(field_path: str, message: str) -> InvalidObject:
-    return InvalidObject("config", "daemonset", field_path, message)
-
-
-def parse_args(raw: Mapping[str, Any] | None) -> DaemonSetArgs:
-    """Parse config.daemonset (absent: defaults); unknown keys are refused."""
-    raw = dict(raw or {})
-    known = set(DaemonSetArgs.__dataclass_fields__)
-    for key in raw:
-        if key not in known:
-            raise _bad(str(key), f"unknown field (known: {sorted(known)})")
-    strategy = raw.get("strategy", DEFAULT_STRATEGY)
-    if isinstance(strategy, str):
-        strategy = [strategy]
-    if not isinstance(strategy, (list, tuple)):
-        raise _bad("strategy", f"must be a list, got {strategy!r}")
-    raw["strategy"] = tuple(strategy)
-    return DaemonSetArgs(**raw).validate()
 
 
 # -- the node snapshot -------------------------------------------------------------------
@@ -130,7 +51,7 @@ class NodeRoom:
         short = {}
         for r, q in pod.requests.items():
             gap = q - self.free(r) - freed.get(r, 0.0)
-            if q > 0 and gap > EPS * max(1.0, q):
+            if q > 0 and gap > slack(q):
                 short[r] = gap
         if len(self.pods) - count + 1 > self.node.max_pods:
             short["pods"] = len(self.pods) - count + 1 - self.node.max_pods
@@ -231,7 +152,7 @@ def _single(
 ) -> list[Pod] | None:
     """One victim within deviationPercent on every resource the DaemonSet pod requests,
     whose removal makes it fit; closest first, ties by the class order."""
-    limit = args.deviationPercent / 100.0 + EPS
+    limit = args.deviation_percent / 100.0 + EPSILON
     fitting = [
         (deviation(v.pod, ds_pod), class_order_key(v), v)
         for v in victims
@@ -256,7 +177,7 @@ def _multiple(
         chosen: list[Pod] = []
         short = room.shortfall(ds_pod)
         for v in pool:
-            if len(chosen) == args.maxVictims:
+            if len(chosen) == args.max_victims:
                 break
             if not any(r == "pods" or v.pod.request(r) > 0 for r in short):
                 continue
@@ -333,30 +254,38 @@ def past_delay(pod: Pod, now: float, delay: float) -> bool:
     return pod.creation_time is None or now - pod.creation_time > delay
 
 
+@dataclass(frozen=True, slots=True)
+class DaemonSetPlan:
+    #: One entry per pending DaemonSet pod past the delay that does not fit its node.
+    preemptions: tuple[Preemption, ...] = ()
+    #: Keys of every pending DaemonSet pod bound to a known node (past the delay or not).
+    pending: tuple[str, ...] = ()
+
+    @property
+    def victims(self) -> tuple[str, ...]:
+        return tuple(v for p in self.preemptions for v in p.victims)
+
+
+def plan(snapshot: ObjectStore, args: DaemonSetArgs, now: float) -> DaemonSetPlan:
+    return decide(snapshot.nodes, snapshot.pods, now, args)
+
+
 def decide(
     nodes: Mapping[str, Node], pods: Sequence[Pod], now: float, args: DaemonSetArgs | None = None
-) -> list[Preemption] | None:
+) -> DaemonSetPlan:
     """One Preemption per pending DaemonSet pod past the delay that does not fit its node,
-    served oldest first on a snapshot updated as victims go and DaemonSet pods land.
-    None when no DaemonSet pod is pending at all."""
+    served oldest first on a snapshot updated as victims go and DaemonSet pods land."""
     args = args or DaemonSetArgs()
     pending = pending_daemonset_pods(pods, nodes)
     if not pending:
-        return None
-    waiting = {p.uid for p, _ in pending}
+        return DaemonSetPlan()
+    rooms = _Rooms(nodes, pods, {p.uid for p, _ in pending})
     owners = owner_uids(pods)
-    active: dict[str, list[Pod]] = {}
-    for pod in pods:
-        if pod.is_active and pod.node_name in nodes and pod.uid not in waiting:
-            active.setdefault(pod.node_name, []).append(pod)
-    rooms: dict[str, NodeRoom] = {}
     out: list[Preemption] = []
     for pod, node_name in pending:
-        if not past_delay(pod, now, args.preemptionStartDelay):
+        if not past_delay(pod, now, args.preemption_start_delay):
             continue
-        room = rooms.get(node_name)
-        if room is None:
-            room = rooms[node_name] = NodeRoom(nodes[node_name], list(active.get(node_name, [])))
+        room = rooms[node_name]
         if not room.shortfall(pod):
             room.place(pod)  # it fits: the scheduler will place it, later pods see it there
             continue
@@ -365,14 +294,23 @@ def decide(
             room.remove(victims)
             room.place(pod)
         out.append(Preemption(pod.key, node_name, strategy, tuple(v.key for v in victims)))
-    return out
+    return DaemonSetPlan(tuple(out), tuple(p.key for p, _ in pending))
 
 
-def simulate_section(scenario: Scenario) -> dict[str, Any] | None:
-    args = parse_args(scenario.config_section("daemonset"))
-    result = decide(scenario.store.nodes, scenario.store.pods, scenario.now, args)
-    if result is None:
-        return None
-    return {
-        p.pod: {"node": p.node, "strategy": p.strategy, "victims": list(p.victims)} for p in result
-    }
+class _Rooms:
+    """A NodeRoom per node, built on first use from the node's active pods (the pending
+    DaemonSet pods left out: they are placed as the plan serves them)."""
+
+    def __init__(self, nodes: Mapping[str, Node], pods: Iterable[Pod], waiting: set[str]) -> None:
+        self.nodes = nodes
+        self.active: dict[str, list[Pod]] = {}
+        for pod in pods:
+            if pod.is_active and pod.node_name in nodes and pod.uid not in waiting:
+                self.active.setdefault(pod.node_name, []).append(pod)
+        self.rooms: dict[str, NodeRoom] = {}
+
+    def __getitem__(self, name: str) -> NodeRoom:
+        room = self.rooms.get(name)
+        if room is None:
+            room = self.rooms[name] = NodeRoom(self.nodes[name], list(self.active.get(name, [])))
+        return room

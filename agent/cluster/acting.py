@@ -1,0 +1,164 @@
+"""What the controller does with each engine's plan: count it, log it, and carry it out.
+
+Arbitration writes its verdicts into the jobs' status and hands the passed jobs to the
+controller's rate-limited queue. The switchable engines act only when their config section
+says ``enabled: true``: defrag creates ReservationFirst PodMigrationJobs and stamps the
+nodes it empties; queue and DaemonSet preemption evict their victims."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agent.cluster.arbitration import ArbitrationPlan, Verdict
+from agent.cluster.daemonset import DaemonSetPlan
+from agent.cluster.defrag import LAST_DEFRAG_ANNOTATION, DefragPlan, Migration
+from agent.cluster.metrics import ControllerMetrics
+from agent.cluster.migrator import CREATED_BY_LABEL, TARGET_NODE_ANNOTATION, ClusterView
+from agent.cluster.queues import QueuePlan
+from agent.cluster.writes import GuardedWriter
+from agent.model import migration as m
+from agent.model.store import ObjectStore
+
+DEFRAG_CREATOR = "defrag"
+
+#: What the controller does with a plan: (plan, snapshot, view, now, enabled).
+Act = Callable[[Any, ObjectStore, ClusterView, float, bool], None]
+
+
+class PlanActs:
+    """One act per engine (``table``), over the controller's writer; ``queue_passed`` takes
+    arbitration's passed jobs and says how many are queued."""
+
+    def __init__(
+        self,
+        writer: GuardedWriter,
+        metrics: ControllerMetrics,
+        log: Any,
+        queue_passed: Callable[[tuple[str, ...]], int],
+    ) -> None:
+        self.writer, self.metrics, self.log = writer, metrics, log
+        self.queue_passed = queue_passed
+
+    def table(self) -> dict[str, Act]:
+        return {
+            "arbitration": self.arbitration,
+            "defrag": self.defrag,
+            "queues": self.queues,
+            "daemonset": self.daemonset,
+        }
+
+    def arbitration(
+        self,
+        plan: ArbitrationPlan,
+        snapshot: ObjectStore,
+        view: ClusterView,
+        now: float,
+        enabled: bool,
+    ) -> None:
+        """Failed and waiting verdicts into the jobs' status; passed jobs into the queue."""
+        by_name = {j.name: j for j in snapshot.migration_jobs}
+        for name, verdict in plan.failed.items():
+            self._verdict(by_name[name], m.FAILED, verdict)
+        for name, verdict in plan.waiting.items():
+            if verdict.reason != m.REASON_PAUSED:  # the migrator wrote that one
+                self._verdict(by_name[name], m.PENDING, verdict)
+        queued = self.queue_passed(plan.passed)
+        counts = {"passed": len(plan.passed), "waiting": len(plan.waiting), "failed": len(plan.failed)}
+        for verdict_name, count in counts.items():
+            self.metrics.arbitration.labels(verdict_name).inc(count)
+        self.log.info("arbitration round", **counts, queued=queued)
+
+    def _verdict(self, job: m.PodMigrationJob, phase: str, verdict: Verdict) -> None:
+        """Written only when phase, reason or message changed: waiting jobs cost no writes."""
+        status = {"phase": phase, "reason": verdict.reason, "message": verdict.message}
+        if ((job.phase or m.PENDING), job.reason, job.message) != tuple(status.values()):
+            self.writer.job_status(job.name, status)
+
+    def defrag(
+        self, plan: DefragPlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
+    ) -> None:
+        self.metrics.planned.labels("defrag").set(len(plan.migrations))
+        if plan.migrations:
+            self.log.info(
+                "defrag plan",
+                migrations=len(plan.migrations),
+                sources=list(plan.freed_nodes),
+                enabled=enabled,
+            )
+        if not enabled:
+            return
+        busy = {j.pod_key for j in snapshot.migration_jobs if j.phase not in m.TERMINAL_PHASES}
+        stamped: set[str] = set()
+        for mig in plan.migrations:
+            if (
+                mig.pod.key not in busy
+                and self.writer.create_job(defrag_job(mig))
+                and mig.source not in stamped
+            ):
+                stamped.add(mig.source)
+                self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: _stamp(now)})
+
+    def queues(
+        self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
+    ) -> None:
+        self.metrics.planned.labels("queues").set(len(plan.victims))
+        if plan.victims:
+            self.log.info(
+                "queue preemption",
+                starving=list(plan.starving),
+                victims=list(plan.victims),
+                enabled=enabled,
+            )
+        if enabled:
+            self._evict(plan.victims, view, "queues")
+
+    def daemonset(
+        self,
+        plan: DaemonSetPlan,
+        snapshot: ObjectStore,
+        view: ClusterView,
+        now: float,
+        enabled: bool,
+    ) -> None:
+        self.metrics.planned.labels("daemonset").set(len(plan.victims))
+        for p in plan.preemptions:
+            self.log.info(
+                "daemonset preemption",
+                pod=p.pod,
+                node=p.node,
+                strategy=p.strategy,
+                victims=list(p.victims),
+                enabled=enabled,
+            )
+        if enabled:
+            self._evict(plan.victims, view, "daemonset")
+
+    def _evict(self, keys: Iterable[str], view: ClusterView, source: str) -> None:
+        for key in keys:
+            pod = view.pods.get(key)
+            if pod is not None and not pod.is_terminating:
+                self.writer.evict(pod, source)
+
+
+def defrag_job(mig: Migration) -> dict[str, Any]:
+    """A ReservationFirst PodMigrationJob for one planned move, its target as a hint."""
+    pod = mig.pod
+    return {
+        "apiVersion": m.API_VERSION,
+        "kind": m.KIND,
+        "metadata": {
+            "generateName": "defrag-",
+            "labels": {CREATED_BY_LABEL: DEFRAG_CREATOR},
+            "annotations": {TARGET_NODE_ANNOTATION: mig.target},
+        },
+        "spec": {
+            "podRef": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
+            "mode": m.RESERVATION_FIRST,
+        },
+    }
+
+
+def _stamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -1,0 +1,57 @@
+"""The controller's Prometheus metrics, declared once, in their own registry (the node
+agent's are in ``agent/metrics.py``); ``render`` serves them on /metrics.
+
+Label values are bounded: outcomes, verdicts, phases, eviction results and the engine keys
+of ``agent.cluster.registry``.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class ControllerMetrics:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.leader = Gauge(
+            "waterline_controller_leader", "1 while this replica holds the lease.", registry=r
+        )
+        self.rounds = Counter(
+            "waterline_controller_rounds",
+            "Leader rounds by outcome (ok, failed, lost_lease).",
+            ["outcome"],
+            registry=r,
+        )
+        self.round_seconds = Histogram(
+            "waterline_controller_round_duration_seconds",
+            "Time one leader round took (snapshot, migrations, arbitration, planners).",
+            buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
+            registry=r,
+        )
+        self.arbitration = Counter(
+            "waterline_controller_arbitration_jobs",
+            "Jobs per arbitration verdict (passed, waiting, failed).",
+            ["verdict"],
+            registry=r,
+        )
+        self.migrations = Counter(
+            "waterline_controller_migration_transitions",
+            "Migration job phase changes, by phase.",
+            ["phase"],
+            registry=r,
+        )
+        self.evictions = Counter(
+            "waterline_controller_evictions",
+            "Evictions by source (migration, queues, daemonset) and result.",
+            ["source", "result"],
+            registry=r,
+        )
+        self.planned = Gauge(
+            "waterline_controller_planned",
+            "Last plan size by planner (defrag migrations, queue and DaemonSet victims).",
+            ["planner"],
+            registry=r,
+        )
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

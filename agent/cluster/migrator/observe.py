@@ -1,0 +1,178 @@
+"""What the migrator observes of a job in a cluster snapshot (pure): the ``World`` of a job,
+the node a reservation should go to, and the Reservation a job creates."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.cluster.engine import EPSILON
+from agent.cluster.migrator.steps import (
+    ABORT_ANNOTATION,
+    CREATED_BY_LABEL,
+    JOB_LABEL,
+    REPLACEMENT_SLACK_SECONDS,
+    WATCHED_CONTROLLER_KINDS,
+    Tracked,
+    World,
+    tracked_from_annotations,
+    tracked_from_pod,
+    ttl_seconds,
+)
+from agent.cluster.placement import Snapshot, holds_by_node, why_not
+from agent.model import migration as m
+from agent.model import reservation as r
+from agent.model.objects import Pod, Toleration
+from agent.model.store import ObjectStore
+
+
+def reservation_name(job_name: str) -> str:
+    """``pmj-<job>``, shortened with a hash when it would pass the 253-character limit."""
+    name = f"pmj-{job_name}"
+    if len(name) <= 253:
+        return name
+    digest = hashlib.sha256(job_name.encode()).hexdigest()[:10]
+    return f"{name[:242]}-{digest}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """Indexes over one snapshot that every job of a round reads."""
+
+    store: ObjectStore
+    pods: Mapping[str, Pod]
+    running_by_owner: Mapping[str, tuple[Pod, ...]]
+    reservations: Mapping[str, r.Reservation]
+
+    @classmethod
+    def build(cls, store: ObjectStore) -> ClusterView:
+        pods = {p.key: p for p in store.pods}
+        by_owner: dict[str, list[Pod]] = {}
+        for pod in store.pods:
+            ctl = pod.controller
+            if ctl is not None and ctl.uid and pod.phase == "Running" and not pod.is_terminating:
+                by_owner.setdefault(ctl.uid, []).append(pod)
+        reservations = {res.name: res for res in store.reservations}
+        return cls(store, pods, {k: tuple(v) for k, v in by_owner.items()}, reservations)
+
+
+def observe(
+    job: m.PodMigrationJob,
+    annotations: Mapping[str, str],
+    view: ClusterView,
+    now: float,
+) -> tuple[World, Tracked | None]:
+    """The World of ``job`` and what it tracks (from its annotations, else from its pod)."""
+    tracked = tracked_from_annotations(annotations)
+    pod = view.pods.get(job.pod_key)
+    wanted_uid = tracked.pod_uid if tracked else job.pod_uid
+    if pod is not None and wanted_uid and pod.uid != wanted_uid:
+        pod = None  # a new pod took the name (StatefulSet): ours is gone
+    if tracked is None and pod is not None:
+        tracked = tracked_from_pod(pod)
+    exists = False
+    replacement = ""
+    if tracked is not None and tracked.owner_uid:
+        if tracked.owner_kind in WATCHED_CONTROLLER_KINDS:
+            exists = tracked.owner_uid in view.store.workloads
+        else:
+            exists = True  # a kind we do not watch: assume it replaces its pods
+        for other in view.running_by_owner.get(tracked.owner_uid, ()):
+            if other.uid != tracked.pod_uid and _created_since(other, tracked.started_at):
+                replacement = other.node_name
+                break
+    res = view.reservations.get(reservation_name(job.name))
+    return (
+        World(
+            now=now,
+            pod=pod,
+            controller_exists=exists,
+            replacement_node=replacement,
+            reservation_phase=res.effective_phase(now) if res else "",
+            reservation_node=res.node_name if res else "",
+            abort_requested=annotations.get(ABORT_ANNOTATION) == "true",
+        ),
+        tracked,
+    )
+
+
+def _created_since(pod: Pod, started_at: float | None) -> bool:
+    if started_at is None or pod.creation_time is None:
+        return True
+    return pod.creation_time >= math.floor(started_at) - REPLACEMENT_SLACK_SECONDS
+
+
+def choose_target(pod: Pod, view: ClusterView, now: float, preferred: str = "") -> str | None:
+    """The node a reservation for ``pod``'s replacement goes to: ``preferred`` when it
+    passes every placement check, else the least requested (CPU share, then name) Ready,
+    schedulable node other than the pod's own that does. None when none fits."""
+    store = view.store
+    nodes = [
+        n
+        for n in store.nodes.values()
+        if n.ready and not n.unschedulable and n.name != pod.node_name
+    ]
+    snapshot = Snapshot.build(nodes, store.pods, holds_by_node(view.reservations.values(), now))
+    free = [s for s in snapshot.states.values() if why_not(pod, s) is None]
+    if not free:
+        return None
+    if any(s.name == preferred for s in free):
+        return preferred
+    return min(free, key=lambda s: (s.utilization("cpu"), s.name)).name
+
+
+def quantity(resource: str, amount: float) -> str:
+    """A resource amount as a Kubernetes quantity string (CPU in millicores)."""
+    if resource == "cpu":
+        return f"{round(amount * 1000)}m"
+    return str(round(amount)) if abs(amount - round(amount)) < EPSILON else repr(amount)
+
+
+def _toleration(t: Toleration) -> dict[str, str]:
+    fields = (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect))
+    return {k: v for k, v in fields if v}
+
+
+def reservation_body(job: m.PodMigrationJob, pod: Pod, tracked: Tracked) -> dict[str, Any]:
+    """A Reservation that holds ``pod``'s request for a pod of the same controller."""
+    spec: dict[str, Any] = {
+        "containers": [
+            {
+                "name": "reserved",
+                "resources": {"requests": {k: quantity(k, v) for k, v in pod.requests.items()}},
+            }
+        ]
+    }
+    if pod.node_selector:
+        spec["nodeSelector"] = dict(pod.node_selector)
+    if pod.tolerations:
+        spec["tolerations"] = [_toleration(t) for t in pod.tolerations]
+    owner = (
+        {
+            "controller": {
+                "kind": tracked.owner_kind,
+                "name": tracked.owner_name,
+                "uid": tracked.owner_uid,
+                "namespace": pod.namespace,
+            }
+        }
+        if tracked.owner_uid
+        else {"object": {"namespace": pod.namespace, "name": pod.name}}
+    )
+    return {
+        "apiVersion": m.API_VERSION,
+        "kind": r.KIND,
+        "metadata": {
+            "name": reservation_name(job.name),
+            "labels": {CREATED_BY_LABEL: "migration", JOB_LABEL: job.name[:63]},
+        },
+        "spec": {
+            "template": {"metadata": {"namespace": pod.namespace}, "spec": spec},
+            "owners": [owner],
+            "ttl": f"{int(max(1.0, ttl_seconds(job)))}s",
+            "allocateOnce": True,
+        },
+    }

@@ -1,0 +1,35 @@
+"""QueueArgs: the ``queues`` config section (bounds of the victim search), its defaults and
+validation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agent.model.fields import Fields, config_values
+
+KEY = "queues"
+_CONFIG = Fields("config", KEY)
+#: camelCase config key -> field.
+CONFIG_KEYS = {"exactSearchClasses": "exact_search_classes", "searchSteps": "search_steps"}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueArgs:
+    """See ``select_victims`` for how the two bounds are used."""
+
+    #: The exact search looks at the first this-many candidate classes (a class is the
+    #: pods of one queue with the same request of the reclaimed resources).
+    exact_search_classes: int = 16
+    #: Search steps before the exact search gives up and keeps the best found so far.
+    search_steps: int = 200_000
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any] | None) -> QueueArgs:
+        return cls(**config_values(KEY, raw, CONFIG_KEYS)).validate()
+
+    def validate(self) -> QueueArgs:
+        _CONFIG.integer(self.exact_search_classes, "exactSearchClasses", minimum=0)
+        _CONFIG.integer(self.search_steps, "searchSteps", minimum=0)
+        return self

@@ -1,0 +1,214 @@
+"""One reader for the fields of config sections and custom resources.
+
+Every refusal has one shape, ``<Kind> <name>: <field path> <problem>, got <value>``
+(``config arbitration: maxMigratingPerNode must be >= 1, got 0``, ``PodMigrationJob j-1:
+spec.ttl must be a duration like "300s", "5m" or "1h30m", got 'soon'``), so an operator
+finds the offending line whichever engine or object refused it. A ``Fields`` knows the
+object (kind, name) and where in it the fields sit (``prefix``); its checks take the value,
+so they serve a parser reading a dict and a ``validate()`` re-checking a dataclass alike.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from agent.errors import InvalidObject
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION_SHAPE = 'must be a duration like "300s", "5m" or "1h30m"'
+
+
+def problem(text: str, value: object) -> str:
+    """``<problem>, got <value>``: the tail every refusal ends with."""
+    return f"{text}, got {value!r}"
+
+
+def bad(kind: str, name: str, field: str, text: str, value: object) -> InvalidObject:
+    return InvalidObject(kind, name, field, problem(text, value))
+
+
+def is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_integer(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_duration(value: object, *, bare_numbers: bool = False) -> float:
+    """Seconds from a number of seconds or a Go/metav1.Duration string (``"90s"``,
+    ``"1h30m"``, ``"250ms"``). Raises ValueError ending in ``, got <value>``.
+
+    ``bare_numbers`` is the Reservation's (and defrag's coolDownTime's) reading, kept as
+    it was: a unitless string (``"90"``, ``"0"``) is seconds and ``""`` is 0; without it
+    (PodMigrationJob ``spec.ttl``) a string needs units and a number must be finite.
+    Issue 11 will make ``ttl: "0"`` mean one thing for every kind; until then the two
+    readings differ only by this flag.
+    """
+    if is_number(value):
+        seconds = float(value)
+        if bare_numbers:
+            return _non_negative(seconds, value, allow_inf=True)
+        return _non_negative(seconds, value, allow_inf=False)
+    if not isinstance(value, str) or not (value.strip() or bare_numbers):
+        raise ValueError(problem(_DURATION_SHAPE, value))
+    text = value.strip()
+    if bare_numbers:
+        if text in ("", "0"):
+            return 0.0
+        try:
+            seconds = float(text)
+        except ValueError:
+            pass
+        else:
+            if seconds == seconds and seconds >= 0:
+                return seconds
+    parts = _DURATION_PART.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError(problem(_DURATION_SHAPE, value))
+    return _non_negative(sum(float(n) * _DURATION_UNIT[u] for n, u in parts), value, bare_numbers)
+
+
+def _non_negative(seconds: float, value: object, allow_inf: bool) -> float:
+    if seconds != seconds or seconds < 0 or (math.isinf(seconds) and not allow_inf):
+        raise ValueError(problem("must be a non-negative duration", value))
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class Fields:
+    """Checks for the fields of one object; ``prefix`` is the path of the mapping read
+    (``"spec."``), so every error names the full field path."""
+
+    kind: str
+    name: str = ""
+    prefix: str = ""
+
+    def at(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    def child(self, key: str) -> Fields:
+        return Fields(self.kind, self.name, f"{self.at(key)}.")
+
+    def bad(self, key: str, text: str, value: object) -> InvalidObject:
+        return bad(self.kind, self.name, self.at(key), text, value)
+
+    # -- shapes -------------------------------------------------------------------------
+    def mapping(self, value: object, key: str = "") -> Mapping[str, Any]:
+        """A mapping; None reads as empty. ``key`` "" means the object itself."""
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            if not key:
+                raise InvalidObject(self.kind, self.name, self.prefix.rstrip("."),
+                                    problem("must be a mapping", value))
+            raise self.bad(key, "must be a mapping", value)
+        return value
+
+    def only(self, raw: Mapping[str, Any], known: Iterable[str]) -> None:
+        """Refuse the first unknown key (sorted), naming it and the known ones."""
+        names = list(known)
+        unknown = sorted(str(k) for k in raw if k not in names)
+        if unknown:
+            key = unknown[0]
+            raise self.bad(key, f"is not a known field (known: {', '.join(names)})", raw[key])
+
+    # -- scalars --------------------------------------------------------------------------
+    def number(
+        self,
+        value: object,
+        key: str,
+        *,
+        above: float | None = None,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> float:
+        """A finite number, optionally > above, >= minimum and <= maximum."""
+        if not is_number(value) or not math.isfinite(value):
+            raise self.bad(key, "must be a number", value)
+        number = float(value)
+        self._range(number, value, key, above, minimum, maximum)
+        return number
+
+    def integer(
+        self, value: object, key: str, *, minimum: int | None = None, maximum: int | None = None
+    ) -> int:
+        if not is_integer(value):
+            raise self.bad(key, "must be an integer", value)
+        self._range(value, value, key, None, minimum, maximum)
+        return value
+
+    def percent(self, value: object, key: str) -> float:
+        """A number of percent, 0 to 100."""
+        if not is_number(value) or value != value:
+            raise self.bad(key, "must be a number (percent)", value)
+        if not 0 <= value <= 100:
+            raise self.bad(key, "must be between 0 and 100", value)
+        return float(value)
+
+    def duration(self, value: object, key: str, *, bare_numbers: bool = False) -> float:
+        try:
+            return parse_duration(value, bare_numbers=bare_numbers)
+        except ValueError as err:
+            raise InvalidObject(self.kind, self.name, self.at(key), str(err)) from None
+
+    def boolean(self, value: object, key: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.bad(key, "must be true or false", value)
+        return value
+
+    def string(self, value: object, key: str, *, required: bool = False) -> str:
+        """A string; None reads as "" (refused when ``required``)."""
+        if value is None:
+            value = ""
+        if not isinstance(value, str):
+            raise self.bad(key, "must be a string", value)
+        if required and not value:
+            raise self.bad(key, "must be set", value)
+        return value
+
+    def choice(self, value: object, key: str, choices: Collection[str]) -> str:
+        if value not in choices:
+            raise self.bad(key, f"must be one of {', '.join(choices)}", value)
+        return str(value)
+
+    def _range(
+        self,
+        number: float,
+        value: object,
+        key: str,
+        above: float | None,
+        minimum: float | None,
+        maximum: float | None,
+    ) -> None:
+        if above is not None and not number > above:
+            raise self.bad(key, f"must be > {above:g}", value)
+        if minimum is not None and number < minimum:
+            raise self.bad(key, f"must be >= {minimum:g}", value)
+        if maximum is not None and number > maximum:
+            raise self.bad(key, f"must be <= {maximum:g}", value)
+
+
+def config_values(
+    section: str,
+    raw: object,
+    keys: Mapping[str, str],
+    nullable: Collection[str] = (),
+) -> dict[str, Any]:
+    """The values of the camelCase config section ``section`` by dataclass field name.
+
+    Unknown keys are refused, naming them. A null value means the field's default (the
+    key is left out), except for the keys in ``nullable``, where null is itself a value
+    (arbitration's limits: no limit, or the default by replicas)."""
+    fields = Fields("config", section)
+    mapping = fields.mapping(raw)
+    fields.only(mapping, keys)
+    return {keys[k]: v for k, v in mapping.items() if v is not None or k in nullable}
+
+
+__all__ = ["Fields", "bad", "config_values", "is_integer", "is_number", "parse_duration", "problem"]

@@ -1,0 +1,50 @@
+"""One leader round without an API server: the engines' plans reach the acts, and queue
+preemption pauses while a Queue is invalid (the shares of the others depend on it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from unittest import mock
+
+import yaml
+from structlog.testing import capture_logs
+
+from agent.cluster.config import parse_config
+from agent.cluster.controller import Controller, ControllerDeps
+from agent.cluster.resources import QUEUES
+from agent.model.objects import Pod
+from agent.model.store import ObjectStore
+from agent.model.timeutil import parse_time
+
+SCENARIO = Path(__file__).resolve().parents[1] / "scenarios" / "queues-basic.yaml"
+
+
+def controller() -> tuple[Controller, list[tuple[str, str]]]:
+    config = parse_config({"queues": {"enabled": True}})
+    ctl = Controller(ControllerDeps(mock.Mock(), "solo"), config, interval=60)
+    evicted: list[tuple[str, str]] = []
+
+    def evict(pod: Pod, source: str = "migration") -> None:
+        evicted.append((pod.key, source))
+
+    ctl.writer.is_leader = lambda: True  # type: ignore[method-assign]
+    ctl.writer.evict = evict  # type: ignore[method-assign,assignment]
+    return ctl, evicted
+
+
+def test_queue_preemption_evicts_when_enabled_and_pauses_on_an_invalid_queue() -> None:
+    doc = yaml.safe_load(SCENARIO.read_text())
+    now = parse_time(doc["now"]) or 0.0
+    store = ObjectStore.from_dicts(doc["objects"])
+
+    ctl, evicted = controller()
+    ctl.round(store, now)
+    assert evicted == [("default/q1-low", "queues")]
+
+    ctl, evicted = controller()
+    bad = {"kind": "Queue", "metadata": {"name": "q9"}, "spec": {"weight": -1}}
+    ctl.cache.replace(QUEUES.kind, [*[q for q in doc["objects"] if q["kind"] == "Queue"], bad])
+    with capture_logs() as logs:
+        ctl.round(store, now)
+    assert evicted == []
+    assert any("queues skipped" in e["event"] for e in logs)
