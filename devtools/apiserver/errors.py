@@ -1,0 +1,28 @@
+"""Error answers shared by admission and the CRD checks, in the API server's words."""
+
+from __future__ import annotations
+
+from devtools.apiserver.catalog import ApiResource
+from devtools.apiserver.store import ApiStatus
+
+_REASONS = {"Required value": "FieldValueRequired", "Unsupported value": "FieldValueNotSupported"}
+
+
+def invalid(info: ApiResource, name: str, errors: list[tuple[str, str]]) -> ApiStatus:
+    """422 Invalid naming the object and each field:
+    ``Queue.qos.waterline.io "research" is invalid: spec.weight: Invalid value: 0: ...``."""
+    r = info.resource
+    qualified = f"{r.kind}.{r.group}" if r.group else r.kind
+    parts = [f"{path}: {message}" for path, message in errors]
+    listed = parts[0] if len(parts) == 1 else "[" + ", ".join(parts) + "]"
+    causes = [
+        {
+            "reason": next(
+                (v for k, v in _REASONS.items() if m.startswith(k)), "FieldValueInvalid"
+            ),
+            "message": m,
+            "field": p,
+        }
+        for p, m in errors
+    ]
+    return ApiStatus(422, "Invalid", f'{qualified} "{name}" is invalid: {listed}', causes)
