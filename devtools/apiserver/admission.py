@@ -14,8 +14,7 @@ from typing import Any
 
 from devtools.apiserver import crds, fields, schema
 from devtools.apiserver.catalog import ApiResource
-from devtools.apiserver.errors import invalid
-from devtools.apiserver.store import ApiStatus
+from devtools.apiserver.errors import ApiStatus, invalid
 
 DIRECTIVES = ("Strict", "Warn", "Ignore")
 

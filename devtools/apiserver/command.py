@@ -14,8 +14,10 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from typing import Any
 
 from devtools.apiserver.catalog import BUILTINS
+from devtools.apiserver.manifests import files
 from devtools.apiserver.server import DevServer, ManifestError, read_manifests
 from devtools.apiserver.store import Store
 
@@ -52,11 +54,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bookmark-interval", type=float, default=5.0, metavar="SECONDS")
 
 
+def _load(server: DevServer, objects: list[tuple[str, dict[str, Any]]]) -> int:
+    """Create the objects, CRDs first; ManifestError naming the file of a refused one."""
+    objects = sorted(objects, key=lambda o: o[1].get("kind") != "CustomResourceDefinition")
+    for source, obj in objects:
+        try:
+            server.load([obj])
+        except ManifestError as err:
+            raise ManifestError(f"{source}: {err}") from None
+    return len(objects)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        objects = [obj for path in args.objects for obj in read_manifests(path)]
+        objects = [
+            (str(file), obj)
+            for path in args.objects
+            for file in files(path)
+            for obj in read_manifests(file)
+        ]
         server = DevServer(
-            Store(grace_cap=args.pod_grace_cap), args.host, args.port, args.bookmark_interval
+            Store(BUILTINS, grace_cap=args.pod_grace_cap),
+            args.host,
+            args.port,
+            args.bookmark_interval,
         )
     except ManifestError as err:
         print(f"dev-apiserver: {err}", file=sys.stderr)
@@ -69,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     server.seed_namespaces()
     try:
-        count = server.load(objects)
+        count = _load(server, objects)
     except ManifestError as err:
         print(f"dev-apiserver: {err}", file=sys.stderr)
         server.httpd.server_close()

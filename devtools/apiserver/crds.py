@@ -16,8 +16,8 @@ from typing import Any
 from agent.kube.resources import Resource
 from devtools.apiserver import jsonpath
 from devtools.apiserver.catalog import CRDS, ApiResource, PrinterColumn
-from devtools.apiserver.errors import invalid
-from devtools.apiserver.store import ApiStatus, Change, Store
+from devtools.apiserver.errors import ApiStatus, invalid
+from devtools.apiserver.store import Change, Store
 
 GROUP = CRDS.group
 COLUMN_TYPES = ("integer", "number", "string", "boolean", "date")

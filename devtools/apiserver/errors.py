@@ -2,8 +2,34 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from devtools.apiserver.catalog import ApiResource
-from devtools.apiserver.store import ApiStatus
+
+
+class ApiStatus(Exception):
+    """An error answer, rendered as a metav1.Status."""
+
+    def __init__(
+        self, code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.causes:
+            out["details"] = {"causes": self.causes}
+        return out
+
 
 _REASONS = {"Required value": "FieldValueRequired", "Unsupported value": "FieldValueNotSupported"}
 

@@ -20,7 +20,8 @@ import yaml
 
 from devtools.apiserver import api, discovery, tables
 from devtools.apiserver.admission import Admission
-from devtools.apiserver.store import ApiStatus, Change
+from devtools.apiserver.errors import ApiStatus
+from devtools.apiserver.store import Change
 
 if TYPE_CHECKING:
     from devtools.apiserver.server import DevServer, Fault

@@ -21,7 +21,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from devtools.apiserver.store import ApiStatus
+from devtools.apiserver.errors import ApiStatus
 
 MERGE_KEYS: Mapping[str, str] = {
     "containers": "name",

@@ -29,9 +29,10 @@ import yaml
 from devtools.apiserver import crds, openapi
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.catalog import CRDS
+from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.handler import Handler
 from devtools.apiserver.manifests import ManifestError, read_manifests
-from devtools.apiserver.store import ApiStatus, Store
+from devtools.apiserver.store import Store
 
 __all__ = ["DevServer", "Fault", "ManifestError", "read_manifests"]
 #: Namespaces a new cluster has.

@@ -23,6 +23,8 @@ from typing import Any
 
 from agent.kube.resources import KNOWN, Resource
 from devtools.apiserver.catalog import BUILTINS, ApiResource, plain
+from devtools.apiserver.errors import ApiStatus
+from devtools.apiserver.patches import merge_patch
 
 #: Called with (resource, new object, old object or None) before a write is committed,
 #: inside the store's lock: returns the object to store or raises ApiStatus (admission).
@@ -35,30 +37,6 @@ def _admit_all(
     _res: ApiResource, new: dict[str, Any], _old: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     return new
-
-
-class ApiStatus(Exception):
-    """An error answer, rendered as a metav1.Status."""
-
-    def __init__(
-        self, code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.causes:
-            out["details"] = {"causes": self.causes}
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,12 +244,16 @@ class Store:
         resource: Resource,
         namespace: str,
         name: str,
-        patcher: Patcher,
+        patcher: Patcher | Mapping[str, Any],
         subresource: str = "",
         admit: Admit = _admit_all,
     ) -> dict[str, Any]:
-        """Apply ``patcher`` to the current object; 409 when the patch set a
-        metadata.resourceVersion other than the current one (a precondition)."""
+        """Apply ``patcher`` (a function of the current object, or a JSON merge patch) to
+        the current object; 409 when the patch set a metadata.resourceVersion other than
+        the current one (a precondition)."""
+        if not callable(patcher):
+            body = patcher
+            patcher = lambda old: merge_patch(old, body)  # noqa: E731
         with self.cond:
             old = self._current(resource, namespace, name)
             new = patcher(copy.deepcopy(old))

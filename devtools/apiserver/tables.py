@@ -212,6 +212,9 @@ COLUMNS: Mapping[tuple[str, str], tuple[Column, ...]] = {
         Column("Global-Default", "boolean", _at("globalDefault", default=False)),
     ),
     ("coordination.k8s.io", "leases"): (Column("Holder", "string", _at("spec", "holderIdentity")),),
+    ("apiextensions.k8s.io", "customresourcedefinitions"): (
+        Column("Created At", "date", _at("metadata", "creationTimestamp")),
+    ),
     ("", "events"): (
         Column("Type", "string", _at("type")),
         Column("Reason", "string", _at("reason")),
@@ -261,7 +264,9 @@ def columns(info: ApiResource) -> tuple[Column, ...]:
     if (r.group, r.plural) == ("", "events"):
         return (Column("Last Seen", "string", _last_seen), *COLUMNS[("", "events")])
     rest = COLUMNS.get((r.group, r.plural), ())
-    return (NAME, *rest) if AGE in rest else (NAME, *rest, AGE)
+    if AGE in rest or r.kind == "CustomResourceDefinition":
+        return (NAME, *rest)
+    return (NAME, *rest, AGE)
 
 
 def partial_metadata(obj: Mapping[str, Any]) -> dict[str, Any]:
