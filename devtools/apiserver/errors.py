@@ -11,10 +11,17 @@ class ApiStatus(Exception):
     """An error answer, rendered as a metav1.Status."""
 
     def __init__(
-        self, code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        causes: list[dict[str, str]] | None = None,
+        details: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
+        #: name, group and kind of the object the error is about (kubectl prints them).
+        self.details = details or {}
 
     def body(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -26,8 +33,8 @@ class ApiStatus(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        if self.causes:
-            out["details"] = {"causes": self.causes}
+        if self.causes or self.details:
+            out["details"] = {**self.details, **({"causes": self.causes} if self.causes else {})}
         return out
 
 
@@ -51,4 +58,5 @@ def invalid(info: ApiResource, name: str, errors: list[tuple[str, str]]) -> ApiS
         }
         for p, m in errors
     ]
-    return ApiStatus(422, "Invalid", f'{qualified} "{name}" is invalid: {listed}', causes)
+    details = {"name": name, "group": r.group, "kind": r.kind}
+    return ApiStatus(422, "Invalid", f'{qualified} "{name}" is invalid: {listed}', causes, details)

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import structlog
 import yaml
 
-from devtools.apiserver import api, discovery, tables
+from devtools.apiserver import api, discovery, openapi, tables
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.store import Change
@@ -279,13 +279,11 @@ class Handler(BaseHTTPRequestHandler):
             )
         elif parts[:2] == ["openapi", "v3"]:
             self._openapi(parts[2:])
-        elif parts[:1] == ["openapi"] or path == "/swagger-2.0.0.pb-v1":
-            self._send(
-                404,
-                ApiStatus(
-                    404, "NotFound", "the dev server serves OpenAPI v3 only (/openapi/v3)"
-                ).body(),
-            )
+        elif parts == ["openapi", "v2"]:
+            if "protobuf" in accept:
+                self._send(200, openapi.v2_protobuf(), openapi.V2_PROTOBUF)
+            else:
+                self._send(200, openapi.v2_document())
         else:
             return False
         return True

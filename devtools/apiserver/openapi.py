@@ -199,6 +199,35 @@ def encoded(doc: dict[str, Any]) -> tuple[bytes, str]:
     return text.encode(), _hash(text)
 
 
+# -- OpenAPI v2 -----------------------------------------------------------------------------
+#: What kubectl asks /openapi/v2 for (Accept ``...spec.v2@v1.0+protobuf``): the gnostic
+#: ``openapi_v2.Document`` protobuf; the answer's media type has a dot where the "@" was,
+#: as the real server's (Go's mime parser refuses the "@").
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+V2_INFO = {"title": "waterline dev-apiserver", "version": "v1"}
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2); payloads here are < 128 bytes."""
+    assert len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def v2_document() -> dict[str, Any]:
+    """The OpenAPI v2 document: no paths and no definitions. kubectl reads it only when
+    it validates on its side (a kind whose CRD it has not seen yet, or ``kind: List``); a
+    kind without a definition is left to the server, which validates with
+    ``fieldValidation=Strict`` as kubectl asks."""
+    return {"swagger": "2.0", "info": V2_INFO, "paths": {}, "definitions": {}}
+
+
+def v2_protobuf() -> bytes:
+    """``v2_document`` as gnostic's ``Document`` message: swagger = 1, info = 2 (title =
+    1, version = 2); empty paths and definitions are absent fields."""
+    info = _field(1, V2_INFO["title"].encode()) + _field(2, V2_INFO["version"].encode())
+    return _field(1, b"2.0") + _field(2, info)
+
+
 def root(hashes: Mapping[tuple[str, str], str]) -> dict[str, Any]:
     """The index of documents: {"paths": {"apis/<group>/<version>": {"serverRelativeURL":
     ".../?hash=<hash of that document>"}}}; clients refetch a document when its hash changes."""
