@@ -360,8 +360,8 @@ class Handler(BaseHTTPRequestHandler):
         epoch = self.dev.watch_epoch
         sent = 0
         while not self.dev.stopping.is_set():
-            if self.dev.watch_epoch != epoch or res not in store.objects:
-                self._drop()  # the server restarts, or the resource's CRD was deleted
+            if self.dev.watch_epoch != epoch:
+                self._drop()  # as a restarting server would
                 return False
             try:
                 changes = store.changes_after(pos)
@@ -382,6 +382,8 @@ class Handler(BaseHTTPRequestHandler):
                     return False
                 self._event(kind, encode(kind, change.new))
                 sent += 1
+            if res not in store.objects:
+                break  # its CRD was deleted: the objects' DELETED events are out, the watch ends
             now = time.monotonic()
             if bookmarks and now - last_bookmark >= self.dev.bookmark_interval:
                 mark = {"resourceVersion": str(pos)}

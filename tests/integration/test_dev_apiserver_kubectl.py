@@ -125,7 +125,7 @@ def test_apply_crds_and_policies_then_get_them_with_their_columns(kubectl: Kubec
     ]
     assert kubectl.rows("nqp")[1:] and kubectl.rows("nqp")[0] == rows[0]  # the short name
     assert kubectl.rows("avoidanceactions")[0] == ["NAME", "COOLDOWN", "AGE"]
-    assert ["throttle", "300"] == kubectl.rows("avoidanceactions", "throttle")[1][:2]
+    assert kubectl.rows("avoidanceactions", "throttle")[1][:2] == ["throttle", "300"]
     everything = kubectl.run("get", "waterline").stdout  # the CRDs' category
     assert "nodeqosensurancepolicy.qos.waterline.io/memory-guard" in everything
     assert "avoidanceaction.qos.waterline.io/evict" in everything
