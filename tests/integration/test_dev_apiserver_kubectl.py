@@ -6,8 +6,10 @@ errors that name the field, watch, delete. Skipped where kubectl is not installe
 from __future__ import annotations
 
 import json
+import queue
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,20 +210,26 @@ def test_watch_pods_sees_modified_then_delete(kubectl: Kubectl) -> None:
     watch = subprocess.Popen(
         kubectl.argv("get", "pods", "--watch", "--output-watch-events"),
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
     )
+    output: queue.Queue[str] = queue.Queue()
+    threading.Thread(
+        target=lambda: [output.put(x) for x in watch.stdout or ()], daemon=True
+    ).start()
+
+    def row() -> list[str]:
+        return output.get(timeout=15).split()
+
     try:
-        assert watch.stdout is not None
-        header = watch.stdout.readline().split()
-        assert header == ["EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
-        assert watch.stdout.readline().split()[:2] == ["ADDED", "web-1"]
+        assert row() == ["EVENT", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert row()[:2] == ["ADDED", "web-1"]
         kubectl.run("label", "pod", "web-1", "tier=frontend")
-        assert watch.stdout.readline().split()[:2] == ["MODIFIED", "web-1"]
+        assert row()[:2] == ["MODIFIED", "web-1"]
         started = time.monotonic()
         assert 'pod "web-1" deleted' in kubectl.run("delete", "pod", "web-1").stdout
         assert time.monotonic() - started < 10  # kubectl waited for the pod to go
-        events = [watch.stdout.readline().split() for _ in range(2)]
+        events = [row() for _ in range(2)]
         assert [e[0] for e in events] == ["MODIFIED", "DELETED"]
         assert events[0][3] == "Terminating"
     finally:
