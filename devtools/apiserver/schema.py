@@ -15,6 +15,7 @@ to 1``.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -178,19 +179,18 @@ def _is_datetime(text: str) -> bool:
 
 
 def _list_duplicates(value: list[Any], schema: Schema, path: str) -> list[tuple[str, str]]:
+    """Items of a ``set`` list equal to an earlier one, of a ``map`` list with an earlier
+    one's keys (``x-kubernetes-list-map-keys``)."""
     kind = schema.get("x-kubernetes-list-type")
+    if kind not in ("map", "set"):
+        return []
     keys = schema.get("x-kubernetes-list-map-keys") or []
     seen: list[Any] = []
     out = []
     for i, item in enumerate(value):
-        ident = [item.get(k) for k in keys] if kind == "map" and isinstance(item, dict) else item
-        if kind in ("map", "set") and ident in seen:
-            out.append(
-                (
-                    f"{path}[{i}]",
-                    f"Duplicate value: {_show(item if kind == 'set' else dict(zip(keys, ident, strict=True)))}",
-                )
-            )
+        ident = {k: item.get(k) for k in keys} if kind == "map" and isinstance(item, dict) else item
+        if ident in seen:
+            out.append((f"{path}[{i}]", f"Duplicate value: {json.dumps(ident)}"))
         seen.append(ident)
     return out
 
