@@ -1,6 +1,6 @@
 """The workstation session of docs/dev-apiserver.md with the real commands:
-`waterline dev-apiserver` loaded with the CRDs, the sample objects and the policies, then
-`waterline controller` against it: the controller syncs its caches, leads, runs rounds
+`waterline dev-apiserver` loaded with the CRDs, the sample objects, the policies and the
+documented node, then `waterline agent` for that node, and `waterline controller`: the controller syncs its caches, leads, runs rounds
 (counted in its metrics) and acts on the sample PodMigrationJob (its pod does not exist:
 arbitration fails it with MissingPod, written through the status subresource)."""
 
@@ -66,11 +66,12 @@ def kubeconfig(tmp_path: Path) -> Iterator[Path]:
         "--objects=deploy/crds",
         "--objects=config/samples",
         "--objects=config/policies",
+        "--objects=docs/examples/dev-node.yaml",
         f"--kubeconfig-out={path}",
     )
     try:
         banner = lines(server).get(timeout=20)
-        assert "with 15 objects" in banner, banner  # 5 CRDs, 4 samples, 6 policies/actions
+        assert "with 18 objects" in banner, banner  # 5 CRDs, 4 samples, 6 policies, 3 node/pods
         yield path
     finally:
         stop(server)
@@ -116,3 +117,23 @@ def test_the_controller_syncs_and_runs_rounds_on_the_sample_objects(kubeconfig: 
     finally:
         stop(controller)
     assert controller.returncode == 0
+
+
+def test_the_agent_runs_against_it_for_the_documented_node(
+    kubeconfig: Path, tmp_path: Path
+) -> None:
+    agent = waterline(
+        "agent",
+        f"--kubeconfig={kubeconfig}",
+        "--node-name=dev-node",
+        "--dry-run",
+        "--ticks=3",
+        "--interval=0.2",
+        f"--state-dir={tmp_path / 'state'}",
+        "--metrics-addr=off",
+        "--log-format=json",
+    )
+    out, _ = agent.communicate(timeout=30)
+    assert agent.returncode == 0, out
+    events = [json.loads(line).get("event") for line in out.splitlines()]
+    assert "agent started" in events and events[-1] == "agent stopped"
