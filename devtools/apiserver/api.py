@@ -19,13 +19,12 @@ from agent.kube.resources import Resource
 from devtools.apiserver import eviction, tables
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.catalog import ApiResource
-from devtools.apiserver.errors import ApiStatus
+from devtools.apiserver.errors import NOT_FOUND, ApiStatus
 from devtools.apiserver.media import asks_for
 from devtools.apiserver.patches import PATCHERS, STRATEGIC_MERGE_PATCH
 from devtools.apiserver.selectors import field_predicate, label_predicate
 from devtools.apiserver.store import Store
 
-NOT_FOUND = "the server could not find the requested resource"
 TRUE = ("1", "t", "T", "true", "TRUE", "True")  # Go's strconv.ParseBool
 
 

@@ -6,6 +6,8 @@ from typing import Any
 
 from devtools.apiserver.catalog import ApiResource
 
+NOT_FOUND = "the server could not find the requested resource"
+
 
 class ApiStatus(Exception):
     """An error answer, rendered as a metav1.Status."""

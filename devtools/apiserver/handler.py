@@ -1,8 +1,8 @@
 """The dev server's HTTP side: request bodies (Content-Length or chunked, at most
 ``MAX_BODY`` bytes: 413 beyond), strict JSON both ways (no NaN or Infinity, duplicate keys
-noticed), the non-resource endpoints (health, version, discovery, OpenAPI), watches as
-chunked streams of JSON lines (Tables when kubectl asks for them), and faults for tests.
-Resource verbs are in ``api.py``.
+noticed), watches as chunked streams of JSON lines (Tables when kubectl asks for them),
+and faults for tests. Resource verbs are in ``api.py``, the other GET endpoints (health,
+version, discovery, OpenAPI) in ``endpoints.py``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 import structlog
 import yaml
 
-from devtools.apiserver import api, discovery, openapi, tables
+from devtools.apiserver import api, endpoints, tables
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.store import Change
@@ -28,17 +28,6 @@ if TYPE_CHECKING:
 
 #: The real API server's default limit on a request body (3 MiB).
 MAX_BODY = 3 * 1024 * 1024
-VERSION = {
-    "major": "1",
-    "minor": "32",
-    "gitVersion": "v1.32.0-waterline-dev",
-    "gitCommit": "",
-    "gitTreeState": "clean",
-    "buildDate": "1970-01-01T00:00:00Z",
-    "goVersion": "",
-    "compiler": "",
-    "platform": "linux/amd64",
-}
 JSON = "application/json"
 TOO_LARGE = "the server has rejected the request because the request is too large"
 
@@ -195,7 +184,13 @@ class Handler(BaseHTTPRequestHandler):
             duplicates: list[str] = []
             body = self._body(duplicates) if method in ("POST", "PUT", "PATCH", "DELETE") else {}
             admission = Admission(query.get("fieldValidation") or "Warn", duplicates)
-            if method == "GET" and self._non_resource(url.path):
+            found = (
+                endpoints.answer(self.dev, url.path, url.query, self._accept())
+                if method == "GET"
+                else None
+            )
+            if found is not None:
+                self._send(found.code, found.body, found.content_type, found.headers)
                 return
             fault = self.dev.take_fault(method, url.path, is_watch)
             if fault is not None and not (
@@ -233,73 +228,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def _warnings(self, admission: Admission | None) -> list[tuple[str, str]]:
         return [("Warning", _warning_header(w)) for w in (admission.warnings if admission else [])]
-
-    # -- non-resource endpoints ---------------------------------------------------------
-    def _non_resource(self, path: str) -> bool:
-        """Answer health, version, discovery and OpenAPI requests; False for the rest."""
-        parts = [p for p in path.split("/") if p]
-        catalog = list(self.dev.store.catalog.values())
-        accept = self._accept()
-        if path in ("/healthz", "/readyz", "/livez"):
-            self._send(200, b"ok", "text/plain; charset=utf-8")
-        elif path == "/version":
-            self._send(200, VERSION)
-        elif parts in (["api"], ["apis"]) and discovery.wants_aggregated(accept):
-            self._send(
-                200,
-                discovery.aggregated(catalog, core=parts == ["api"]),
-                discovery.AGGREGATED,
-                {"Vary": "Accept"},
-            )
-        elif parts == ["api"]:
-            self._send(200, discovery.api_versions(self.dev.url.removeprefix("http://")))
-        elif parts == ["apis"]:
-            self._send(200, discovery.api_group_list(catalog))
-        elif len(parts) == 2 and parts[0] in ("api", "apis"):
-            found = (
-                discovery.api_resource_list(catalog, "", parts[1])
-                if parts[0] == "api"
-                else discovery.api_group(catalog, parts[1])
-            )
-            self._send(
-                *(
-                    (200, found)
-                    if found
-                    else (404, ApiStatus(404, "NotFound", api.NOT_FOUND).body())
-                )
-            )
-        elif len(parts) == 3 and parts[0] == "apis":
-            found = discovery.api_resource_list(catalog, parts[1], parts[2])
-            self._send(
-                *(
-                    (200, found)
-                    if found
-                    else (404, ApiStatus(404, "NotFound", api.NOT_FOUND).body())
-                )
-            )
-        elif parts[:2] == ["openapi", "v3"]:
-            self._openapi(parts[2:])
-        elif parts == ["openapi", "v2"]:
-            if "protobuf" in accept:
-                self._send(200, openapi.v2_protobuf(), openapi.V2_PROTOBUF)
-            else:
-                self._send(200, openapi.v2_document())
-        else:
-            return False
-        return True
-
-    def _openapi(self, rest: list[str]) -> None:
-        if not rest:
-            self._send(200, self.dev.openapi_root())
-            return
-        gv = rest[1:] if rest[0] == "apis" else ["", *rest[1:]] if rest[0] == "api" else []
-        doc = self.dev.openapi_document(gv[0], gv[1]) if len(gv) == 2 else None
-        if doc is None:
-            self._send(404, ApiStatus(404, "NotFound", api.NOT_FOUND).body())
-            return
-        data, digest = doc
-        cache = "public, immutable" if "hash=" in self.path else "no-cache, private"
-        self._send(200, data, JSON, {"Etag": f'"{digest}"', "Cache-Control": cache})
 
     # -- watches ------------------------------------------------------------------------
     def _watch(self, route: api.Route, query: Mapping[str, str], fault: Fault | None) -> None:
