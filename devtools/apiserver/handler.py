@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 #: The real API server's default limit on a request body (3 MiB).
 MAX_BODY = 3 * 1024 * 1024
+#: A body up to this size is read to its end before the 413 (beyond: the connection closes).
+DRAIN_LIMIT = 4 * MAX_BODY
 JSON = "application/json"
 TOO_LARGE = "the server has rejected the request because the request is too large"
 
@@ -123,8 +125,18 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
-    def _too_large(self) -> ApiStatus:
-        self.close_connection = True  # the rest of the body is never read
+    def _too_large(self, left: int) -> ApiStatus:
+        """413; the ``left`` bytes still coming are read and dropped when they are not
+        too many (so the client, still sending, gets the answer), else the connection
+        closes after the answer."""
+        if left > DRAIN_LIMIT:
+            self.close_connection = True
+        else:
+            while left > 0:
+                got = len(self.rfile.read(min(left, 1 << 16)))
+                if not got:
+                    break
+                left -= got
         return ApiStatus(413, "RequestEntityTooLarge", TOO_LARGE)
 
     def _raw_body(self) -> bytes:
@@ -136,11 +148,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             raise ApiStatus(400, "BadRequest", "Content-Length is not a number") from None
         if length > MAX_BODY:
-            raise self._too_large()
+            raise self._too_large(length)
         return self.rfile.read(length) if length > 0 else b""
 
     def _chunked_body(self) -> bytes:
-        data = bytearray()
+        data, total = bytearray(), 0
         while True:
             line = self.rfile.readline(1024)
             try:
@@ -151,10 +163,15 @@ class Handler(BaseHTTPRequestHandler):
             if size == 0:
                 while self.rfile.readline(1024) not in (b"\r\n", b"\n", b""):
                     pass  # trailers
+                if total > MAX_BODY:
+                    raise self._too_large(0)
                 return bytes(data)
-            if len(data) + size > MAX_BODY:
-                raise self._too_large()
-            data += self.rfile.read(size)
+            total += size
+            if total > DRAIN_LIMIT:
+                raise self._too_large(DRAIN_LIMIT + 1)
+            chunk = self.rfile.read(size)
+            if total <= MAX_BODY:
+                data += chunk
             self.rfile.readline(8)  # the CRLF after the chunk
 
     def _body(self, duplicates: list[str]) -> Any:
