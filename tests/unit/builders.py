@@ -7,9 +7,7 @@ from typing import Any
 NOW = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
 
-def node(
-    name: str = "n1", cpu: str = "8", memory: str = "32Gi", labels: dict | None = None
-) -> dict[str, Any]:
+def node(name: str = "n1", cpu: str = "8", memory: str = "32Gi", labels: dict | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -46,46 +44,27 @@ def pod(
         "creationTimestamp": started,
         "labels": labels or {},
         "annotations": annotations or {},
-        "ownerReferences": [
-            {
-                "apiVersion": "apps/v1",
-                "kind": owner_kind,
-                "name": f"{name}-owner",
-                "uid": f"uid-{name}-owner",
-                "controller": True,
-            }
-        ],
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": owner_kind, "name": f"{name}-owner",
+                             "uid": f"uid-{name}-owner", "controller": True}],
     }
     if deleting:
         meta["deletionTimestamp"] = "2025-12-31T23:59:00Z"
-    status: dict[str, Any] = {
-        "phase": "Running",
-        "startTime": started,
-        "conditions": [{"type": "Ready", "status": "True"}],
-    }
+    status: dict[str, Any] = {"phase": "Running", "startTime": started,
+                              "conditions": [{"type": "Ready", "status": "True"}]}
     if qos:
         status["qosClass"] = qos
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": meta,
-        "spec": {
-            "nodeName": node_name,
-            "priority": priority,
-            "containers": containers or [{"name": "main", "resources": resources}],
-        },
+        "spec": {"nodeName": node_name, "priority": priority,
+                 "containers": containers or [{"name": "main", "resources": resources}]},
         "status": status,
     }
 
 
-def action(
-    name: str = "throttle",
-    *,
-    throttle: dict | None = None,
-    eviction: dict | None = None,
-    cool_down: int | None = None,
-    scope: dict | None = None,
-) -> dict[str, Any]:
+def action(name: str = "throttle", *, throttle: dict | None = None, eviction: dict | None = None,
+           cool_down: int | None = None, scope: dict | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {}
     if throttle is not None:
         spec["throttle"] = {"cpuThrottle": throttle}
@@ -95,33 +74,19 @@ def action(
         spec["coolDownSeconds"] = cool_down
     if scope is not None:
         spec["scope"] = scope
-    return {
-        "apiVersion": "qos.waterline.io/v1alpha1",
-        "kind": "AvoidanceAction",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    return {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction",
+            "metadata": {"name": name}, "spec": spec}
 
 
-def policy(
-    name: str = "guard", rules: list[dict] | None = None, node_selector: dict | None = None
-) -> dict[str, Any]:
+def policy(name: str = "guard", rules: list[dict] | None = None, node_selector: dict | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"objectiveEnsurances": rules or []}
     if node_selector is not None:
         spec["nodeSelector"] = node_selector
-    return {
-        "apiVersion": "qos.waterline.io/v1alpha1",
-        "kind": "NodeQOSEnsurancePolicy",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    return {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
+            "metadata": {"name": name}, "spec": spec}
 
 
 def rule(name: str, metric: str, value: str, action_name: str, **extra: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": name,
-        "metricRule": {"name": metric, "value": value},
-        "actionName": action_name,
-    }
+    out: dict[str, Any] = {"name": name, "metricRule": {"name": metric, "value": value}, "actionName": action_name}
     out.update(extra)
     return out

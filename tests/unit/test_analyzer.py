@@ -7,37 +7,23 @@ from tests.unit.builders import action, policy, rule
 
 
 def _setup(*rules, actions=None):
-    actions = actions or {
-        "t": parse_action(action("t", throttle={})),
-        "e": parse_action(action("e", eviction={})),
-        "both": parse_action(action("both", throttle={}, eviction={})),
-    }
+    actions = actions or {"t": parse_action(action("t", throttle={})),
+                          "e": parse_action(action("e", eviction={})),
+                          "both": parse_action(action("both", throttle={}, eviction={}))}
     parsed = parse_policy(policy("p", list(rules)), actions)
     return parsed.rules, actions
 
 
 def test_hysteresis_needs_consecutive_samples():
-    rules, _ = _setup(
-        rule("r", "cpu_total_usage", "6", "t", avoidanceThreshold=2, restoreThreshold=3)
-    )
+    rules, _ = _setup(rule("r", "cpu_total_usage", "6", "t", avoidanceThreshold=2, restoreThreshold=3))
     tracker = RuleTracker()
     r = rules[0]
     seen = []
     for v in (7, 5, 7, 7, 6, 6, 7, 6, 6, 6):
         tracker = tracker.observe(r, v)
         seen.append(tracker.status)
-    assert seen == [
-        NORMAL,
-        NORMAL,
-        NORMAL,
-        TRIGGERED,
-        TRIGGERED,
-        TRIGGERED,
-        TRIGGERED,
-        TRIGGERED,
-        TRIGGERED,
-        RESTORED,
-    ]
+    assert seen == [NORMAL, NORMAL, NORMAL, TRIGGERED, TRIGGERED, TRIGGERED, TRIGGERED,
+                    TRIGGERED, TRIGGERED, RESTORED]
 
 
 def test_equal_is_not_above_and_missing_changes_nothing():
@@ -67,9 +53,8 @@ def test_lowest_rule_governs_and_gaps_are_positive_only():
 
 
 def test_both_action_feeds_evict_and_throttle_and_memory_is_never_throttled():
-    rules, actions = _setup(
-        rule("cpu", "cpu_total_usage", "6", "both"), rule("mem", "memory_total_usage", "10", "both")
-    )
+    rules, actions = _setup(rule("cpu", "cpu_total_usage", "6", "both"),
+                            rule("mem", "memory_total_usage", "10", "both"))
     result = analyze(rules, actions, {}, {"cpu_total_usage": 7.0, "memory_total_usage": 12.0})
     assert set(result.waterlines["evict"]) == {"cpu_total_usage", "memory_total_usage"}
     assert set(result.waterlines["throttleDown"]) == {"cpu_total_usage"}
@@ -85,14 +70,8 @@ def test_restored_throttle_rule_feeds_throttle_up():
 
 def test_excess_percent_and_terminating_release():
     rules, actions = _setup(rule("cpu", "cpu_total_usage", "6", "e"))
-    result = analyze(
-        rules,
-        actions,
-        {},
-        {"cpu_total_usage": 8.0},
-        released={"cpu_total_usage": 1.0},
-        execute_excess_percent=50,
-    )
+    result = analyze(rules, actions, {}, {"cpu_total_usage": 8.0}, released={"cpu_total_usage": 1.0},
+                     execute_excess_percent=50)
     assert result.gaps["evict"]["cpu_total_usage"] == pytest.approx(1.5)  # (8 - 1 - 6) * 1.5
 
 
@@ -112,17 +91,13 @@ def test_trackers_of_deleted_rules_are_dropped():
 
 
 def test_analyze_leaves_the_trackers_it_is_given_unchanged():
-    rules, actions = _setup(
-        rule("cpu", "cpu_total_usage", "6", "t", avoidanceThreshold=2),
-        rule("mem", "memory_total_usage", "10", "e"),
-    )
+    rules, actions = _setup(rule("cpu", "cpu_total_usage", "6", "t", avoidanceThreshold=2),
+                            rule("mem", "memory_total_usage", "10", "e"))
     trackers = {"p/cpu": RuleTracker(NORMAL, 1, 0), "gone/rule": RuleTracker(TRIGGERED, 3, 0)}
     before = dict(trackers)
     result = analyze(rules, actions, trackers, {"cpu_total_usage": 7.0, "memory_total_usage": 12.0})
     assert trackers == before
-    assert result.trackers == {
-        "p/cpu": RuleTracker(TRIGGERED, 2, 0),
-        "p/mem": RuleTracker(TRIGGERED, 1, 0),
-    }
+    assert result.trackers == {"p/cpu": RuleTracker(TRIGGERED, 2, 0),
+                               "p/mem": RuleTracker(TRIGGERED, 1, 0)}
     again = analyze(rules, actions, trackers, {"cpu_total_usage": 7.0, "memory_total_usage": 12.0})
     assert again == result  # same input, same answer

@@ -613,39 +613,19 @@ def test_a_running_job_whose_pod_is_gone_counts_on_the_node_it_left():
         meta = {"name": name, "creationTimestamp": "2025-12-31T23:50:00Z"}
         if source:
             meta["annotations"] = {"migration.qos.waterline.io/source-node": source}
-        return {
-            "kind": "PodMigrationJob",
-            "metadata": meta,
-            "spec": {"podRef": {"namespace": "default", "name": pod}, "mode": "EvictDirectly"},
-            "status": {"phase": phase},
-        }
+        return {"kind": "PodMigrationJob", "metadata": meta,
+                "spec": {"podRef": {"namespace": "default", "name": pod}, "mode": "EvictDirectly"},
+                "status": {"phase": phase}}
 
     def pod(name):
-        return {
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": "default",
-                "uid": name,
-                "ownerReferences": [
-                    {
-                        "kind": "ReplicaSet",
-                        "name": f"{name}-rs",
-                        "uid": f"{name}-rs",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
-            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
-        }
+        return {"kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": name,
+                                           "ownerReferences": [{"kind": "ReplicaSet", "name": f"{name}-rs",
+                                                                "uid": f"{name}-rs", "controller": True}]},
+                "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
 
-    store = ObjectStore.from_dicts(
-        [
-            {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8"}}},
-            pod("b"),
-        ]
-    )
+    store = ObjectStore.from_dicts([
+        {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "8"}}}, pod("b")])
     args = ArbitrationArgs(max_migrating_per_node=1)
     evicted_on_n1 = parse_pod_migration_job(job("gone", "a", "Running", source="n1"))
     pending = parse_pod_migration_job(job("next", "b", "Pending"))

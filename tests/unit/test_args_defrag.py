@@ -26,9 +26,7 @@ def test_defaults() -> None:
 
 
 def test_accepted_values() -> None:
-    assert (
-        DefragArgs.from_config({"resourceType": "nvidia.com/gpu"}).resource_type == "nvidia.com/gpu"
-    )
+    assert DefragArgs.from_config({"resourceType": "nvidia.com/gpu"}).resource_type == "nvidia.com/gpu"
     assert DefragArgs.from_config({"resourceType": "memory"}).resource_type == "memory"
     assert DefragArgs.from_config({"coolDownTime": "10m"}).cool_down_seconds == 600
     assert DefragArgs.from_config({"coolDownTime": "90"}).cool_down_seconds == 90  # seconds

@@ -255,12 +255,10 @@ def test_node_meminfo_without_memfree_gives_no_memory_figure(tmp_path: Path) -> 
     proc = _proc(tmp_path, busy=1, idle=1)
     (proc / "meminfo").write_text("MemTotal: 1000 kB\nInactive(file): 300 kB\n")
     logger = ListLogger()
-    collector = NodeStatsCollector(
-        str(proc), clock=Clock(), log=OnceLog(logger), cpu_count=lambda: 2
-    )
+    collector = NodeStatsCollector(str(proc), clock=Clock(), log=OnceLog(logger),
+                                   cpu_count=lambda: 2)
     stats = collector.collect()
     assert "memory_total_usage" not in stats.metrics and stats.memory_total is None
     assert ("meminfo without a field", str(proc / "meminfo")) in {
-        (e[0], e[1]["path"]) for e in logger.events
-    }
+        (e[0], e[1]["path"]) for e in logger.events}
     assert str(proc) == psutil.PROCFS_PATH  # CPU times come from the same /proc

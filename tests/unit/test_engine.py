@@ -19,24 +19,13 @@ NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
 def _tick(brain, pods, metrics, usage, policies, api=None, throttler=None, now=NOW):
     api = api or SimulatedEvictionAPI(pods, [])
     throttler = throttler or SimulatedThrottler()
-    report = brain.tick(
-        now=now,
-        node=NODE,
-        pods=pods,
-        metrics=metrics,
-        usage=usage,
-        policies=policies,
-        namespace_labels=lambda ns: {},
-        evictor=api,
-        throttler=throttler,
-    )
+    report = brain.tick(now=now, node=NODE, pods=pods, metrics=metrics, usage=usage, policies=policies,
+                        namespace_labels=lambda ns: {}, evictor=api, throttler=throttler)
     return report, api, throttler
 
 
 def _policies(metric, value, act, **rule_extra):
-    return load_policies(
-        [policy("p", [rule("r", metric, value, act["metadata"]["name"], **rule_extra)])], [act]
-    )
+    return load_policies([policy("p", [rule("r", metric, value, act["metadata"]["name"], **rule_extra)])], [act])
 
 
 def test_throttle_down_caps_at_usage_minus_gap_and_respects_floor():
@@ -50,21 +39,14 @@ def test_throttle_down_caps_at_usage_minus_gap_and_respects_floor():
     pols = _policies("cpu_total_usage", "6", action("t", throttle={"minCPURatio": 5}))
     report, _, throttler = _tick(NodeBrain(), pods, {"cpu_total_usage": 7.5}, usage, pols)
     # b: floor 0.4, cap max(0.4, 1.0 - 1.5) = 0.4 releases 0.6; a: floor 1 (request), cap max(1, 1.5 - 0.9) = 1
-    assert [(a.pod, round(a.cpu_cap, 6)) for a in report.actions] == [
-        ("default/b", 0.4),
-        ("default/a", 1.0),
-    ]
+    assert [(a.pod, round(a.cpu_cap, 6)) for a in report.actions] == [("default/b", 0.4), ("default/a", 1.0)]
     assert throttler.pod_cap("default/a") == pytest.approx(1.0)
 
 
 def test_cap_is_split_across_containers_by_usage():
     raw = pod("m", containers=[{"name": "x", "resources": {}}, {"name": "y", "resources": {}}])
     pods = [parse_pod(raw)]
-    usage = {
-        "default/m": PodUsage(
-            cpu=3.0, containers={"x": ContainerUsage(cpu=2.0), "y": ContainerUsage(cpu=1.0)}
-        )
-    }
+    usage = {"default/m": PodUsage(cpu=3.0, containers={"x": ContainerUsage(cpu=2.0), "y": ContainerUsage(cpu=1.0)})}
     pols = _policies("cpu_total_usage", "6", action("t", throttle={}))
     _, _, throttler = _tick(NodeBrain(), pods, {"cpu_total_usage": 7.5}, usage, pols)
     assert throttler.caps["default/m"] == pytest.approx({"x": 1.0, "y": 0.5})
@@ -74,18 +56,10 @@ def test_throttle_up_restores_exactly_when_reaching_the_ceiling():
     pods = [parse_pod(pod("a", limits={"cpu": "2"}, requests={"cpu": "100m"}))]
     pols = _policies("cpu_total_usage", "6", action("t", throttle={"stepCPURatio": 100}))
     brain = NodeBrain()
-    _, _, throttler = _tick(
-        brain, pods, {"cpu_total_usage": 7.0}, {"default/a": PodUsage(cpu=2.0)}, pols
-    )
+    _, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, {"default/a": PodUsage(cpu=2.0)}, pols)
     assert throttler.pod_cap("default/a") == pytest.approx(1.0)
-    report, _, throttler = _tick(
-        brain,
-        pods,
-        {"cpu_total_usage": 3.0},
-        {"default/a": PodUsage(cpu=1.0)},
-        pols,
-        throttler=throttler,
-    )
+    report, _, throttler = _tick(brain, pods, {"cpu_total_usage": 3.0}, {"default/a": PodUsage(cpu=1.0)},
+                                 pols, throttler=throttler)
     restore = report.actions[0]
     assert (restore.action, restore.cpu_cap) == ("restore", None)
     assert throttler.caps == {}
@@ -96,18 +70,10 @@ def test_deleted_policy_restores_what_it_throttled():
     pods = [parse_pod(pod("a"))]
     pols = _policies("cpu_total_usage", "6", action("t", throttle={}))
     brain = NodeBrain()
-    _, _, throttler = _tick(
-        brain, pods, {"cpu_total_usage": 7.0}, {"default/a": PodUsage(cpu=2.0)}, pols
-    )
+    _, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, {"default/a": PodUsage(cpu=2.0)}, pols)
     assert "default/a" in throttler.caps
-    report, _, _ = _tick(
-        brain,
-        pods,
-        {"cpu_total_usage": 7.0},
-        {"default/a": PodUsage(cpu=2.0)},
-        load_policies([], []),
-        throttler=throttler,
-    )
+    report, _, _ = _tick(brain, pods, {"cpu_total_usage": 7.0}, {"default/a": PodUsage(cpu=2.0)},
+                         load_policies([], []), throttler=throttler)
     assert [(a.action, a.reason) for a in report.actions] == [("restore", "action removed")]
     assert throttler.caps == {}
 
@@ -121,13 +87,9 @@ def test_cool_down_blocks_the_next_round_but_not_throttling():
     report, _, _ = _tick(brain, pods, {"memory_total_usage": 1000 + 0.5e9}, usage, pols, api=api)
     assert len(report.actions) == 1
     left = [p for p in pods if p.key != report.actions[0].pod]
-    report, _, _ = _tick(
-        brain, left, {"memory_total_usage": 1000 + 0.5e9}, usage, pols, api=api, now=NOW + 59
-    )
+    report, _, _ = _tick(brain, left, {"memory_total_usage": 1000 + 0.5e9}, usage, pols, api=api, now=NOW + 59)
     assert report.actions == []
-    report, _, _ = _tick(
-        brain, left, {"memory_total_usage": 1000 + 0.5e9}, usage, pols, api=api, now=NOW + 60
-    )
+    report, _, _ = _tick(brain, left, {"memory_total_usage": 1000 + 0.5e9}, usage, pols, api=api, now=NOW + 60)
     assert len(report.actions) == 1
 
 
@@ -148,9 +110,7 @@ def test_terminating_evicted_pod_counts_as_released():
     report, _, _ = _tick(brain, pods, {"memory_total_usage": 12.0}, usage, pols, api=api)
     assert [a.pod for a in report.actions] == ["default/a"]
     # a is still running out its grace period and measured: its 3 bytes are on their way out
-    report, _, _ = _tick(
-        brain, pods, {"memory_total_usage": 12.0}, usage, pols, api=api, now=NOW + 1
-    )
+    report, _, _ = _tick(brain, pods, {"memory_total_usage": 12.0}, usage, pols, api=api, now=NOW + 1)
     assert report.actions == []
 
 
@@ -164,15 +124,13 @@ NEVER = [
     {"priority": 2_000_000_001},
 ]
 
-pod_strategy = st.fixed_dictionaries(
-    {
-        "cpu": st.one_of(st.none(), st.floats(min_value=0.0, max_value=4.0, allow_nan=False)),
-        "memory": st.one_of(st.none(), st.floats(min_value=0.0, max_value=8e9, allow_nan=False)),
-        "never": st.one_of(st.none(), st.sampled_from(range(len(NEVER)))),
-        "priority": st.integers(min_value=0, max_value=10),
-        "burstable": st.booleans(),
-    }
-)
+pod_strategy = st.fixed_dictionaries({
+    "cpu": st.one_of(st.none(), st.floats(min_value=0.0, max_value=4.0, allow_nan=False)),
+    "memory": st.one_of(st.none(), st.floats(min_value=0.0, max_value=8e9, allow_nan=False)),
+    "never": st.one_of(st.none(), st.sampled_from(range(len(NEVER)))),
+    "priority": st.integers(min_value=0, max_value=10),
+    "burstable": st.booleans(),
+})
 
 
 def _build(specs):
@@ -189,10 +147,8 @@ def _build(specs):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    specs=st.lists(pod_strategy, min_size=1, max_size=12),
-    excess=st.floats(min_value=0.01e9, max_value=20e9, allow_nan=False),
-)
+@given(specs=st.lists(pod_strategy, min_size=1, max_size=12),
+       excess=st.floats(min_value=0.01e9, max_value=20e9, allow_nan=False))
 def test_eviction_is_precise(specs, excess):
     pods, usage = _build(specs)
     waterline = 10e9
@@ -204,9 +160,7 @@ def test_eviction_is_precise(specs, excess):
     assert all(never_candidate_reason(by_key[a.pod]) is None for a in acted)
     released = [usage[a.pod].memory or 0.0 for a in acted if usage[a.pod].memory is not None]
     gap = excess
-    eligible = [
-        p for p in pods if never_candidate_reason(p) is None and p.qos_class != "Guaranteed"
-    ]
+    eligible = [p for p in pods if never_candidate_reason(p) is None and p.qos_class != "Guaranteed"]
     available = sum(usage[p.key].memory or 0.0 for p in eligible)
     known_acted = [a for a in acted if usage[a.pod].memory is not None]
     # 2. never releases less than the gap when enough candidates exist
@@ -223,10 +177,8 @@ def test_eviction_is_precise(specs, excess):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    specs=st.lists(pod_strategy, min_size=1, max_size=12),
-    excess=st.floats(min_value=0.01, max_value=10.0, allow_nan=False),
-)
+@given(specs=st.lists(pod_strategy, min_size=1, max_size=12),
+       excess=st.floats(min_value=0.01, max_value=10.0, allow_nan=False))
 def test_throttling_is_precise(specs, excess):
     pods, usage = _build(specs)
     pols = _policies("cpu_total_usage", "6", action("t", throttle={"minCPURatio": 5}))
@@ -238,9 +190,7 @@ def test_throttling_is_precise(specs, excess):
     floor = 0.05 * 8
     releases = [usage[a.pod].cpu - a.cpu_cap for a in acted]
     assert all(a.cpu_cap >= floor - 1e-9 for a in acted)
-    eligible = [
-        p for p in pods if never_candidate_reason(p) is None and usage[p.key].cpu is not None
-    ]
+    eligible = [p for p in pods if never_candidate_reason(p) is None and usage[p.key].cpu is not None]
     available = sum(max(0.0, usage[p.key].cpu - max(floor, p.request("cpu"))) for p in eligible)
     if available >= excess + 1e-6:
         assert sum(releases) == pytest.approx(excess, abs=1e-6)
@@ -267,18 +217,9 @@ def test_a_cap_that_could_not_be_written_is_neither_recorded_nor_credited():
     usage = {"default/a": PodUsage(cpu=3.0), "default/b": PodUsage(cpu=2.0)}
     pols = _policies("cpu_total_usage", "6", action("t", throttle={}))
     brain = NodeBrain()
-    report, _, throttler = _tick(
-        brain,
-        pods,
-        {"cpu_total_usage": 7.0},
-        usage,
-        pols,
-        throttler=_RefusingThrottler({"default/a"}),
-    )
-    assert [(a.pod, a.result) for a in report.actions] == [
-        ("default/a", "failed"),
-        ("default/b", None),
-    ]
+    report, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, pols,
+                                 throttler=_RefusingThrottler({"default/a"}))
+    assert [(a.pod, a.result) for a in report.actions] == [("default/a", "failed"), ("default/b", None)]
     assert report.actions[1].gap_before == pytest.approx(1.0)  # a released nothing
     assert brain.caps() == {"default/b": pytest.approx(1.0)}
     assert set(throttler.caps) == {"default/b"}

@@ -14,11 +14,7 @@ def test_every_refusal_names_kind_name_field_and_value() -> None:
     with pytest.raises(InvalidObject) as err:
         f.integer("high", "priority")
     assert str(err.value) == "PodMigrationJob j-1: spec.priority must be an integer, got 'high'"
-    assert (err.value.kind, err.value.name, err.value.field) == (
-        "PodMigrationJob",
-        "j-1",
-        "spec.priority",
-    )
+    assert (err.value.kind, err.value.name, err.value.field) == ("PodMigrationJob", "j-1", "spec.priority")
 
 
 def test_config_values_map_keys_refuse_unknown_ones_and_read_null_as_the_default() -> None:

@@ -26,9 +26,7 @@ def test_throttle_scenario_is_drawn_with_actions_and_waterlines():
     scenario = load_scenario(SCENARIOS / "node-cpu-throttle.yaml")
     report = build_report(scenario)
     html = render_html(report, "t")
-    assert html.startswith("<!DOCTYPE html>") and "http" not in html.replace(
-        "http://www.w3.org/2000/svg", ""
-    )
+    assert html.startswith("<!DOCTYPE html>") and "http" not in html.replace("http://www.w3.org/2000/svg", "")
     charts = _svgs(html)
     assert set(charts) == {"cpu_total_usage", "cpu_total_utilization"}
     cpu = charts["cpu_total_usage"]

@@ -132,7 +132,5 @@ def test_client_exception_subclasses_map_like_the_base_class():
         pass
 
     exc = NotFoundException(status=404, reason="Not Found")
-    exc.body = (
-        '{"kind": "Status", "reason": "NotFound", "code": 404, "message": "pods \\"x\\" not found"}'
-    )
+    exc.body = '{"kind": "Status", "reason": "NotFound", "code": 404, "message": "pods \\"x\\" not found"}'
     assert isinstance(translate(exc), KubeNotFound)

@@ -10,29 +10,16 @@ def test_qos_class_is_derived_when_absent():
     assert parse_pod(pod("be")).qos_class == "BestEffort"
     assert parse_pod(pod("bu", requests={"cpu": "1"})).qos_class == "Burstable"
     assert parse_pod(pod("g", limits={"cpu": "1", "memory": "1Gi"})).qos_class == "Guaranteed"
-    assert (
-        parse_pod(
-            pod("x", requests={"cpu": "500m"}, limits={"cpu": "1", "memory": "1Gi"})
-        ).qos_class
-        == "Burstable"
-    )
+    assert parse_pod(pod("x", requests={"cpu": "500m"}, limits={"cpu": "1", "memory": "1Gi"})).qos_class == "Burstable"
     assert parse_pod(pod("given", qos="Guaranteed")).qos_class == "Guaranteed"
 
 
 def test_pod_request_is_max_of_sum_and_largest_init_plus_overhead():
-    raw = pod(
-        "p",
-        containers=[
-            {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
-            {
-                "name": "b",
-                "resources": {"limits": {"cpu": "1"}},
-            },  # only a limit: requests its limit
-        ],
-    )
-    raw["spec"]["initContainers"] = [
-        {"name": "init", "resources": {"requests": {"cpu": "2", "memory": "100Mi"}}}
-    ]
+    raw = pod("p", containers=[
+        {"name": "a", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}},
+        {"name": "b", "resources": {"limits": {"cpu": "1"}}},  # only a limit: requests its limit
+    ])
+    raw["spec"]["initContainers"] = [{"name": "init", "resources": {"requests": {"cpu": "2", "memory": "100Mi"}}}]
     raw["spec"]["overhead"] = {"cpu": "100m"}
     parsed = parse_pod(raw)
     assert parsed.requests["cpu"] == pytest.approx(2.1)
@@ -42,15 +29,10 @@ def test_pod_request_is_max_of_sum_and_largest_init_plus_overhead():
 
 
 def test_pod_limit_sums_when_every_container_has_one():
-    parsed = parse_pod(
-        pod(
-            "p",
-            containers=[
-                {"name": "a", "resources": {"limits": {"cpu": "1"}}},
-                {"name": "b", "resources": {"limits": {"cpu": "500m"}}},
-            ],
-        )
-    )
+    parsed = parse_pod(pod("p", containers=[
+        {"name": "a", "resources": {"limits": {"cpu": "1"}}},
+        {"name": "b", "resources": {"limits": {"cpu": "500m"}}},
+    ]))
     assert parsed.limits["cpu"] == pytest.approx(1.5)
 
 
@@ -63,10 +45,8 @@ def test_container_ids_come_from_status():
 @pytest.mark.parametrize(
     ("mutate", "field"),
     [
-        (
-            lambda r: r["spec"]["containers"][0]["resources"].update({"requests": {"cpu": "lots"}}),
-            "spec.containers[0].resources.requests.cpu",
-        ),
+        (lambda r: r["spec"]["containers"][0]["resources"].update({"requests": {"cpu": "lots"}}),
+         "spec.containers[0].resources.requests.cpu"),
         (lambda r: r["spec"].update({"priority": "high"}), "spec.priority"),
         (lambda r: r["status"].update({"qosClass": "Gold"}), "status.qosClass"),
         (lambda r: r["metadata"].update({"creationTimestamp": "yesterday"}), ""),
@@ -90,13 +70,8 @@ def test_node_allocatable_falls_back_to_capacity():
 
 
 def _pdb(**spec):
-    return parse_pdb(
-        {
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "b", "namespace": "default"},
-            "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec},
-        }
-    )
+    return parse_pdb({"kind": "PodDisruptionBudget", "metadata": {"name": "b", "namespace": "default"},
+                      "spec": {"selector": {"matchLabels": {"app": "a"}}, **spec}})
 
 
 def test_disruptions_allowed_like_the_disruption_controller():
@@ -107,9 +82,7 @@ def test_disruptions_allowed_like_the_disruption_controller():
     assert disruptions_allowed(_pdb(maxUnavailable=1), pods) == 1
     assert disruptions_allowed(_pdb(maxUnavailable="25%"), pods) == 1
     unready = parse_pod(pod("sick", labels={"app": "a"}))
-    unready = type(unready)(
-        **{**{f: getattr(unready, f) for f in unready.__slots__}, "ready": False}
-    )
+    unready = type(unready)(**{**{f: getattr(unready, f) for f in unready.__slots__}, "ready": False})
     assert disruptions_allowed(_pdb(minAvailable=3), [*pods[:3], unready]) == 0
 
 

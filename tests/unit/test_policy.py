@@ -35,18 +35,10 @@ def test_policy_defaults_and_quantity_values():
         (action("a", throttle={"stepCPURatio": "ten"}), "spec.throttle.cpuThrottle.stepCPURatio"),
         (action("a", throttle={}, cool_down=-5), "spec.coolDownSeconds"),
         (action("a", throttle={}, scope={"qosClasses": ["Gold"]}), "spec.scope.qosClasses[0]"),
-        (
-            action(
-                "a",
-                throttle={},
-                scope={"podSelector": {"matchExpressions": [{"key": "x", "operator": "Near"}]}},
-            ),
-            "spec.scope.podSelector.matchExpressions[0].operator",
-        ),
-        (
-            action("a", eviction={"terminationGracePeriodSeconds": -1}),
-            "spec.eviction.terminationGracePeriodSeconds",
-        ),
+        (action("a", throttle={}, scope={"podSelector": {"matchExpressions": [{"key": "x", "operator": "Near"}]}}),
+         "spec.scope.podSelector.matchExpressions[0].operator"),
+        (action("a", eviction={"terminationGracePeriodSeconds": -1}),
+         "spec.eviction.terminationGracePeriodSeconds"),
     ],
 )
 def test_bad_actions_name_the_field(raw, field):
@@ -63,18 +55,11 @@ def test_bad_actions_name_the_field(raw, field):
     [
         (rule("r", "cpu_total_usag", "6", "a"), "spec.objectiveEnsurances[0].metricRule.name"),
         (rule("r", "cpu_total_usage", "six", "a"), "spec.objectiveEnsurances[0].metricRule.value"),
-        (
-            rule("r", "cpu_total_usage", "6", "a", avoidanceThreshold=0),
-            "spec.objectiveEnsurances[0].avoidanceThreshold",
-        ),
-        (
-            rule("r", "cpu_total_usage", "6", "a", restoreThreshold=0),
-            "spec.objectiveEnsurances[0].restoreThreshold",
-        ),
-        (
-            rule("r", "cpu_total_usage", "6", "a", strategy="Maybe"),
-            "spec.objectiveEnsurances[0].strategy",
-        ),
+        (rule("r", "cpu_total_usage", "6", "a", avoidanceThreshold=0),
+         "spec.objectiveEnsurances[0].avoidanceThreshold"),
+        (rule("r", "cpu_total_usage", "6", "a", restoreThreshold=0),
+         "spec.objectiveEnsurances[0].restoreThreshold"),
+        (rule("r", "cpu_total_usage", "6", "a", strategy="Maybe"), "spec.objectiveEnsurances[0].strategy"),
         (rule("r", "cpu_total_usage", "6", "missing"), "spec.objectiveEnsurances[0].actionName"),
     ],
 )
@@ -107,16 +92,10 @@ def test_load_policies_keeps_the_valid_ones():
 def test_node_pools_by_selector():
     loaded = load_policies(
         [
-            policy(
-                "batch",
-                [rule("r", "cpu_total_usage", "6", "t")],
-                {"matchLabels": {"pool": "batch"}},
-            ),
-            policy(
-                "not-gpu",
-                [rule("r", "cpu_total_usage", "7", "t")],
-                {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]},
-            ),
+            policy("batch", [rule("r", "cpu_total_usage", "6", "t")],
+                   {"matchLabels": {"pool": "batch"}}),
+            policy("not-gpu", [rule("r", "cpu_total_usage", "7", "t")],
+                   {"matchExpressions": [{"key": "gpu", "operator": "DoesNotExist"}]}),
         ],
         [action("t", throttle={})],
     )
@@ -131,10 +110,7 @@ def test_node_pools_by_selector():
         ({"annotations": {"kubernetes.io/config.source": "file"}}, "mirror or static pod"),
         ({"owner_kind": "DaemonSet"}, "DaemonSet pod"),
         ({"deleting": True}, "being deleted"),
-        (
-            {"annotations": {"qos.waterline.io/protected": "true"}},
-            "annotated qos.waterline.io/protected",
-        ),
+        ({"annotations": {"qos.waterline.io/protected": "true"}}, "annotated qos.waterline.io/protected"),
         ({"priority": 2_000_000_000}, "system-critical priority"),
         ({}, None),
         ({"annotations": {"qos.waterline.io/protected": "false"}}, None),
@@ -145,27 +121,14 @@ def test_never_candidates(kwargs, reason):
 
 
 def test_scope_filters():
-    scope = parse_action(
-        action(
-            "a",
-            throttle={},
-            scope={
-                "qosClasses": ["BestEffort"],
-                "maxPriority": 100,
-                "namespaceSelector": {"matchLabels": {"team": "batch"}},
-                "podSelector": {
-                    "matchExpressions": [
-                        {"key": "tier", "operator": "NotIn", "values": ["critical"]}
-                    ]
-                },
-            },
-        )
-    ).scope
+    scope = parse_action(action("a", throttle={}, scope={
+        "qosClasses": ["BestEffort"], "maxPriority": 100,
+        "namespaceSelector": {"matchLabels": {"team": "batch"}},
+        "podSelector": {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["critical"]}]},
+    })).scope
     be = parse_pod(pod("p", priority=100))
     assert scope.admits(be, {"team": "batch"})
     assert not scope.admits(be, {"team": "web"})
     assert not scope.admits(parse_pod(pod("p", priority=101)), {"team": "batch"})
     assert not scope.admits(parse_pod(pod("p", labels={"tier": "critical"})), {"team": "batch"})
-    assert not scope.admits(
-        parse_pod(pod("p", requests={"cpu": "1"})), {"team": "batch"}
-    )  # Burstable
+    assert not scope.admits(parse_pod(pod("p", requests={"cpu": "1"})), {"team": "batch"})  # Burstable

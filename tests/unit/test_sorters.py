@@ -21,13 +21,7 @@ def test_class_then_priority_then_running_time():
         _cand("be-young", started="2025-12-31T23:30:00Z"),
         _cand("be-prio", priority=5, started="2025-12-31T23:59:00Z"),
     ]
-    assert _order(SorterName.GENERAL, cands) == [
-        "be-young",
-        "be-old",
-        "be-prio",
-        "burstable",
-        "guaranteed",
-    ]
+    assert _order(SorterName.GENERAL, cands) == ["be-young", "be-old", "be-prio", "burstable", "guaranteed"]
 
 
 def test_cpu_sorter_higher_usage_first_unknown_last():
