@@ -1,7 +1,8 @@
 """The controller's ``--config``: one section per engine of ``agent.cluster.registry``, in
 the shape of a scenario's ``config`` (SIMULATE.md), plus ``enabled`` in the sections of the
 switchable engines (defrag, queues, daemonset): off by default, so a new install only
-reports what it would do.
+reports what it would do; and ``migration`` (``agent.cluster.migrator.args``: the
+placeholder image).
 
 Every refusal reads ``config <section>: <field> <problem>, got <value>`` (the section's own
 fields are refused by its engine's ``XArgs``, in the same format).
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from agent.cluster.engine import ClusterEngine, EngineArgs
+from agent.cluster.migrator.args import KEY as MIGRATION_KEY
+from agent.cluster.migrator.args import MigrationArgs
 from agent.cluster.registry import ENGINES
 from agent.model.fields import Fields
 
@@ -26,6 +29,8 @@ class ControllerConfig:
     engine_args: Mapping[str, Any] = field(default_factory=dict)
     #: Keys of the switchable engines whose plans the controller carries out.
     enabled: frozenset[str] = frozenset()
+    #: The ``migration`` section: how reservations are made real.
+    migration: MigrationArgs = field(default_factory=MigrationArgs)
 
     def args(self, engine: ClusterEngine[A, Any]) -> A:
         if engine.key in self.engine_args:
@@ -45,7 +50,7 @@ def parse_config(raw: object) -> ControllerConfig:
     """Parse the config mapping (None: every default); InvalidObject names the field."""
     top = Fields("config")
     sections = top.mapping(raw)
-    top.only(sections, [e.key for e in ENGINES])
+    top.only(sections, [*(e.key for e in ENGINES), MIGRATION_KEY])
     engine_args: dict[str, Any] = {}
     enabled: set[str] = set()
     for engine in ENGINES:
@@ -55,4 +60,5 @@ def parse_config(raw: object) -> ControllerConfig:
             if flag is not None and Fields("config", engine.key).boolean(flag, "enabled"):
                 enabled.add(engine.key)
         engine_args[engine.key] = engine.parse_args(section)
-    return ControllerConfig(engine_args, frozenset(enabled))
+    migration_args = MigrationArgs.from_config(sections.get(MIGRATION_KEY))
+    return ControllerConfig(engine_args, frozenset(enabled), migration_args)

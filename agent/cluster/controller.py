@@ -6,7 +6,9 @@ fail-over starts from warm caches. The leader, every ``interval`` seconds, takes
 ObjectStore snapshot of the cache and runs one round:
 
 1. every non-terminal job takes one migration step (``agent/cluster/migrator``): Running
-   ones move on, and Pending ones may time out, be paused or aborted;
+   ones move on, and Pending ones may time out, be paused or aborted; then drain taints
+   are set and lifted and orphaned placeholders and PriorityClasses deleted (the
+   migrator's ``reconcile``: what a stopped leader left behind is collected here);
 2. every engine of ``agent/cluster/registry.py`` plans on the snapshot, in order.
    Arbitration: failed jobs get phase Failed with the reason, waiting ones stay Pending
    with the retryable reason in status; passed jobs enter the rate-limited queue, which the
@@ -40,7 +42,7 @@ from agent.cluster import arbitration
 from agent.cluster.acting import Act, PlanActs
 from agent.cluster.config import ControllerConfig
 from agent.cluster.metrics import ControllerMetrics
-from agent.cluster.migrator import ClusterView, MigrationExecutor
+from agent.cluster.migrator import ClusterView, MigrationExecutor, PlaceholderSettings
 from agent.cluster.rate_queue import RateLimitedQueue
 from agent.cluster.registry import ENGINES
 from agent.cluster.resources import PODS, QUEUES, REQUIRED_KINDS, WATCHED, snapshot
@@ -48,6 +50,7 @@ from agent.cluster.writes import GuardedWriter, NotLeader
 from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
+from agent.kube.events import EventRecorder, KubeEvents
 from agent.kube.fetching import Selectors
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
 from agent.kube.watching import Informers, WatchArgs, start_watches
@@ -58,6 +61,8 @@ from agent.model.store import ObjectStore
 
 #: Engines that pause while an object of a kind they plan on is invalid.
 PAUSED_BY_INVALID = {"queues": QUEUES.kind}
+#: The Events' source component.
+COMPONENT = "waterline-controller"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +104,17 @@ class Controller:
         self.cache = Cache()
         self.elector = self._elector(deps)
         self.writer = GuardedWriter(deps.api, self.is_leader, dry_run, self.metrics)
-        self.executor = MigrationExecutor(self.writer)
+        # Events follow the writes they tell of (the executor records one only after its
+        # write went through), so they too come from the leader only, and never in a dry run.
+        self.events = EventRecorder(KubeEvents(deps.api), COMPONENT, host=deps.identity)
+        self.executor = MigrationExecutor(
+            self.writer,
+            placeholders=PlaceholderSettings(
+                deps.lease_namespace, self.config.migration.placeholder_image
+            ),
+            events=self.events,
+            metrics=self.metrics,
+        )
         self.acts: dict[str, Act] = PlanActs(
             self.writer, self.metrics, self.log, self._queue_passed
         ).table()
@@ -240,8 +255,17 @@ class Controller:
                 continue
             step = self.executor.run(job, job.annotations, view, now)
             if step is not None:
-                jobs[i] = replace(job, phase=step.phase, reason=step.reason, message=step.message)
+                jobs[i] = replace(
+                    job,
+                    phase=step.phase,
+                    reason=step.reason,
+                    message=step.message,
+                    node_name=step.node_name,
+                    target_node=step.target_node,
+                    landed_node=step.landed_node,
+                )
         stepped = replace(store, migration_jobs=jobs)
+        self.executor.reconcile(jobs, view, now)  # drain taints, orphaned placeholders
         for engine in ENGINES:
             invalid_kind = PAUSED_BY_INVALID.get(engine.key)
             invalid = self.cache.invalid(invalid_kind) if invalid_kind else {}

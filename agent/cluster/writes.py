@@ -11,13 +11,13 @@ from typing import Any
 import structlog
 
 from agent.cluster.metrics import ControllerMetrics
-from agent.cluster.resources import MIGRATION_JOBS, RESERVATIONS
+from agent.cluster.resources import MIGRATION_JOBS, PRIORITY_CLASSES, RESERVATIONS
 from agent.kube import evicting
 from agent.kube.client import KubeApi
 from agent.kube.creating import create, delete
 from agent.kube.errors import KubeConflict, KubeError, KubeNotFound
 from agent.kube.patching import merge_patch
-from agent.kube.resources import NODES
+from agent.kube.resources import NODES, PODS
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 
@@ -147,3 +147,100 @@ class GuardedWriter:
         return self._call(
             "annotate node", lambda: merge_patch(self.api, NODES, name, patch), node=name
         )
+
+    # -- migration on a stock scheduler: placeholders, their PriorityClasses, drain taints --
+    # API calls (RBAC): scheduling.k8s.io priorityclasses create, delete; core pods create,
+    # delete (the placeholders, in the controller's namespace); core nodes get, patch.
+    def create_priority_class(self, body: Mapping[str, Any]) -> bool:
+        """Create a placeholder PriorityClass; one that exists already is what we wanted."""
+        name = body["metadata"]["name"]
+        if not self._may("create PriorityClass", priority_class=name):
+            return False
+        try:
+            create(self.api, PRIORITY_CLASSES, body)
+            return True
+        except KubeConflict:
+            return True
+        except KubeError as err:
+            self.log.warning("could not create PriorityClass", priority_class=name, error=str(err))
+            return False
+
+    def delete_priority_class(self, name: str) -> bool:
+        if not self._may("delete PriorityClass", priority_class=name):
+            return False
+        return self._gone(
+            "delete PriorityClass",
+            lambda: delete(self.api, PRIORITY_CLASSES, name),
+            priority_class=name,
+        )
+
+    def create_placeholder(self, body: Mapping[str, Any]) -> bool:
+        """Create a reservation's placeholder pod; one of that name already there counts
+        (the migrator reads its state from the cache next round)."""
+        meta = body["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if not self._may("create placeholder", placeholder=key, node=body["spec"]["nodeName"]):
+            return False
+        try:
+            create(self.api, PODS, body)
+            return True
+        except KubeConflict:
+            return True
+        except KubeError as err:
+            self.log.warning("could not create placeholder", placeholder=key, error=str(err))
+            return False
+
+    def delete_placeholder(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete a placeholder pod, only the one of that uid (a precondition); gone
+        already is what we wanted."""
+        key = f"{namespace}/{name}"
+        if not self._may("delete placeholder", placeholder=key):
+            return False
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._gone(
+            "delete placeholder",
+            lambda: self.api.request(
+                "DELETE", PODS.path(namespace, name), body=options if uid else None
+            ),
+            placeholder=key,
+        )
+
+    def node_taint(self, name: str, key: str, effect: str, wanted: bool) -> bool:
+        """Add (``wanted``) or remove our taint ``key`` on a node, every other taint kept;
+        True when the node carries it as wanted. The patch carries the node's
+        resourceVersion: a concurrent taint writer (the node agent, the node lifecycle
+        controller) makes it fail with 409 rather than be overwritten; the next round
+        retries."""
+        if not self._may("taint node" if wanted else "untaint node", node=name, taint=key):
+            return False
+        try:
+            raw = self.api.request("GET", NODES.path(None, name))
+            taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+            kept = [t for t in taints if t.get("key") != key]
+            if wanted:
+                kept.append({"key": key, "effect": effect})
+            if kept == taints:
+                return True
+            patch: dict[str, Any] = {"spec": {"taints": kept}}
+            version = (raw.get("metadata") or {}).get("resourceVersion")
+            if version:
+                patch["metadata"] = {"resourceVersion": version}
+            merge_patch(self.api, NODES, name, patch)
+            self.log.info("drain taint set" if wanted else "drain taint removed", node=name)
+            return True
+        except KubeNotFound:
+            return not wanted  # a node that is gone carries no taint
+        except KubeError as err:
+            self.log.warning("could not change node taint", node=name, error=str(err), status=err.status)
+            return False
+
+    def _gone(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
+        """A delete: done, or not found (gone already: what we wanted)."""
+        try:
+            fn()
+            return True
+        except KubeNotFound:
+            return True
+        except KubeError as err:
+            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
+            return False

@@ -19,9 +19,9 @@ from agent.model import migration, priorityclass, queue, reservation
 from agent.model.fields import bad
 from agent.model.migration import PodMigrationJob, parse_pod_migration_job
 from agent.model.objects import (
-    WORKLOAD_KINDS,
     PV_KIND,
     PVC_KIND,
+    WORKLOAD_KINDS,
     Namespace,
     Node,
     PersistentVolume,

@@ -58,7 +58,9 @@ class Storage:
             return f'{LOCAL_VOLUME} claim "{claim}": not bound'
         volume = self.volumes.get(found.volume_name)
         if volume is None:
-            return f'{LOCAL_VOLUME} claim "{claim}": PersistentVolume "{found.volume_name}" not found'
+            return (
+                f'{LOCAL_VOLUME} claim "{claim}": PersistentVolume "{found.volume_name}" not found'
+            )
         if volume.pinned:
             return f'{LOCAL_VOLUME} claim "{claim}": {volume.pinned}'
         return None

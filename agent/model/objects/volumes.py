@@ -54,7 +54,10 @@ def _single_node(affinity: object) -> str:
             return ""
         named = [
             req["values"][0]
-            for key, field in (("matchExpressions", HOSTNAME_LABEL), ("matchFields", "metadata.name"))
+            for key, field in (
+                ("matchExpressions", HOSTNAME_LABEL),
+                ("matchFields", "metadata.name"),
+            )
             for req in term.get(key) or []
             if isinstance(req, dict)
             and req.get("key") == field
