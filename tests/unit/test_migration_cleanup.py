@@ -4,6 +4,7 @@ the placeholder's body (priority clamp, limits for extended resources, toleratio
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from agent.cluster import migrator as mg
@@ -74,6 +75,61 @@ def test_the_taint_goes_when_the_drain_ends_freed_or_not() -> None:
     assert failed.untaint == (mg.DrainEnd("n1", False, ("default/db-0",)),)
     # an orphan taint (no job at all: the controller restarted, the jobs were deleted)
     assert mg.plan_cleanup([], view(tainted("n7")), NOW).untaint == (mg.DrainEnd("n7", True, ()),)
+
+
+def stamped(name: str, planned: str, taint: bool = True) -> dict[str, Any]:
+    raw = tainted(name) if taint else node(name)
+    raw["metadata"]["annotations"] = {"qos.waterline.io/last-defrag-time": planned}
+    return raw
+
+
+def test_a_plans_first_eviction_taints_every_source_of_the_plan() -> None:
+    """A source whose turn has not come is the emptiest node: untainted, it would take the
+    replacements of the others."""
+    plan_time = "2026-01-01T00:00:00Z"
+    evicting = drain_job("a", m.REASON_WAIT_REPLACEMENT)
+    queued = job(
+        mode=m.RESERVATION_FIRST, phase="Pending", name="b", pod_name="web-2", created_by="defrag"
+    )
+    web2 = pod("web-2", node_name="n2")
+    same = view(stamped("n1", plan_time, taint=False), stamped("n2", plan_time, taint=False), web2)
+    assert mg.plan_cleanup([evicting, queued], same, NOW).taint == ("n1", "n2")
+    other = view(
+        stamped("n1", plan_time, taint=False),
+        stamped("n2", "2026-01-01T01:00:00Z", taint=False),
+        web2,
+    )
+    assert mg.plan_cleanup([evicting, queued], other, NOW).taint == ("n1",)
+
+
+def test_a_freed_node_keeps_its_taint_while_its_plans_other_drains_run() -> None:
+    """Lifted at once, a freed (empty) node is where LeastAllocated sends the replacements
+    of the drains still running."""
+    plan_time = "2026-01-01T00:00:00Z"
+    done = drain_job("a", m.REASON_COMPLETED, phase=m.SUCCEEDED)
+    other = job(
+        mode=m.RESERVATION_FIRST,
+        phase=m.RUNNING,
+        name="b",
+        pod_name="web-2",
+        created_by="defrag",
+        status={"reason": m.REASON_WAIT_REPLACEMENT},
+        annotations={m.SOURCE_NODE_ANNOTATION: "n2"},
+    )
+    same_plan = view(stamped("n1", plan_time), stamped("n2", plan_time))
+    assert mg.plan_cleanup([done, other], same_plan, NOW).untaint == ()
+    # a newer plan's drain does not hold it
+    newer = view(stamped("n1", plan_time), stamped("n2", "2026-01-01T01:00:00Z"))
+    assert mg.plan_cleanup([done, other], newer, NOW).untaint == (mg.DrainEnd("n1", True, ()),)
+    # a failed drain (pods left) lets go at once: the node must take pods again
+    left = view(stamped("n1", plan_time), stamped("n2", plan_time), pod("db-0", node_name="n1"))
+    assert mg.plan_cleanup([done, other], left, NOW).untaint == (
+        mg.DrainEnd("n1", False, ("default/db-0",)),
+    )
+    # the plan's last drain ends: every taint goes
+    last = replace(other, phase=m.SUCCEEDED)
+    ends = mg.plan_cleanup([done, last], same_plan, NOW).untaint
+    assert [e.node for e in ends] == ["n1", "n2"]
 
 
 def test_orphaned_placeholders_and_unused_priority_classes() -> None:
