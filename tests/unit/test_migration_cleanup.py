@@ -229,3 +229,37 @@ def test_placeholder_body_priority_limits_and_tolerations() -> None:
     assert parse_pod(body).labels["qos.waterline.io/reservation"] == "pmj-j1"
     backed = parse_reservation(reservation("j1", r.AVAILABLE, "g1"))
     assert backed.placeholder and not backed.holds_capacity(NOW + 10)
+
+
+def test_the_defrag_act_counts_the_moves_it_plans() -> None:
+    from agent.cluster.acting import PlanActs
+    from agent.cluster.defrag import DefragPlan, Migration
+
+    class Writer:
+        def __init__(self) -> None:
+            self.jobs: list[dict[str, Any]] = []
+
+        def create_job(self, body: dict[str, Any]) -> bool:
+            self.jobs.append(body)
+            return len(self.jobs) == 1  # the second create fails
+
+        def annotate_node(self, name: str, annotations: dict[str, str]) -> bool:
+            return True
+
+    metrics, writer = ControllerMetrics(), Writer()
+    acts = PlanActs(writer, metrics, mock_log(), lambda passed: 0)  # type: ignore[arg-type]
+    moves = tuple(
+        Migration(parse_pod(pod(name, node_name="n3")), "n3", "n1") for name in ("a", "b")
+    )
+    store = ObjectStore.from_dicts([node("n1"), node("n3")])
+    acts.defrag(DefragPlan(migrations=moves), store, view(node("n1")), NOW, True)
+    planned = metrics.registry.get_sample_value(
+        "waterline_controller_moves_total", {"stage": "planned"}
+    )
+    assert planned == 1 and writer.jobs[0]["metadata"]["labels"] == {m.CREATED_BY_LABEL: "defrag"}
+
+
+def mock_log() -> Any:
+    import structlog
+
+    return structlog.get_logger("test")
