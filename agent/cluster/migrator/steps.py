@@ -35,7 +35,7 @@ STARTED_AT_ANNOTATION = "migration.qos.waterline.io/started-at"
 #: creationTimestamp has whole seconds (compared with the start rounded down) and the API
 #: server's clock is not ours: a pod of the owner created this much earlier still counts.
 REPLACEMENT_SLACK_SECONDS = 1.0
-#: Defrag writes its planned target here; the stand-in scheduler prefers it when it fits.
+#: Defrag writes its planned target here; the placeholder goes there while it still fits.
 TARGET_NODE_ANNOTATION = "migration.qos.waterline.io/target-node"
 CREATED_BY_LABEL = m.CREATED_BY_LABEL
 JOB_LABEL = "qos.waterline.io/migration-job"
