@@ -10,8 +10,10 @@ import argparse
 import copy
 import functools
 import os
+import re
 import shutil
 import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -297,6 +299,14 @@ def test_agent_runs_on_every_node_and_is_node_critical() -> None:
     assert not pod.get("nodeSelector") and not pod.get("affinity")
     assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
     assert c["resources"]["limits"]["memory"]
+
+
+def test_make_image_builds_the_image_the_manifests_run() -> None:
+    """`make image` tags IMAGE_REPOSITORY:<pyproject's version>; deploy/ runs defaults.IMAGE."""
+    makefile = (ROOT / "Makefile").read_text()
+    (repository,) = re.findall(r"^IMAGE_REPOSITORY \?= (\S+)$", makefile, re.MULTILINE)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"{repository}:{version}" == defaults.IMAGE
 
 
 def test_controller_deployment_and_lease() -> None:
