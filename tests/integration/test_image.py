@@ -24,26 +24,18 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 import yaml
 
 from agent import defaults
+from devtools.demo.cgroups import CgroupTree
+from devtools.demo.pods import DemoPod
 from tests.deploy_manifests import HostMount, agent_args, agent_daemonset, agent_mounts
 
-# The helpers of the local agent's own integration test (and, through them, the demo's pod):
-# the same pods, objects and bounds, in a container.
-from tests.integration.test_agent_local import (
-    DemoPod,
-    close,
-    manifests,
-    start_and_calibrate,
-    state_pods,
-)
-
-if TYPE_CHECKING:
-    from agent.demo import CgroupTree
+# The local agent's own integration test: the same pods, objects and bounds, in a container.
+from tests.integration.test_agent_local import close, manifests, start_and_calibrate, state_pods
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
