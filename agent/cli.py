@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 
 
 @dataclass(frozen=True)
@@ -30,23 +31,44 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+def version() -> str:
+    """The installed distribution's version (the image, a wheel or an editable install)."""
+    try:
+        return metadata.version("waterline")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _commands() -> str:
+    return "\n".join(f"  {c.name:<14} {c.help}" for c in COMMANDS)
+
+
 def _top_parser() -> argparse.ArgumentParser:
-    lines = "\n".join(f"  {c.name:<14} {c.help}" for c in COMMANDS)
     parser = argparse.ArgumentParser(
         prog="waterline",
+        usage="waterline [-h] [--version] COMMAND [ARGS...]",
         description="Waterline: node-level QoS for Kubernetes.",
-        epilog=f"commands:\n{lines}\n\nRun `waterline COMMAND --help` for its options.",
+        epilog=f"commands:\n{_commands()}\n\nRun `waterline COMMAND --help` for its options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=[c.name for c in COMMANDS], metavar="COMMAND")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
+    parser.add_argument("--version", action="version", version=f"waterline {version()}")
+    parser.add_argument(
+        "command",
+        choices=[c.name for c in COMMANDS],
+        metavar="COMMAND",
+        help="one of the commands below",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    top = _top_parser().parse_args(argv[:1] if argv else argv)
-    command = next(c for c in COMMANDS if c.name == top.command)
+    top = _top_parser()
+    if not argv:
+        # argparse would say "the following arguments are required: COMMAND": list them.
+        print(f"usage: {top.usage}\n\ncommands:\n{_commands()}", file=sys.stderr)
+        return 2
+    command = next(c for c in COMMANDS if c.name == top.parse_args(argv[:1]).command)
     module = importlib.import_module(command.module)
     parser = argparse.ArgumentParser(prog=f"waterline {command.name}", description=command.help)
     module.add_arguments(parser)

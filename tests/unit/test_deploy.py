@@ -9,6 +9,11 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import os
+import re
+import shutil
+import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +24,9 @@ import pytest
 import yaml
 
 from agent import defaults
+from collectors.layout import kubepods_path
+from tests.deploy_manifests import DEPLOY as COMPONENTS_BASE
+from tests.deploy_manifests import agent_args, agent_daemonset, agent_mounts, component_names
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -28,6 +36,8 @@ KUBE_VERSION = "1.29.0"
 GROUP = defaults.API_GROUP
 #: PodMonitor and PrometheusRule have no Kubernetes schema here (checked by their own test).
 OPERATOR_GROUP = "monitoring.coreos.com/"
+#: Where the agent's container sees the host's /proc (its own /proc stays its own).
+HOST_PROC = "/host/proc"
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -141,7 +151,8 @@ def _agent_container() -> dict[str, Any]:
 def test_agent_command_image_and_node_name() -> None:
     c = _agent_container()
     assert c["image"] == defaults.IMAGE
-    assert c["args"] == ["agent", f"--node-name=$({defaults.NODE_NAME_ENV})"]
+    node_name = f"--node-name=$({defaults.NODE_NAME_ENV})"
+    assert c["args"] == ["agent", node_name, f"--proc-root={HOST_PROC}"]
     env = {e["name"]: e for e in c["env"]}
     assert env[defaults.NODE_NAME_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
 
@@ -180,8 +191,9 @@ def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
 @pytest.mark.parametrize(
     ("mount_path", "host_path", "writable"),
     [
-        (defaults.PROC_ROOT, "/proc", False),
-        (defaults.CGROUP_ROOT, "/sys/fs/cgroup", True),
+        (HOST_PROC, "/proc", False),
+        (defaults.CGROUP_ROOT, "/sys/fs/cgroup", False),
+        ("/sys/fs/cgroup/kubepods.slice", "/sys/fs/cgroup/kubepods.slice", True),
         (defaults.STATE_DIR, defaults.STATE_DIR, True),
     ],
 )
@@ -191,11 +203,82 @@ def test_agent_host_mounts(mount_path: str, host_path: str, writable: bool) -> N
     assert bool(mount.get("readOnly")) is not writable
 
 
-def test_agent_writes_only_cgroups_state_and_tmp() -> None:
-    writable = {path for path, (m, _) in _mounts().items() if not m.get("readOnly")}
-    assert writable == {defaults.CGROUP_ROOT, defaults.STATE_DIR, "/tmp"}
+def test_agent_state_directory_is_made_on_first_start() -> None:
     state = _mounts()[defaults.STATE_DIR][1]
     assert state["hostPath"]["type"] == "DirectoryOrCreate"  # first start on a fresh node
+
+
+# -- the agent's host mounts, for every cgroup layout (deploy/components/) ---------------
+
+#: deploy/daemonset.yaml and each of deploy/components/: (cgroup version, kubelet's driver).
+LAYOUTS: dict[str | None, tuple[int, str]] = {
+    None: (2, "systemd"),
+    "cgroup-v2-cgroupfs": (2, "cgroupfs"),
+    "cgroup-v1-systemd": (1, "systemd"),
+    "cgroup-v1-cgroupfs": (1, "cgroupfs"),
+}
+V1_READ = ("cpu", "cpuacct", "memory")  # the hierarchies the collectors read on v1
+
+
+def _kubepods(version: int, driver: str) -> str:
+    """Where the agent's own layout code looks for kubepods: in the cpu controller's
+    hierarchy (v1) or the unified one (v2), spelled as kubelet's driver spells it."""
+    hierarchy = f"{defaults.CGROUP_ROOT}/cpu" if version == 1 else defaults.CGROUP_ROOT
+    return f"{hierarchy}/{kubepods_path(driver)}"
+
+
+def test_every_component_is_a_known_layout() -> None:
+    assert set(component_names()) == {c for c in LAYOUTS if c}
+
+
+@pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
+def test_agent_writes_only_kubepods_state_and_tmp(component: str | None) -> None:
+    version, driver = LAYOUTS[component]
+    ds = agent_daemonset(component)
+    kubernetes_validate.validate(ds, KUBE_VERSION, strict=True)
+    mounts = agent_mounts(ds)
+    assert len({m.name for m in mounts}) == len({m.path for m in mounts}) == len(mounts)
+    writable = {m.path for m in mounts if not m.read_only}
+    assert writable == {_kubepods(version, driver), defaults.STATE_DIR, "/tmp"}
+    cgroup = [m for m in mounts if m.path.startswith(defaults.CGROUP_ROOT)]
+    for m in cgroup:  # at the host's own paths; never created on a node that lacks them
+        assert (m.host_path, m.host_type) == (m.path, "Directory")
+    read_only = {m.path for m in cgroup if m.read_only}
+    if version == 2:
+        assert read_only == {defaults.CGROUP_ROOT}
+    else:  # read-only one hierarchy at a time: the tmpfs's read-only stops at its own mount
+        assert read_only == {f"{defaults.CGROUP_ROOT}/{h}" for h in V1_READ}
+    (kubepods,) = [m.path for m in cgroup if not m.read_only]
+    assert any(kubepods.startswith(f"{top}/") for top in read_only)
+
+
+@pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
+def test_agent_reads_the_hosts_proc_beside_its_own(component: str | None) -> None:
+    ds = agent_daemonset(component)
+    mounts = agent_mounts(ds)
+    (proc,) = [m for m in mounts if m.host_path == "/proc"]
+    assert (proc.path, proc.read_only) == (HOST_PROC, True)
+    assert not [m for m in mounts if m.path == "/proc" or m.path.startswith("/proc/")]
+    assert f"--proc-root={HOST_PROC}" in agent_args(ds)
+
+
+@pytest.mark.parametrize("component", [c for c in LAYOUTS if c])
+def test_components_render_the_same_through_kubectl_kustomize(
+    component: str, tmp_path: Path
+) -> None:
+    """The patch reading in tests/deploy_manifests.py agrees with kustomize's own."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: components checked by our own patch reader only")
+    base = os.path.relpath(COMPONENTS_BASE, tmp_path)
+    overlay = {"resources": [base], "components": [f"{base}/components/{component}"]}
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    out = subprocess.run(  # noqa: S603
+        [kubectl, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    (ds,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "DaemonSet"]
+    assert agent_mounts(ds) == agent_mounts(agent_daemonset(component))
 
 
 def test_agent_least_privilege() -> None:
@@ -216,6 +299,14 @@ def test_agent_runs_on_every_node_and_is_node_critical() -> None:
     assert not pod.get("nodeSelector") and not pod.get("affinity")
     assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
     assert c["resources"]["limits"]["memory"]
+
+
+def test_make_image_builds_the_image_the_manifests_run() -> None:
+    """`make image` tags IMAGE_REPOSITORY:<pyproject's version>; deploy/ runs defaults.IMAGE."""
+    makefile = (ROOT / "Makefile").read_text()
+    (repository,) = re.findall(r"^IMAGE_REPOSITORY \?= (\S+)$", makefile, re.MULTILINE)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"{repository}:{version}" == defaults.IMAGE
 
 
 def test_controller_deployment_and_lease() -> None:
