@@ -1,18 +1,24 @@
 """The container image (``make image``) run the way deploy/ runs it.
 
-The agent test runs ``waterline agent --local`` from the image, in a container with the
-host mounts, arguments and security context of the agent's DaemonSet, read from
-deploy/daemonset.yaml and the deploy/components/ patch for this host's cgroup layout, so
-they cannot drift apart. It throttles real busy processes in the kubelet-shaped cgroup v1
+The agent tests run the image in a container with the host mounts, host namespaces,
+arguments and security context of the agent's DaemonSet, read from deploy/daemonset.yaml
+and the deploy/components/ patch for this host's cgroup layout, so they cannot drift apart.
+``waterline agent --local`` throttles real busy processes in the kubelet-shaped cgroup v1
 tree of tests/integration/conftest.py, the kernel's ``cpuacct.usage`` shows the cap, and
-the original quotas come back exactly. The only change to the manifest's mounts: the tree
-lives under its own kubelet cgroup root (``--kubelet-cgroup-root``), so the writable
-kubepods subtree moves under it, as it does for a kubelet with ``--cgroup-root``.
+the original quotas come back exactly; a pod cgroup's tasks and their schedstat are
+visible from the agent's container (hostPID). The only change to the manifest's mounts:
+the tree lives under its own kubelet cgroup root (``--kubelet-cgroup-root``), so the
+writable kubepods subtree moves under it, as it does for a kubelet with ``--cgroup-root``.
+
+``waterline controller`` runs from the image as deploy/controller.yaml runs it, against a
+``waterline dev-apiserver`` on this host (the host's network: the dev server listens on
+loopback), and the image's client builds its configuration from a service account, as in
+a pod. The image ships the kubernetes client as bytecode only: these runs are what shows
+that it still loads and works.
 
 The image is not built here (a cold build takes about a minute): ``make image`` first,
 as .ci/run does; without it, or without a container engine that works here, these tests
-skip and say why. The controller against ``waterline dev-apiserver`` in a container is
-still to come, once the dev server serves what the controller needs (issue 12).
+skip and say why.
 """
 
 from __future__ import annotations
@@ -26,16 +32,23 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import certifi
 import pytest
 import yaml
 
 from agent import defaults
+from devtools.apiserver.testing import Running
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.deploy_manifests import HostMount, agent_args, agent_daemonset, agent_mounts
+from tests.deploy_manifests import DEPLOY, HostMount, agent_args, agent_daemonset, agent_mounts
 
 # The local agent's own integration test: the same pods, objects and bounds, in a container.
 from tests.integration.test_agent_local import close, manifests, start_and_calibrate, state_pods
+
+# The controller's integration test: the same checks, and its dev server with the same
+# objects (the fixture `cluster`).
+from tests.integration.test_controller import LEASE_NAME, LEASE_NS, status, wait_until
+from tests.integration.test_controller import cluster as cluster
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,6 +164,19 @@ def security_flags(ds: dict[str, Any], engine: str) -> list[str]:
     ]  # fmt: skip
 
 
+def namespace_flags(ds: dict[str, Any]) -> list[str]:
+    """The agent pod's host namespaces as run flags: the host's pid namespace, no other."""
+    pod = ds["spec"]["template"]["spec"]
+    assert not pod.get("hostNetwork") and not pod.get("hostIPC")
+    return ["--pid", "host"] if pod.get("hostPID") else []
+
+
+def proc_root(ds: dict[str, Any]) -> str:
+    """Where the agent reads the host's /proc (its --proc-root)."""
+    (root,) = [a.split("=", 1)[1] for a in agent_args(ds) if a.startswith("--proc-root=")]
+    return root
+
+
 def container_args(ds: dict[str, Any], node: str) -> list[str]:
     args = agent_args(ds)
     assert args[0] == "agent"
@@ -166,7 +192,7 @@ def agent_run(engine: str, tree: CgroupTree, tmp_path: Path) -> Iterator[list[st
     state.mkdir()
     flags = [
         engine, "run", "--rm", "--name", name, "--network", "none",
-        *security_flags(ds, engine),
+        *namespace_flags(ds), *security_flags(ds, engine),
         *container_mounts(agent_mounts(ds), tree.kubelet_root, state, engine),
     ]  # fmt: skip
     try:
@@ -204,6 +230,38 @@ def test_outside_kubepods_the_cgroup_tree_is_read_only(
         f"{outside} Read-only file system",
         f"{acct} Read-only file system",
     ]
+
+
+def test_in_the_agents_container_a_pods_tasks_and_their_schedstat_are_visible(
+    agent_run: list[str], tree: CgroupTree
+) -> None:
+    """The latency-critical pods' run-queue wait comes from their tasks: the pids in the
+    pod's cgroup.procs, then /proc/<pid>/schedstat of each under the host's /proc. With the
+    manifest's settings the agent's container lists the same pids as the host (the kernel
+    shows only the reader's pid namespace's tasks there) and reads their schedstat."""
+    pod = DemoPod("victim", "Guaranteed", 0.5)
+    tree.add_pod(pod)
+    tree.start(pod)
+    tree.signal(pod.name, signal.SIGSTOP)  # it ran, and stays in its cgroup, idle
+    procs = os.path.join(tree.cpu_root, pod.container_rel(tree.kubelet_root), "cgroup.procs")
+    host_pids = Path(procs).read_text().split()
+    assert host_pids
+    probe = (
+        "import json, sys\n"
+        "procs, proc_root = sys.argv[1:]\n"
+        "pids = open(procs).read().split()\n"
+        "print(json.dumps({p: open(f'{proc_root}/{p}/schedstat').read().split() for p in pids}))\n"
+    )
+    ds = agent_daemonset(COMPONENT)
+    out = run(
+        [*agent_run, "--entrypoint", "/opt/waterline/bin/python", IMAGE,
+         "-c", probe, procs, proc_root(ds)]
+    )  # fmt: skip
+    seen = json.loads(out.stdout)
+    assert sorted(seen) == sorted(host_pids)
+    for fields in seen.values():
+        run_ns, _wait_ns, slices = map(int, fields)  # the wait may well be 0 on an idle host
+        assert run_ns > 0 and slices > 0
 
 
 def test_the_agent_in_its_container_throttles_to_the_cap_and_restores_exactly(
@@ -285,3 +343,109 @@ def test_the_agent_in_its_container_throttles_to_the_cap_and_restores_exactly(
         run([engine, "stop", "--time", "10", name], check=False)
         agent.wait(timeout=30)
     assert agent.returncode == 0, logs()
+
+
+# -- the controller, as deploy/controller.yaml runs it --------------------------------
+
+
+def controller_deployment() -> dict[str, Any]:
+    docs = yaml.safe_load_all((DEPLOY / "controller.yaml").read_text())
+    (deployment,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    return dict(deployment)
+
+
+def controller_flags(engine: str, pod_name: str) -> list[str]:
+    """The controller pod's security context, environment and name (its hostname) as run
+    flags; fails on a field not mapped."""
+    pod = controller_deployment()["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    sc, pod_sc = container["securityContext"], pod["securityContext"]
+    assert sc["privileged"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert pod_sc["runAsNonRoot"] is True and pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "volumes" not in pod and not pod.get("hostNetwork")
+    field_refs = {"metadata.name": pod_name, "metadata.namespace": defaults.NAMESPACE}
+    env: list[str] = []
+    for e in container["env"]:
+        value = e["value"] if "value" in e else field_refs[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        env += ["--env", f"{e['name']}={value}"]
+    return [
+        "--user", f"{pod_sc['runAsUser']}:{pod_sc['runAsGroup']}", "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges", *read_only_flags(engine),
+        "--hostname", pod_name, *env,
+    ]  # fmt: skip
+
+
+def test_the_controller_in_the_image_leads_and_runs_rounds_against_the_dev_server(
+    engine: str, cluster: Running, tmp_path: Path
+) -> None:
+    """It loads the kubeconfig, takes the Lease under its pod's name and its rounds
+    arbitrate (a job for a pod that does not exist ends Failed); stopped, it releases the
+    Lease and exits 0. The host's network: the dev server listens on loopback only."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(cluster.kubeconfig.read_text())
+    kubeconfig.chmod(0o644)  # read by uid 65532
+    pod_name = f"waterline-controller-it-{os.getpid()}"
+    name = f"waterline-it-{os.getpid()}-{tmp_path.name}"
+    (container,) = controller_deployment()["spec"]["template"]["spec"]["containers"]
+    command = [
+        engine, "run", "--rm", "--name", name, "--network", "host",
+        *controller_flags(engine, pod_name),
+        "--volume", f"{kubeconfig}:/etc/waterline/kubeconfig:ro", IMAGE, *container["args"],
+        "--kubeconfig", "/etc/waterline/kubeconfig", "--interval", "0.3",
+        "--metrics-addr", "127.0.0.1:0", "--log-format", "json",
+    ]  # fmt: skip
+    log_path = tmp_path / "controller.log"
+    with log_path.open("wb") as log:
+        controller = subprocess.Popen(  # noqa: S603
+            command, stdout=log, stderr=subprocess.STDOUT, env=_engine_env()
+        )
+
+    def logs() -> str:
+        return log_path.read_text(errors="replace")[-3000:]
+
+    try:
+        wait_until(lambda: status(cluster, "job-ghost").get("phase") == "Failed", timeout=30)
+        assert status(cluster, "job-ghost")["reason"] == "MissingPod"
+        lease = cluster.api.request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
+        )
+        assert lease["spec"]["holderIdentity"].startswith(f"{pod_name}_"), logs()
+    finally:
+        run([engine, "stop", "--time", "10", name], check=False)
+        controller.wait(timeout=30)
+    assert controller.returncode == 0, logs()
+    lease = cluster.api.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
+    )
+    assert not lease["spec"].get("holderIdentity"), logs()  # released for the next replica
+
+
+def test_in_a_pod_the_client_is_configured_from_the_service_account(
+    engine: str, tmp_path: Path
+) -> None:
+    """No --kubeconfig in a pod: the API server's address comes from the environment the
+    kubelet sets, the token and CA bundle from the mounted service account."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("token-of-the-service-account")
+    (account / "ca.crt").write_text(Path(certifi.where()).read_text())
+    (account / "namespace").write_text(defaults.NAMESPACE)
+    probe = (
+        "import json\n"
+        "from agent.kube.client import build_api\n"
+        "c = build_api().api_client.configuration\n"
+        "print(json.dumps([c.host, c.api_key, c.ssl_ca_cert]))\n"
+    )
+    mount = "/var/run/secrets/kubernetes.io/serviceaccount"
+    out = run(
+        [engine, "run", "--rm", "--network", "none", *read_only_flags(engine),
+         "--cap-drop", "ALL", "--user", NONROOT,
+         "--env", "KUBERNETES_SERVICE_HOST=10.96.0.1", "--env", "KUBERNETES_SERVICE_PORT=443",
+         "--volume", f"{account}:{mount}:ro",
+         "--entrypoint", "/opt/waterline/bin/python", IMAGE, "-c", probe]
+    )  # fmt: skip
+    host, api_key, ca = json.loads(out.stdout)
+    assert host == "https://10.96.0.1:443"
+    assert api_key == {"authorization": "bearer token-of-the-service-account"}
+    assert ca == f"{mount}/ca.crt"

@@ -288,8 +288,18 @@ def test_agent_least_privilege() -> None:
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]}
-    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    assert not pod.get("hostNetwork") and not pod.get("hostIPC")
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+
+
+@pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
+def test_agent_shares_the_hosts_pid_namespace(component: str | None) -> None:
+    """The tasks of the pods' cgroups (cgroup.procs) are listed in the reader's pid
+    namespace only, and their schedstat is read at the same pids under the host's /proc:
+    every layout runs in the host's pid namespace and reads the host's /proc."""
+    ds = agent_daemonset(component)
+    assert ds["spec"]["template"]["spec"]["hostPID"] is True
+    assert [m.path for m in agent_mounts(ds) if m.host_path == "/proc"] == [HOST_PROC]
 
 
 def test_agent_runs_on_every_node_and_is_node_critical() -> None:
