@@ -84,7 +84,7 @@ def check_yaml(text: str) -> None:
                 if event.anchor is not None:
                     sizes[event.anchor] = 1
             elif isinstance(event, yaml.AliasEvent):
-                size = sizes.get(event.anchor, 1)
+                size = sizes.get(event.anchor or "", 1)
                 nodes += size
                 expanded += size
                 if expanded > nodes - expanded + ALIAS_ALLOWANCE:
@@ -102,6 +102,8 @@ def load_yaml_all(text: str) -> list[Any]:
         return list(yaml.load_all(text, Loader=YamlLoader))
     except yaml.YAMLError as err:
         raise DocumentError(f"not valid YAML: {_yaml_reason(err)}") from None
+    except ValueError as err:  # a scalar the constructor refuses: ``2026-13-01``
+        raise DocumentError(f"not valid YAML: {err}") from None
     except RecursionError:  # pragma: no cover - the depth check comes first
         raise DocumentError(f"nested deeper than {MAX_DEPTH} levels") from None
 
