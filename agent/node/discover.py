@@ -193,11 +193,19 @@ def _listdir(path: str) -> list[str]:
 
 
 def _containers(
-    pod_abs: str, driver: str, version: int, proc_root: str, names: Mapping[str, str]
+    roots: tuple[str, str | None],
+    pod_rel: str,
+    driver: str,
+    version: int,
+    proc_root: str,
+    names: Mapping[str, str],
 ) -> tuple[FoundContainer, ...]:
+    """The containers in a pod's cgroup: ``roots`` are the cpu and memory controllers'."""
+    cpu_root, memory_root = roots
     patterns = container_patterns(driver)
     found: list[FoundContainer] = []
     used: set[str] = set()
+    pod_abs = os.path.join(cpu_root, pod_rel)
     for entry in _listdir(pod_abs):
         path = os.path.join(pod_abs, entry)
         container_id = _container_id(entry, patterns) if os.path.isdir(path) else None
@@ -212,7 +220,10 @@ def _containers(
             name = f"{name}-{len(found)}"
         used.add(name)
         limit, request = cpu_bounds(path, version)
-        found.append(FoundContainer(name, container_id, limit, request, memory_limit(path, version)))
+        memory = None
+        if memory_root is not None:
+            memory = memory_limit(os.path.join(memory_root, pod_rel, entry), version)
+        found.append(FoundContainer(name, container_id, limit, request, memory))
     return tuple(found)
 
 
@@ -222,8 +233,12 @@ def discover(
     kubelet_root: str = "",
     proc_root: str = "/proc",
     log_root: str = "/var/log",
+    memory_root: str | None = None,
 ) -> Discovery:
-    """Every pod cgroup under ``cpu_root`` (the cpu controller's v1 root, or the v2 root)."""
+    """Every pod cgroup under ``cpu_root`` (the cpu controller's v1 root, or the v2 root);
+    memory limits from ``memory_root`` (v1's memory hierarchy; v2: the same root)."""
+    if version == 2 and memory_root is None:
+        memory_root = cpu_root
     driver = PodCgroupLayout(cpu_root, kubelet_root).detect_driver()
     if driver is None or driver not in DRIVERS:
         return Discovery(version, cpu_root, None)
@@ -236,6 +251,8 @@ def discover(
             started = os.stat(pod_abs).st_ctime
         except OSError:
             continue  # gone while we looked
-        containers = _containers(pod_abs, driver, version, proc_root, container_names_by_id)
+        containers = _containers(
+            (cpu_root, memory_root), rel, driver, version, proc_root, container_names_by_id
+        )
         pods.append(FoundPod(uid, qos, namespace, name, rel, started, containers))
     return Discovery(version, cpu_root, driver, tuple(pods), bool(pod_names))

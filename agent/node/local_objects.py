@@ -67,7 +67,14 @@ def run(args: argparse.Namespace) -> int:
     root = mounts.controller_root("cpu")
     if root is None:
         return _fail(1, f"no cpu controller under {args.cgroup_root}: no pods to describe")
-    found = discover(root, mounts.version, args.kubelet_cgroup_root, args.proc_root, args.log_root)
+    found = discover(
+        root,
+        mounts.version,
+        args.kubelet_cgroup_root,
+        args.proc_root,
+        args.log_root,
+        mounts.controller_root("memory"),
+    )
     if found.driver is None:
         return _fail(
             1,
