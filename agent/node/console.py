@@ -144,7 +144,7 @@ def _pods(outcome: TickOutcome) -> list[str]:
             f"  {len(missing)} of {len(outcome.pods)} pods have no cgroup on this host (not running "
             "here, or not started yet): not measured, never acted on"
         )
-        if len(missing) == len(outcome.pods):
+        if len(missing) == len(outcome.pods) and outcome.seq == 1:
             lines.append(
                 "  (to watch the pods running on this machine: waterline local-objects DIR, "
                 "then --objects DIR)"
