@@ -89,6 +89,8 @@ class PodMigrationJob:
     #: metadata.annotations: what the migrator recorded when it started the job, and an
     #: operator's abort request.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: metadata.resourceVersion: the precondition of a status decided on this record.
+    resource_version: str = ""
 
     @property
     def pod_key(self) -> str:
@@ -159,4 +161,5 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         conditions=parse_conditions(status.get("conditions"), KIND, name),
         source_node=str(annotations.get(SOURCE_NODE_ANNOTATION) or ""),
         annotations={str(k): str(v) for k, v in annotations.items()},
+        resource_version=str(meta.get("resourceVersion") or ""),
     )
