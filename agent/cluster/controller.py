@@ -15,8 +15,12 @@ ObjectStore snapshot of the cache and runs one round:
    DaemonSet preemption are logged, and carried out only when enabled in the config
    (``agent/cluster/acting.py``).
 
-Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``). ``--dry-run``
-plans and logs, and writes nothing. A round's own writes are read back through the watches.
+Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``), bounded by the
+time left before the lease's renew deadline. ``--dry-run`` plans and logs, and writes
+nothing. A round's own writes are read back through the watches. A round that could not
+read (a watch is failing: the snapshot may be stale) or could not write (an API error)
+counts as failed, in the metrics and in readiness; every background thread (the
+reflectors, the elector) reports to the ``ThreadBoard`` that ``/healthz`` shows.
 
 Where DESIGN.md is silent: the queue holds the latest round's passed jobs only (a job
 passed in an earlier round but not started yet is re-arbitrated, so limits hold against
@@ -49,6 +53,7 @@ from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
+from agent.kube.health import ThreadBoard
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
 from agent.kube.watching import Informers, WatchArgs, start_watches
 from agent.model import migration as m
@@ -97,8 +102,9 @@ class Controller:
         self.clock, self.wall = deps.clock, deps.wall
         self.log = structlog.get_logger("waterline.cluster.controller").bind(identity=self.identity)
         self.cache = Cache()
+        self.board = ThreadBoard(deps.clock)
         self.elector = self._elector(deps)
-        self.writer = GuardedWriter(deps.api, self.is_leader, dry_run, self.metrics)
+        self.writer = GuardedWriter(deps.api, self.elector.time_left, dry_run, self.metrics)
         self.executor = MigrationExecutor(self.writer)
         self.acts: dict[str, Act] = PlanActs(
             self.writer, self.metrics, self.log, self._queue_passed
@@ -129,6 +135,7 @@ class Controller:
             wall=deps.wall,
             on_started_leading=self._started_leading,
             on_stopped_leading=self._stopped_leading,
+            board=self.board,
         )
 
     # -- leadership -------------------------------------------------------------------------
@@ -154,7 +161,11 @@ class Controller:
     # -- caches -----------------------------------------------------------------------------
     def start_watches(self) -> None:
         self.informers = start_watches(
-            self.api, self.cache, [(r, Selectors()) for r in WATCHED], self.deps.watch_args
+            self.api,
+            self.cache,
+            [(r, Selectors()) for r in WATCHED],
+            self.deps.watch_args,
+            board=self.board,
         )
 
     @property
@@ -175,6 +186,7 @@ class Controller:
             target=self.elector.run, args=(elector_stop,), name="elector", daemon=True
         )
         elector.start()
+        self.board.register(self.elector.thread_name, elector)
 
         def wake_on_stop() -> None:
             stop.wait()
@@ -213,6 +225,7 @@ class Controller:
                 self._waiting_logged = True
             return True
         started = self.clock()
+        self.writer.take_failures()
         try:
             self.round(self.snapshot(), self.wall())
         except NotLeader as err:
@@ -225,11 +238,26 @@ class Controller:
             self.log.exception("round failed")
             self.last_round_ok = False
             return False
-        self.metrics.rounds.labels("ok").inc()
         self.metrics.round_seconds.observe(self.clock() - started)
         self.rounds += 1
-        self.last_round_ok = True
+        why = self._round_trouble()
+        self.last_round_ok = why is None
+        if why is not None:
+            self.metrics.rounds.labels("failed").inc()
+            self.log.warning("round could not read or write", why=why)
+            return False
+        self.metrics.rounds.labels("ok").inc()
         return True
+
+    def _round_trouble(self) -> str | None:
+        """Why the round just done does not count as a success (None: it does)."""
+        failed_writes = self.writer.take_failures()
+        if failed_writes:
+            return f"{failed_writes} write(s) failed"
+        if not self.cache.api_reachable:
+            failing = ", ".join(s.name for s in self.board.failing()) or "a watch"
+            return f"the API server cannot be read ({failing} failing): the snapshot may be stale"
+        return None
 
     def round(self, store: ObjectStore, now: float) -> None:
         """One migration step per job in flight, then every engine's plan, acted on."""

@@ -27,7 +27,7 @@ def controller() -> tuple[Controller, list[tuple[str, str]]]:
     def evict(pod: Pod, source: str = "migration") -> None:
         evicted.append((pod.key, source))
 
-    ctl.writer.is_leader = lambda: True  # type: ignore[method-assign]
+    ctl.writer.time_left = lambda: 10.0  # type: ignore[method-assign]
     ctl.writer.evict = evict  # type: ignore[method-assign,assignment]
     return ctl, evicted
 
