@@ -49,6 +49,10 @@ REASON_MAX_UNAVAILABLE_PER_WORKLOAD = "MaxUnavailablePerWorkload"
 REASON_SELECT_LIMIT = "SelectLimit"
 #: Another job of the same pod is Running or passed earlier in the round.
 REASON_POD_ALREADY_MIGRATING = "PodAlreadyMigrating"
+#: A workload of one replica, or whose unavailable limit equals its replicas.
+REASON_EXPECTED_REPLICAS = "ExpectedReplicas"
+#: maxMigratingTotal: the cluster-wide bound on Running jobs.
+REASON_MAX_MIGRATING_TOTAL = "MaxMigratingTotal"
 #: spec.paused: the job is left alone until it is unpaused.
 REASON_PAUSED = "Paused"
 # -- reasons: migration execution ---------------------------------------------------------
