@@ -151,16 +151,21 @@ def _stop_on_signals(log: Any) -> threading.Event:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     log = structlog.get_logger("waterline.cluster")
+    from agent.cluster.access import controller_access
     from agent.cluster.controller import Controller, ControllerDeps
     from agent.cluster.health import ControllerHealth
-    from agent.cluster.resources import WATCHED
+    from agent.cluster.resources import WATCHES
     from agent.kube.client import ClientArgs, build_api
 
     try:
         config, interval = _settings(args, log)
         try:
             # One connection per watch, plus room for the lease and the writes.
-            api = build_api(args.kubeconfig, args=ClientArgs(pool_size=len(WATCHED) + 8))
+            api = build_api(
+                args.kubeconfig,
+                args=ClientArgs(pool_size=len(WATCHES) + 8),
+                access=controller_access(args.lease_namespace, args.lease_name),
+            )
         except Exception as err:  # kubeconfig errors come in many types
             log.error("cannot build the API client", error=str(err))
             return 2

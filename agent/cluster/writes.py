@@ -19,22 +19,39 @@ the controller's access table for writes (``agent/cluster/access.py``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from agent.cluster import brake
 from agent.cluster.metrics import ControllerMetrics
 from agent.cluster.resources import MIGRATION_JOBS, RESERVATIONS
+from agent.defaults import NAMESPACE
 from agent.kube import evicting
 from agent.kube.access import Permission, grant
 from agent.kube.client import KubeApi
 from agent.kube.creating import create, delete
 from agent.kube.errors import KubeConflict, KubeError, KubeNotFound
+from agent.kube.events import NORMAL, WARNING, ObjectRef, pod_ref
 from agent.kube.patching import merge_patch
-from agent.kube.resources import NODES, PODS
+from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, NODES, PODS, POLICIES, by_kind
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
+
+#: Events on a PodMigrationJob when the controller moves it to a phase: (type, reason).
+MIGRATION_EVENTS = {
+    "Running": (NORMAL, "MigrationStarted"),
+    "Succeeded": (NORMAL, "MigrationSucceeded"),
+    "Failed": (WARNING, "MigrationFailed"),
+    "Aborted": (WARNING, "MigrationFailed"),
+}
+
+
+def job_ref(name: str) -> ObjectRef:
+    return ObjectRef("PodMigrationJob", name, api_version=MIGRATION_JOBS.api_version)
+
 
 #: Below this many seconds before the renew deadline no write is sent.
 MIN_WRITE_SECONDS = 0.05
@@ -67,6 +84,12 @@ def status_patch(status: Mapping[str, Any], resource_version: str = "") -> dict[
     return patch
 
 
+class Recorder(Protocol):
+    """Where the controller's Events go (``agent.kube.events.EventRecorder``)."""
+
+    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> str: ...
+
+
 class GuardedWriter:
     """Every write of the controller: leadership checked right before each one, nothing
     written in a dry run. API failures are logged and reported as False (the next round
@@ -85,6 +108,15 @@ class GuardedWriter:
         self.log = logger or structlog.get_logger("waterline.cluster.writes")
         #: API failures since the last ``take_failures``.
         self.failures = 0
+        #: The controller's Events (set by the controller; None: none recorded).
+        self.recorder: Recorder | None = None
+
+    def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """Record an Event of the controller's own (best effort, never in a dry run)."""
+        if self.recorder is None or self.dry_run:
+            return
+        with contextlib.suppress(NotLeader):  # the round ends at its next write
+            self.recorder.record(ref, type_, reason, message)
 
     def take_failures(self) -> int:
         """API failures since the last call (the round's)."""
@@ -132,8 +164,17 @@ class GuardedWriter:
             job=name,
         )
         if ok:
-            self.metrics.migrations.labels(str(status.get("phase"))).inc()
+            phase = str(status.get("phase"))
+            self.metrics.migrations.labels(phase).inc()
+            self._migration_event(name, phase, status)
         return ok
+
+    def _migration_event(self, name: str, phase: str, status: Mapping[str, Any]) -> None:
+        said = MIGRATION_EVENTS.get(phase)
+        if said is not None:
+            type_, reason = said
+            why = f"{status.get('reason') or phase}: {status.get('message') or ''}".rstrip(": ")
+            self.event(job_ref(name), type_, reason, f"migration {phase.lower()}: {why}")
 
     @calls(grant(MIGRATION_JOBS, "patch"))
     def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool:
@@ -191,6 +232,8 @@ class GuardedWriter:
         result = outcome.result
         if result is EvictionResult.FAILED:
             self.failures += 1
+        if result is EvictionResult.EVICTED and source != "migration":
+            self.event(pod_ref(pod), WARNING, "Preempted", f"evicted by {source} preemption")
         self.metrics.evictions.labels(source, result.value).inc()
         self.log.info(
             "eviction",
@@ -215,3 +258,72 @@ class GuardedWriter:
             return False
         patch = {"metadata": {"annotations": dict(annotations)}}
         return self._call("annotate node", lambda: merge_patch(api, NODES, name, patch), node=name)
+
+    # -- policies' status ---------------------------------------------------------------------
+    @calls(grant(POLICIES, "patch", "status"), grant(ACTIONS, "patch", "status"))
+    def policy_status(
+        self, kind: str, name: str, status: Mapping[str, Any], resource_version: str
+    ) -> bool:
+        """Write a NodeQOSEnsurancePolicy's or AvoidanceAction's status, preconditioned on
+        the resourceVersion it was decided on."""
+        if (api := self._may(f"write {kind} status", name=name)) is None:
+            return False
+        patch = status_patch(status, resource_version)
+        resource = by_kind(kind)
+        return self._call(
+            f"write {kind} status",
+            lambda: merge_patch(api, resource, name, patch, subresource="status"),
+            name=name,
+        )
+
+    # -- the cluster brake ------------------------------------------------------------------
+    @calls(
+        grant(CONFIGMAPS, "create", namespace=NAMESPACE),
+        grant(CONFIGMAPS, "patch", namespace=NAMESPACE, name=brake.CONFIGMAP),
+    )
+    def set_brake(self, data: Mapping[str, str], exists: bool) -> bool:
+        """Create the brake ConfigMap (or patch its data when it exists)."""
+        if (api := self._may("set the cluster brake", **data)) is None:
+            return False
+        if exists:
+            patch = {"metadata": {"labels": {brake.MANAGED_BY_LABEL: brake.MANAGER}}, "data": dict(data)}
+            return self._call(
+                "set the cluster brake",
+                lambda: merge_patch(api, CONFIGMAPS, brake.CONFIGMAP, patch, namespace=NAMESPACE),
+            )
+        body = {
+            "metadata": {
+                "name": brake.CONFIGMAP,
+                "namespace": NAMESPACE,
+                "labels": {brake.MANAGED_BY_LABEL: brake.MANAGER},
+            },
+            "data": dict(data),
+        }
+        return self._call("set the cluster brake", lambda: create(api, CONFIGMAPS, body))
+
+    @calls(grant(CONFIGMAPS, "delete", namespace=NAMESPACE, name=brake.CONFIGMAP))
+    def lift_brake(self) -> bool:
+        if (api := self._may("lift the cluster brake")) is None:
+            return False
+        return self._call(
+            "lift the cluster brake",
+            lambda: delete(api, CONFIGMAPS, brake.CONFIGMAP, NAMESPACE),
+        )
+
+
+class GuardedEvents:
+    """An ``EventSink`` for the controller's recorder whose writes are leader writes
+    (bounded by the time left to lead; none in a dry run)."""
+
+    def __init__(self, writer: GuardedWriter) -> None:
+        self.writer = writer
+
+    @calls(grant(EVENTS, "create"))
+    def create(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        api = self.writer.guard("record an event")
+        return {} if api is None else create(api, EVENTS, body, namespace)
+
+    @calls(grant(EVENTS, "patch"))
+    def patch(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        api = self.writer.guard("record an event")
+        return {} if api is None else merge_patch(api, EVENTS, name, patch, namespace=namespace)
