@@ -370,12 +370,15 @@ class Controller:
         if decision.action == brake.SET:
             data = {brake.PAUSED_KEY: "true", brake.SINCE_KEY: stamp, **refreshed}
             if self.writer.set_brake(data, exists=state.present):
+                # Ours now, even before the watch shows it: its absence later is a deletion.
+                self._brake_seen = brake.BrakeState(present=True, paused=True, ours=True)
                 self.log.warning("cluster brake set: agents stop evicting", reason=decision.reason)
                 self.writer.event(BRAKE_REF, WARNING, "BrakeSet", decision.reason)
         elif decision.action == brake.REFRESH:
             self.writer.set_brake(refreshed, exists=True)
         elif decision.action == brake.LIFT and self.writer.lift_brake():
             self._brake_cleared = now
+            self._brake_seen = brake.BrakeState()  # gone by our hand, not a person's
             self.log.info("cluster brake lifted", reason=decision.reason)
             self.writer.event(BRAKE_REF, NORMAL, "BrakeLifted", decision.reason)
 

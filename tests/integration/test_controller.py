@@ -15,10 +15,10 @@ import pytest
 import structlog
 import yaml
 
+from agent.cluster.access import controller_access
 from agent.cluster.config import parse_config
 from agent.cluster.controller import Controller, ControllerDeps
 from agent.cluster.resources import WATCHED
-from agent.cluster.access import controller_access
 from agent.kube.client import ClientArgs, build_api
 from agent.kube.creating import create
 from agent.kube.errors import KubeNotFound
@@ -143,6 +143,7 @@ class Replica:
         self.thread.join(15)
         assert not self.thread.is_alive()
         self.api.close()
+        assert self.access.refused == [], "calls outside agent/cluster/access.py"
 
 
 @pytest.fixture
