@@ -23,8 +23,10 @@ from agent import defaults
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CONFIG = ROOT / "config"
-#: The oldest Kubernetes minor we install on (CEL validation rules are GA from 1.29).
-KUBE_VERSION = "1.29.0"
+#: The oldest Kubernetes minor we install on: CEL validation rules are GA from 1.29, and
+#: the admission policy on the agent's node patches (ValidatingAdmissionPolicy v1, the
+#: node name in service account tokens) needs 1.30.
+KUBE_VERSION = "1.30.0"
 GROUP = defaults.API_GROUP
 #: PodMonitor and PrometheusRule have no Kubernetes schema here (checked by their own test).
 OPERATOR_GROUP = "monitoring.coreos.com/"
@@ -118,7 +120,14 @@ def test_kustomization_installs_every_manifest() -> None:
 
 
 def test_namespaced_objects_live_in_the_waterline_namespace() -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in _all_manifests():
         if doc["kind"] not in cluster_scoped:
             assert doc["metadata"].get("namespace") == defaults.NAMESPACE, doc["metadata"]["name"]
