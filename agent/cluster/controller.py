@@ -13,7 +13,9 @@ ObjectStore snapshot of the cache and runs one round:
    loop drains at ``processQueueQPS`` between rounds, starting each job through the
    migrator (re-checked against the cache first). Defragmentation, queue preemption and
    DaemonSet preemption are logged, and carried out only when enabled in the config
-   (``agent/cluster/acting.py``).
+   (``agent/cluster/acting.py``);
+3. what follows the cache rather than a plan (``agent/cluster/cachework.py``): the
+   status of every NodeQOSEnsurancePolicy and AvoidanceAction, and the cluster brake.
 
 Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``), bounded by the
 time left before the lease's renew deadline. ``--dry-run`` plans and logs, and writes
@@ -36,61 +38,44 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import cast
 
 import structlog
 
-from agent.cluster import arbitration, brake, policystatus
+from agent.cluster import arbitration, brake
 from agent.cluster.acting import Act, PlanActs
+from agent.cluster.cachework import CacheWork
 from agent.cluster.config import ControllerConfig
 from agent.cluster.metrics import ControllerMetrics
 from agent.cluster.migrator import ClusterView, MigrationExecutor
 from agent.cluster.rate_queue import RateLimitedQueue
 from agent.cluster.registry import ENGINES
 from agent.cluster.resources import (
-    BRAKE_KINDS,
     PODS,
-    POLICY_KINDS,
     QUEUES,
     REQUIRED_KINDS,
     WATCHES,
     snapshot,
 )
 from agent.cluster.writes import GuardedEvents, GuardedWriter, NotLeader
-from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE, NAMESPACE
+from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.events import (
-    INVALID_ACTION,
-    INVALID_POLICY,
-    NORMAL,
-    WARNING,
     EventRecorder,
-    ObjectRef,
-    action_ref,
-    policy_ref,
 )
 from agent.kube.health import ThreadBoard
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
-from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, NODES, POLICIES
 from agent.kube.watching import Informers, WatchArgs, start_watches
 from agent.model import migration as m
 from agent.model.fields import bad
-from agent.model.objects import Node, Pod
-from agent.model.policy import POLICY_KIND
+from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 
 #: Engines that pause while an object of a kind they plan on is invalid.
 PAUSED_BY_INVALID = {"queues": QUEUES.kind}
 #: The controller's Events: source.component and reportingComponent.
 COMPONENT = "waterline-controller"
-BRAKE_REF = ObjectRef("ConfigMap", brake.CONFIGMAP, NAMESPACE)
-
-Raw = dict[str, Any]
-
-
-def rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,10 +121,7 @@ class Controller:
         self.writer.recorder = EventRecorder(
             GuardedEvents(self.writer), COMPONENT, host=self.identity, clock=deps.wall
         )
-        #: Evictions before this wall time no longer count for the brake: a person deleted
-        #: it (or the controller lifted it) then.
-        self._brake_cleared = 0.0
-        self._brake_seen = brake.BrakeState()
+        self.cache_work = CacheWork(self.cache, self.writer, self.metrics, self.config.brake)
         self.executor = MigrationExecutor(self.writer)
         self.acts: dict[str, Act] = PlanActs(
             self.writer, self.metrics, self.log, self._queue_passed
@@ -315,72 +297,12 @@ class Controller:
 
     # -- policies' status and the cluster brake ----------------------------------------------
     def status_round(self, now: float) -> None:
-        """The leader's writes that follow the cache rather than the engines: the
-        policies' and actions' status, and the cluster brake."""
-        nodes = cast(list[Node], self.cache.records(NODES.kind))
-        if self.cache.synced(POLICY_KINDS):
-            self.write_policy_statuses(nodes, now)
-        if self.cache.synced(BRAKE_KINDS):
-            self.steer_brake(nodes, now)
-
-    def write_policy_statuses(self, nodes: list[Node], now: float) -> None:
-        """Each policy's and action's status where it changed; an Event when its validity
-        did (``InvalidPolicy`` / ``InvalidAction``, or ``Valid`` again)."""
-        updates = policystatus.statuses(
-            cast(list[Raw], self.cache.records(POLICIES.kind)),
-            cast(list[Raw], self.cache.records(ACTIONS.kind)),
-            nodes,
-            now,
-        )
-        for u in updates:
-            if not self.writer.policy_status(u.kind, u.name, u.status, u.resource_version):
-                continue
-            self.metrics.policy_status_writes.labels(u.kind, str(u.valid).lower()).inc()
-            if not u.validity_changed:
-                continue
-            self.log.info("validity changed", kind=u.kind, name=u.name, error=u.message)
-            ref = policy_ref(u.name) if u.kind == POLICY_KIND else action_ref(u.name)
-            if u.valid:
-                self.writer.event(ref, NORMAL, "Valid", f"{u.kind} {u.name} is valid again")
-            else:
-                reason = INVALID_POLICY if u.kind == POLICY_KIND else INVALID_ACTION
-                self.writer.event(ref, WARNING, reason, u.message)
+        """The leader's writes that follow the cache rather than the engines
+        (``agent/cluster/cachework.py``): the policies' status and the cluster brake."""
+        self.cache_work.run(now)
 
     def brake_state(self) -> brake.BrakeState:
-        raw = self.cache.get(CONFIGMAPS.kind, f"{NAMESPACE}/{brake.CONFIGMAP}")
-        return brake.brake_state(cast("Raw | None", raw))
-
-    def steer_brake(self, nodes: list[Node], now: float) -> None:
-        state = self.brake_state()
-        if self._brake_seen.present and self._brake_seen.ours and not state.present:
-            self._brake_cleared = max(self._brake_cleared, now)  # deleted: start afresh
-        self._brake_seen = state
-        budget = self.config.brake
-        start = max(now - budget.window_seconds, self._brake_cleared)
-        seen = brake.window(cast(list[Raw], self.cache.records(EVENTS.kind)), start, now)
-        ready = sum(1 for n in nodes if n.ready)
-        decision = brake.decide(budget, seen, ready, state, now)
-        self.metrics.brake_window.labels("evictions").set(seen.evictions)
-        self.metrics.brake_window.labels("nodes").set(len(seen.nodes))
-        self._act_on_brake(decision, state, now)
-
-    def _act_on_brake(self, decision: brake.BrakeDecision, state: brake.BrakeState, now: float) -> None:
-        stamp = rfc3339(now)
-        refreshed = {brake.REASON_KEY: decision.reason, brake.LAST_EXCEEDED_KEY: stamp}
-        if decision.action == brake.SET:
-            data = {brake.PAUSED_KEY: "true", brake.SINCE_KEY: stamp, **refreshed}
-            if self.writer.set_brake(data, exists=state.present):
-                # Ours now, even before the watch shows it: its absence later is a deletion.
-                self._brake_seen = brake.BrakeState(present=True, paused=True, ours=True)
-                self.log.warning("cluster brake set: agents stop evicting", reason=decision.reason)
-                self.writer.event(BRAKE_REF, WARNING, "BrakeSet", decision.reason)
-        elif decision.action == brake.REFRESH:
-            self.writer.set_brake(refreshed, exists=True)
-        elif decision.action == brake.LIFT and self.writer.lift_brake():
-            self._brake_cleared = now
-            self._brake_seen = brake.BrakeState()  # gone by our hand, not a person's
-            self.log.info("cluster brake lifted", reason=decision.reason)
-            self.writer.event(BRAKE_REF, NORMAL, "BrakeLifted", decision.reason)
+        return self.cache_work.brake_state()
 
     def _queue_passed(self, passed: tuple[str, ...]) -> int:
         """The latest round's passed jobs replace the queue's; returns its length."""

@@ -56,8 +56,10 @@ class StatusUpdate:
 
     @property
     def validity_changed(self) -> bool:
-        return self.was_valid is None and not self.valid or (
-            self.was_valid is not None and self.was_valid != self.valid
+        return (
+            self.was_valid is None
+            and not self.valid
+            or (self.was_valid is not None and self.was_valid != self.valid)
         )
 
 

@@ -152,9 +152,7 @@ class GuardedWriter:
 
     # -- migration (the migrator's Writes) ------------------------------------------------
     @calls(grant(MIGRATION_JOBS, "patch", "status"))
-    def job_status(
-        self, name: str, status: Mapping[str, Any], resource_version: str = ""
-    ) -> bool:
+    def job_status(self, name: str, status: Mapping[str, Any], resource_version: str = "") -> bool:
         if (api := self._may("write job status", job=name, **status)) is None:
             return False
         patch = status_patch(status, resource_version)
@@ -286,7 +284,10 @@ class GuardedWriter:
         if (api := self._may("set the cluster brake", **data)) is None:
             return False
         if exists:
-            patch = {"metadata": {"labels": {brake.MANAGED_BY_LABEL: brake.MANAGER}}, "data": dict(data)}
+            patch = {
+                "metadata": {"labels": {brake.MANAGED_BY_LABEL: brake.MANAGER}},
+                "data": dict(data),
+            }
             return self._call(
                 "set the cluster brake",
                 lambda: merge_patch(api, CONFIGMAPS, brake.CONFIGMAP, patch, namespace=NAMESPACE),

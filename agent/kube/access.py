@@ -71,7 +71,9 @@ def grant(
     return Permission(resource.group, plural, verb, namespace, name, why)
 
 
-def watches(resources: Iterable[Resource], *, namespace: str = "", name: str = "") -> list[Permission]:
+def watches(
+    resources: Iterable[Resource], *, namespace: str = "", name: str = ""
+) -> list[Permission]:
     """list + watch of each resource (what a reflector does)."""
     return [
         grant(r, verb, namespace=namespace, name=name, why="watched")
