@@ -132,6 +132,11 @@ def test_policies_and_actions_tell_their_state(running: tuple[Running, Controlle
     ]
     assert len(events(env, "InvalidAction")) == 1
 
+    # A status decided on a stale version is refused, not written over a newer object.
+    stale = {"matchedNodes": 99}
+    assert not ctl.writer.policy_status("NodeQOSEnsurancePolicy", "good", stale, "1")
+    assert status(env, POLICIES, "good")["matchedNodes"] == 2
+
     # Nothing changed: no write, no event. Then the policy is fixed: Valid, one event.
     writes_before = sum(1 for m, _ in env.server.requests if m == "PATCH")
     wait_until(lambda: (ctl.cache.get("NodeQOSEnsurancePolicy", "negative") or {}).get("status"))

@@ -50,7 +50,9 @@ class SlowServer:
         limits = [client_timeout]
         if "timeout" in query:
             limits.append(float(query["timeout"].removesuffix("ms")) / 1000)
-        self.requests.append({"path": path, "sent": sent, "query": query, "timeout": client_timeout})
+        self.requests.append(
+            {"path": path, "sent": sent, "query": query, "timeout": client_timeout, "body": kw["body"]}
+        )
         if self.commit_after > min(limits):
             self.clock.now = sent + min(limits)
             raise urllib3.exceptions.ReadTimeoutError(None, path, "Read timed out.")  # type: ignore[arg-type]
@@ -114,6 +116,8 @@ def test_a_write_that_fits_before_the_deadline_commits() -> None:
     writer = GuardedWriter(KubeApi(server), elector.time_left, False, ControllerMetrics())
     clock.now = T0 + 1.2
     assert writer.job_status("j-1", {"phase": "Running"}, resource_version="42")
+    # the status was decided on version 42: a precondition, refused (409) if it moved on
+    assert server.requests[0]["body"]["metadata"] == {"resourceVersion": "42"}
     assert server.committed == [
         ("PATCH", "/apis/qos.waterline.io/v1alpha1/podmigrationjobs/j-1/status", T0 + 1.7)
     ]
