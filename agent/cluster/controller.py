@@ -229,20 +229,22 @@ class Controller:
             self.log.info("controller stopped", rounds=self.rounds)
 
     def tick(self) -> bool:
-        """One interval: a round when leading and in sync; followers only keep caches."""
+        """One interval: a round when leading and in sync; followers only keep caches. The
+        policies' status and the brake need only their own kinds in sync, so they do not
+        wait for the engines' (a workload watch refused by RBAC stops no brake)."""
         self.metrics.brake.set(1 if self.brake_state().paused else 0)
         if not self.is_leader():
             return True
-        if not self.synced:
-            if not self._waiting_logged:
-                self.log.info("leading, waiting for the caches to sync before acting")
-                self._waiting_logged = True
-            return True
+        synced = self.synced
+        if not synced and not self._waiting_logged:
+            self.log.info("leading, waiting for the caches to sync before the engines act")
+            self._waiting_logged = True
         started = self.clock()
         self.writer.take_failures()
         try:
             now = self.wall()
-            self.round(self.snapshot(), now)
+            if synced:
+                self.round(self.snapshot(), now)
             self.status_round(now)
         except NotLeader as err:
             self.metrics.rounds.labels("lost_lease").inc()
@@ -254,6 +256,8 @@ class Controller:
             self.log.exception("round failed")
             self.last_round_ok = False
             return False
+        if not synced:
+            return True  # no engine round yet: nothing to count
         self.metrics.round_seconds.observe(self.clock() - started)
         self.rounds += 1
         why = self._round_trouble()
