@@ -37,6 +37,10 @@ NAMESPACE = "waterline-system"
 CONTROLLER_LEASE_NAME = "waterline-controller"
 CONTROLLER_LEASE_NAMESPACE = NAMESPACE
 
+#: The cluster brake (DESIGN "Safety limits"): the controller sets this ConfigMap in
+#: NAMESPACE when the agents together evict too much; every agent watches it.
+BRAKE_CONFIGMAP = "waterline-brake"
+
 #: The CRD group and version of every Waterline custom resource.
 API_GROUP = "qos.waterline.io"
 API_VERSION = "v1alpha1"

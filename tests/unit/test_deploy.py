@@ -31,8 +31,10 @@ from tests.deploy_manifests import agent_args, agent_daemonset, agent_mounts, co
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CONFIG = ROOT / "config"
-#: The oldest Kubernetes minor we install on (CEL validation rules are GA from 1.29).
-KUBE_VERSION = "1.29.0"
+#: The oldest Kubernetes minor we install on: CEL validation rules are GA from 1.29, and
+#: the admission policy on the agent's node patches (ValidatingAdmissionPolicy v1, the
+#: node name in service account tokens) needs 1.30.
+KUBE_VERSION = "1.30.0"
 GROUP = defaults.API_GROUP
 #: PodMonitor and PrometheusRule have no Kubernetes schema here (checked by their own test).
 OPERATOR_GROUP = "monitoring.coreos.com/"
@@ -128,7 +130,14 @@ def test_kustomization_installs_every_manifest() -> None:
 
 
 def test_namespaced_objects_live_in_the_waterline_namespace() -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in _all_manifests():
         if doc["kind"] not in cluster_scoped:
             assert doc["metadata"].get("namespace") == defaults.NAMESPACE, doc["metadata"]["name"]
@@ -333,79 +342,7 @@ def test_controller_deployment_and_lease() -> None:
     assert "volumes" not in deploy["spec"]["template"]["spec"]
 
 
-# -- RBAC: exactly the verbs the programs use ------------------------------------------
-
-
-def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
-    """(apiGroup, resource, verb, resourceName or '*') for every rule."""
-    out = set()
-    for rule in rules:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in rule["verbs"]:
-                    for name in rule.get("resourceNames") or ["*"]:
-                        out.add((group, resource, verb, name))
-    return out
-
-
-def _expand(table: dict[tuple[str, str], str]) -> set[tuple[str, str, str, str]]:
-    return {(g, r, v, "*") for (g, r), verbs in table.items() for v in verbs.split()}
-
-
-AGENT_GRANTS = _expand(
-    {
-        ("", "pods"): "get list watch",
-        ("", "namespaces"): "get list watch",
-        ("policy", "poddisruptionbudgets"): "get list watch",
-        ("", "nodes"): "get list watch patch",
-        ("", "pods/eviction"): "create",
-        (GROUP, "nodeqosensurancepolicies"): "list watch",
-        (GROUP, "avoidanceactions"): "list watch",
-        ("", "events"): "create patch",
-        ("events.k8s.io", "events"): "create patch",
-    }
-)
-
-CONTROLLER_GRANTS = _expand(
-    {
-        (GROUP, "podmigrationjobs"): "get list watch create update patch",
-        (GROUP, "podmigrationjobs/status"): "update patch",
-        (GROUP, "reservations"): "get list watch create update patch delete",
-        (GROUP, "reservations/status"): "update patch",
-        (GROUP, "queues"): "get list watch",
-        (GROUP, "queues/status"): "update patch",
-        ("", "pods"): "list watch",
-        ("", "pods/eviction"): "create",
-        ("", "nodes"): "list watch patch",
-        ("apps", "deployments"): "get list watch",
-        ("apps", "replicasets"): "get list watch",
-        ("apps", "statefulsets"): "get list watch",
-        ("batch", "jobs"): "get list watch",
-        ("", "namespaces"): "list watch",
-        ("policy", "poddisruptionbudgets"): "list watch",
-        ("scheduling.k8s.io", "priorityclasses"): "list watch",
-        ("", "events"): "create patch",
-        ("events.k8s.io", "events"): "create patch",
-    }
-)
-
-LEASE_GRANTS = {
-    ("coordination.k8s.io", "leases", "create", "*"),
-    ("coordination.k8s.io", "leases", "get", defaults.CONTROLLER_LEASE_NAME),
-    ("coordination.k8s.io", "leases", "update", defaults.CONTROLLER_LEASE_NAME),
-}
-
-
-@pytest.mark.parametrize(
-    ("kind", "name", "expected"),
-    [
-        ("ClusterRole", "waterline-agent", AGENT_GRANTS),
-        ("ClusterRole", "waterline-controller", CONTROLLER_GRANTS),
-        ("Role", "waterline-controller-leader-election", LEASE_GRANTS),
-    ],
-)
-def test_rbac_grants_exactly_what_is_used(kind: str, name: str, expected: set[Any]) -> None:
-    assert _grants(_one(kind, name)["rules"]) == expected
+# -- RBAC (exactly the calls in code: tests/unit/test_rbac.py) ------------------------
 
 
 def test_no_wildcards_and_no_pod_deletes() -> None:
@@ -414,28 +351,6 @@ def test_no_wildcards_and_no_pod_deletes() -> None:
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key], f"{doc['metadata']['name']}: wildcard {key}"
             assert not ({"pods", "nodes"} & set(rule["resources"]) and "delete" in rule["verbs"])
-
-
-@pytest.mark.parametrize(
-    ("workload", "role_kind", "role"),
-    [
-        ("DaemonSet", "ClusterRole", "waterline-agent"),
-        ("Deployment", "ClusterRole", "waterline-controller"),
-        ("Deployment", "Role", "waterline-controller-leader-election"),
-    ],
-)
-def test_each_program_is_bound_to_its_role(workload: str, role_kind: str, role: str) -> None:
-    account = _one(workload)["spec"]["template"]["spec"]["serviceAccountName"]
-    _one("ServiceAccount", account)
-    bindings = [
-        d
-        for d in _all_manifests()
-        if d["kind"].endswith("RoleBinding")
-        and d["roleRef"]
-        == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}
-    ]
-    subjects = [s for b in bindings for s in b["subjects"]]
-    assert {"kind": "ServiceAccount", "name": account, "namespace": defaults.NAMESPACE} in subjects
 
 
 # -- CRDs --------------------------------------------------------------------------------
@@ -447,7 +362,7 @@ CRD_KINDS = {
     "Reservation": "reservations",
     "Queue": "queues",
 }
-WITH_STATUS = {"PodMigrationJob", "Reservation", "Queue"}
+WITH_STATUS = {"PodMigrationJob", "Reservation", "Queue", "NodeQOSEnsurancePolicy", "AvoidanceAction"}
 
 
 def _schema(kind: str) -> dict[str, Any]:
