@@ -51,6 +51,10 @@ REASON_MAX_UNAVAILABLE_PER_WORKLOAD = "MaxUnavailablePerWorkload"
 REASON_SELECT_LIMIT = "SelectLimit"
 #: Another job of the same pod is Running or passed earlier in the round.
 REASON_POD_ALREADY_MIGRATING = "PodAlreadyMigrating"
+#: A workload of one replica, or whose unavailable limit equals its replicas.
+REASON_EXPECTED_REPLICAS = "ExpectedReplicas"
+#: maxMigratingTotal: the cluster-wide bound on Running jobs.
+REASON_MAX_MIGRATING_TOTAL = "MaxMigratingTotal"
 #: spec.paused: the job is left alone until it is unpaused.
 REASON_PAUSED = "Paused"
 # -- reasons: migration execution ---------------------------------------------------------
@@ -101,6 +105,8 @@ class PodMigrationJob:
     #: metadata.annotations: what the migrator recorded when it started the job, and an
     #: operator's abort request.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: metadata.resourceVersion: the precondition of a status decided on this record.
+    resource_version: str = ""
     uid: str = ""
     #: Label ``qos.waterline.io/created-by``: ``defrag`` marks a drain's job.
     created_by: str = ""
@@ -180,6 +186,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         conditions=parse_conditions(status.get("conditions"), KIND, name),
         source_node=str(annotations.get(SOURCE_NODE_ANNOTATION) or ""),
         annotations={str(k): str(v) for k, v in annotations.items()},
+        resource_version=str(meta.get("resourceVersion") or ""),
         uid=str(meta.get("uid") or ""),
         created_by=str(labels.get(CREATED_BY_LABEL) or ""),
         target_node=status_f.string(status.get("targetNode"), "targetNode"),

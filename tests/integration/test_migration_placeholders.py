@@ -306,7 +306,8 @@ def test_placeholder_holds_the_target_taint_drains_the_source_landing_recorded(
     about = {
         (e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in events
     }
-    assert ("PodMigrationJob", "move-web-1", "MigrationCompleted") in about
+    assert ("PodMigrationJob", "move-web-1", "WaitForReplacementReady") in about
+    assert ("PodMigrationJob", "move-web-1", "MigrationSucceeded") in about  # the writer's
     assert ("Pod", "web-1", "WaitForReplacementReady") in about
     assert ("Node", "n1", "Draining") in about and ("Node", "n1", "DrainDone") in about
     assert ("Node", "n2", "MigrationCompleted") in about

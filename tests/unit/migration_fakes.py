@@ -1,5 +1,4 @@
-"""What the migration tests share: a recording ``Writes``, a recording event sink, and
-builders of jobs, reservations and placeholders as the API would show them."""
+"""What the migration tests share: a recording ``Writes`` (Events included), and builders of jobs, reservations and placeholders as the API would show them."""
 
 from __future__ import annotations
 
@@ -20,6 +19,8 @@ class Recorder:
         self.calls: list[tuple[str, Any, Any]] = []
         self.evict_answer = evict_answer
         self.refuse = set(refuse)
+        #: Events: (kind/name, type, reason, message).
+        self.recorded: list[tuple[str, str, str, str]] = []
 
     def _note(self, kind: str, key: Any, body: Any) -> bool:
         self.calls.append((kind, key, body))
@@ -61,23 +62,17 @@ class Recorder:
     def node_taint(self, name: str, key: str, effect: str, wanted: bool) -> bool:
         return self._note("node_taint", name, (key, effect, wanted))
 
+    def event(self, ref: Any, type_: str, reason: str, message: str) -> None:
+        self.recorded.append((f"{ref.kind}/{ref.name}", type_, reason, message))
+
+    def about(self, kind: str) -> list[tuple[str, str, str, str]]:
+        return [e for e in self.recorded if e[0].startswith(f"{kind}/")]
+
     def kinds(self) -> list[str]:
         return [c[0] for c in self.calls]
 
     def of(self, kind: str) -> list[tuple[str, Any, Any]]:
         return [c for c in self.calls if c[0] == kind]
-
-
-class Events:
-    def __init__(self) -> None:
-        self.recorded: list[tuple[str, str, str, str]] = []
-
-    def record(self, ref: Any, type_: str, reason: str, message: str) -> str:
-        self.recorded.append((f"{ref.kind}/{ref.name}", type_, reason, message))
-        return "created"
-
-    def about(self, kind: str) -> list[tuple[str, str, str, str]]:
-        return [e for e in self.recorded if e[0].startswith(f"{kind}/")]
 
 
 def job(

@@ -15,7 +15,7 @@ from agent.model.objects import parse_pod
 from agent.model.reservation import parse_reservation
 from agent.model.store import ObjectStore
 from tests.unit.builders import NOW, node, pod
-from tests.unit.migration_fakes import Events, Recorder, job, placeholder, reservation
+from tests.unit.migration_fakes import Recorder, job, placeholder, reservation
 
 DRAIN_TAINT = {"key": "qos.waterline.io/draining", "effect": "NoSchedule"}
 
@@ -173,8 +173,9 @@ def test_orphaned_placeholders_and_unused_priority_classes() -> None:
 
 
 def test_reconcile_writes_the_cleanup_counts_freed_nodes_and_tells() -> None:
-    rec, events, metrics = Recorder(), Events(), ControllerMetrics()
-    ex = mg.MigrationExecutor(rec, events=events, metrics=metrics)
+    rec = events = Recorder()
+    metrics = ControllerMetrics()
+    ex = mg.MigrationExecutor(rec, metrics=metrics)
     done = drain_job("a", m.REASON_COMPLETED, phase=m.SUCCEEDED)
     pc = {
         "apiVersion": "scheduling.k8s.io/v1",

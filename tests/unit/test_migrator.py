@@ -16,7 +16,7 @@ from agent.model.eviction import EvictionResult
 from agent.model.objects import parse_pod
 from agent.model.store import ObjectStore
 from tests.unit.builders import NOW, node, pod
-from tests.unit.migration_fakes import Events, Recorder, job, placeholder, reservation
+from tests.unit.migration_fakes import Recorder, job, placeholder, reservation
 
 T0 = NOW  # the job's creationTimestamp
 
@@ -329,8 +329,8 @@ def test_executor_waits_for_a_replacement_of_the_recorded_owner() -> None:
 
 
 def test_executor_reservation_first_end_to_end_on_snapshots() -> None:
-    rec, events = Recorder(), Events()
-    ex = mg.MigrationExecutor(rec, events=events)
+    rec = events = Recorder()
+    ex = mg.MigrationExecutor(rec)
     view = mg.ClusterView.build(cluster())
     step = ex.start(
         job(mode=m.RESERVATION_FIRST, phase="Pending"), view.pods["default/web-1"], view, T0 + 1
@@ -423,8 +423,8 @@ def test_executor_reservation_first_end_to_end_on_snapshots() -> None:
 
 
 def test_executor_removes_the_placeholder_when_the_replacement_appears() -> None:
-    rec, events = Recorder(), Events()
-    ex = mg.MigrationExecutor(rec, events=events)
+    rec = events = Recorder()
+    ex = mg.MigrationExecutor(rec)
     started = T0 + 100
     annotations = mg.Tracked(
         "uid-web-1", "ReplicaSet", "web-1-owner", "uid-web-1-owner", "n1", started

@@ -10,8 +10,9 @@ section), ``executor`` (``MigrationExecutor`` over a ``Writes``).
 observes about its pod, its replacement, its reservation and the reservation's placeholder
 at ``world.now``, the next status and the actions that get it there. No I/O: the executor
 (``MigrationExecutor``) performs the actions through a ``Writes`` object, writes the
-status, records Events, and after every round reconciles (``reconcile``); tests drive it
-with a fake clock and a recording writer.
+status, records Events (through the writer: the leader's, none in a dry run), and after
+every round reconciles (``reconcile``); tests drive it with a fake clock and a recording
+writer.
 
 Modes:
 
@@ -73,7 +74,6 @@ from agent.cluster.migrator.cleanup import (
     plan_cleanup,
 )
 from agent.cluster.migrator.executor import (
-    Events,
     MigrationExecutor,
     PlaceholderSettings,
     Writes,
@@ -150,7 +150,6 @@ __all__ = [
     "Cleanup",
     "ClusterView",
     "DrainEnd",
-    "Events",
     "Marks",
     "MigrationArgs",
     "MigrationExecutor",

@@ -1,6 +1,7 @@
 """The migration executor: performs a Step's actions through ``Writes``, in order, stopping
 at the first that fails; writes the resulting status only when it changed; records an
-Event on the job, its pod and the node of the step for each status it writes; and after
+Event on the job, its pod and the node of the step for each status it writes (the job's
+phase changes are told by the writer itself); and after
 each round lifts what nobody needs any more (``reconcile``: drain taints, orphaned
 placeholders, unused PriorityClasses). Tests drive it with a recording writer."""
 
@@ -90,11 +91,8 @@ class Writes(Protocol):
 
     def node_taint(self, name: str, key: str, effect: str, wanted: bool) -> bool: ...
 
-
-class Events(Protocol):
-    """``agent.kube.events.EventRecorder``: aggregated, rate limited, best effort."""
-
-    def record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> str: ...
+    def event(self, ref: ObjectRef, type_: str, reason: str, message: str) -> None:
+        """An Event (best effort; the leader's, never in a dry run)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,13 +208,11 @@ class MigrationExecutor:
         logger: Any = None,
         *,
         placeholders: PlaceholderSettings | None = None,
-        events: Events | None = None,
         metrics: ControllerMetrics | None = None,
     ) -> None:
         self.writes = writes
         self.log = logger or structlog.get_logger("waterline.cluster.migrator")
         self.placeholders = placeholders or PlaceholderSettings()
-        self.events = events
         self.metrics = metrics
         self._marks = _Marks()
         self._actions: dict[str, Action] = {
@@ -415,17 +411,18 @@ class MigrationExecutor:
             )
 
     def _tell(self, c: _Job, step: Step) -> None:
-        """An Event on the job, its pod (while it exists) and the node of the step; the
-        landing counted."""
+        """An Event on the job (its phase changes the writer tells itself), its pod (while
+        it exists) and the node of the step; the landing counted."""
         failed = step.phase in (m.FAILED, m.ABORTED) or step.reason in WARNING_REASONS
         kind = WARNING if failed else NORMAL
         job = c.job
-        self._event(
-            ObjectRef(m.KIND, job.name, uid=job.uid, api_version=m.API_VERSION),
-            kind,
-            step.reason,
-            step.message,
-        )
+        if step.phase == (job.phase or m.PENDING):
+            self._event(
+                ObjectRef(m.KIND, job.name, uid=job.uid, api_version=m.API_VERSION),
+                kind,
+                step.reason,
+                step.message,
+            )
         if c.world.pod is not None:
             self._event(pod_ref(c.world.pod), kind, step.reason, step.message)
         node = _node_of(step, c.source)
@@ -441,8 +438,7 @@ class MigrationExecutor:
             self.metrics.moves.labels("landed_on_target" if on_target else "landed_elsewhere").inc()
 
     def _event(self, ref: ObjectRef, kind: str, reason: str, message: str) -> None:
-        if self.events is not None:
-            self.events.record(ref, kind, reason, message)
+        self.writes.event(ref, kind, reason, message)
 
     # -- after the round ----------------------------------------------------------------------
     def reconcile(self, jobs: list[m.PodMigrationJob], view: ClusterView, now: float) -> Cleanup:
