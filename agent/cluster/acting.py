@@ -94,11 +94,10 @@ class PlanActs:
         busy = {j.pod_key for j in snapshot.migration_jobs if j.phase not in m.TERMINAL_PHASES}
         stamped: set[str] = set()
         for mig in plan.migrations:
-            if (
-                mig.pod.key not in busy
-                and self.writer.create_job(defrag_job(mig))
-                and mig.source not in stamped
-            ):
+            if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig)):
+                continue
+            self.metrics.moves.labels("planned").inc()
+            if mig.source not in stamped:
                 stamped.add(mig.source)
                 self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: _stamp(now)})
 

@@ -6,7 +6,9 @@ fail-over starts from warm caches. The leader, every ``interval`` seconds, takes
 ObjectStore snapshot of the cache and runs one round:
 
 1. every non-terminal job takes one migration step (``agent/cluster/migrator``): Running
-   ones move on, and Pending ones may time out, be paused or aborted;
+   ones move on, and Pending ones may time out, be paused or aborted; then drain taints
+   are set and lifted and orphaned placeholders and PriorityClasses deleted (the
+   migrator's ``reconcile``: what a stopped leader left behind is collected here);
 2. every engine of ``agent/cluster/registry.py`` plans on the snapshot, in order.
    Arbitration: failed jobs get phase Failed with the reason, waiting ones stay Pending
    with the retryable reason in status; passed jobs enter the rate-limited queue, which the
@@ -47,7 +49,7 @@ from agent.cluster.acting import Act, PlanActs
 from agent.cluster.cachework import CacheWork
 from agent.cluster.config import ControllerConfig
 from agent.cluster.metrics import ControllerMetrics
-from agent.cluster.migrator import ClusterView, MigrationExecutor
+from agent.cluster.migrator import ClusterView, MigrationExecutor, PlaceholderSettings
 from agent.cluster.rate_queue import RateLimitedQueue
 from agent.cluster.registry import ENGINES
 from agent.cluster.resources import (
@@ -122,7 +124,13 @@ class Controller:
             GuardedEvents(self.writer), COMPONENT, host=self.identity, clock=deps.wall
         )
         self.cache_work = CacheWork(self.cache, self.writer, self.metrics, self.config.brake)
-        self.executor = MigrationExecutor(self.writer)
+        self.executor = MigrationExecutor(
+            self.writer,
+            placeholders=PlaceholderSettings(
+                deps.lease_namespace, self.config.migration.placeholder_image
+            ),
+            metrics=self.metrics,
+        )
         self.acts: dict[str, Act] = PlanActs(
             self.writer, self.metrics, self.log, self._queue_passed
         ).table()
@@ -288,8 +296,17 @@ class Controller:
                 continue
             step = self.executor.run(job, job.annotations, view, now)
             if step is not None:
-                jobs[i] = replace(job, phase=step.phase, reason=step.reason, message=step.message)
+                jobs[i] = replace(
+                    job,
+                    phase=step.phase,
+                    reason=step.reason,
+                    message=step.message,
+                    node_name=step.node_name,
+                    target_node=step.target_node,
+                    landed_node=step.landed_node,
+                )
         stepped = replace(store, migration_jobs=jobs)
+        self.executor.reconcile(jobs, view, now)  # drain taints, orphaned placeholders
         for engine in ENGINES:
             invalid_kind = PAUSED_BY_INVALID.get(engine.key)
             invalid = self.cache.invalid(invalid_kind) if invalid_kind else {}

@@ -29,7 +29,17 @@ from agent.kube.resources import (
 )
 from agent.model import migration, priorityclass, queue, reservation
 from agent.model.migration import PodMigrationJob
-from agent.model.objects import Namespace, Node, Pod, PodDisruptionBudget, Workload
+from agent.model.objects import (
+    PV_KIND,
+    PVC_KIND,
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
 from agent.model.priorityclass import PriorityClass
 from agent.model.queue import Queue
 from agent.model.reservation import Reservation
@@ -45,6 +55,9 @@ PRIORITY_CLASSES = Resource(
 MIGRATION_JOBS = Resource(QOS_GROUP, QOS_VERSION, "podmigrationjobs", migration.KIND, False, True)
 RESERVATIONS = Resource(QOS_GROUP, QOS_VERSION, "reservations", reservation.KIND, False, True)
 QUEUES = Resource(QOS_GROUP, QOS_VERSION, "queues", queue.KIND, False, True)
+#: The evictor filters: is a pod's claim bound to a volume tied to its node?
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", PV_KIND, False, True)
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", PVC_KIND, True, True)
 
 WORKLOADS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS, JOBS)
 WATCHED: tuple[Resource, ...] = (
@@ -57,6 +70,8 @@ WATCHED: tuple[Resource, ...] = (
     MIGRATION_JOBS,
     RESERVATIONS,
     QUEUES,
+    PERSISTENT_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
 )
 #: Watched for the snapshot but not required before the leader acts: no cluster engine
 #: reads them today (budgets are enforced by the Eviction API itself; priorityClassName
@@ -107,5 +122,9 @@ def snapshot(cache: Cache) -> ObjectStore:
     store.queues = _records(cache, QUEUES, Queue)
     store.priority_classes = {
         pc.name: pc.value for pc in _records(cache, PRIORITY_CLASSES, PriorityClass)
+    }
+    store.volumes = {v.name: v for v in _records(cache, PERSISTENT_VOLUMES, PersistentVolume)}
+    store.claims = {
+        c.key: c for c in _records(cache, PERSISTENT_VOLUME_CLAIMS, PersistentVolumeClaim)
     }
     return store

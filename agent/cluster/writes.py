@@ -27,7 +27,7 @@ import structlog
 
 from agent.cluster import brake
 from agent.cluster.metrics import ControllerMetrics
-from agent.cluster.resources import MIGRATION_JOBS, RESERVATIONS
+from agent.cluster.resources import MIGRATION_JOBS, PRIORITY_CLASSES, RESERVATIONS
 from agent.defaults import NAMESPACE
 from agent.kube import evicting
 from agent.kube.access import Permission, grant
@@ -310,6 +310,108 @@ class GuardedWriter:
             "lift the cluster brake",
             lambda: delete(api, CONFIGMAPS, brake.CONFIGMAP, NAMESPACE),
         )
+
+    # -- migration on a stock scheduler: placeholders, their PriorityClasses, drain taints --
+    @calls(grant(PRIORITY_CLASSES, "create", why="placeholder priority"))
+    def create_priority_class(self, body: Mapping[str, Any]) -> bool:
+        """Create a placeholder PriorityClass; one that exists already is what we wanted."""
+        name = body["metadata"]["name"]
+        if (api := self._may("create PriorityClass", priority_class=name)) is None:
+            return False
+        return self._created(
+            "create PriorityClass", lambda: create(api, PRIORITY_CLASSES, body), priority_class=name
+        )
+
+    @calls(grant(PRIORITY_CLASSES, "delete", why="unused placeholder priority"))
+    def delete_priority_class(self, name: str) -> bool:
+        if (api := self._may("delete PriorityClass", priority_class=name)) is None:
+            return False
+        return self._gone(
+            "delete PriorityClass",
+            lambda: delete(api, PRIORITY_CLASSES, name),
+            priority_class=name,
+        )
+
+    @calls(grant(PODS, "create", namespace=NAMESPACE, why="reservation placeholders"))
+    def create_placeholder(self, body: Mapping[str, Any]) -> bool:
+        """Create a reservation's placeholder pod (in the controller's namespace); one of
+        that name already there counts (the migrator reads its state next round)."""
+        meta = body["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        node = body["spec"]["nodeName"]
+        if (api := self._may("create placeholder", placeholder=key, node=node)) is None:
+            return False
+        return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)
+
+    @calls(grant(PODS, "delete", namespace=NAMESPACE, why="reservation placeholders"))
+    def delete_placeholder(self, namespace: str, name: str, uid: str) -> bool:
+        """Delete a placeholder pod, only the one of that uid (a precondition); gone
+        already is what we wanted."""
+        key = f"{namespace}/{name}"
+        if (api := self._may("delete placeholder", placeholder=key)) is None:
+            return False
+        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        return self._gone(
+            "delete placeholder",
+            lambda: api.request(
+                "DELETE", PODS.path(namespace, name), body=options if uid else None
+            ),
+            placeholder=key,
+        )
+
+    @calls(grant(NODES, "get", why="drain taint"), grant(NODES, "patch", why="drain taint"))
+    def node_taint(self, name: str, key: str, effect: str, wanted: bool) -> bool:
+        """Add (``wanted``) or remove our taint ``key`` on a node, every other taint kept;
+        True when the node carries it as wanted. The patch carries the node's
+        resourceVersion: a concurrent taint writer (the node agent, the node lifecycle
+        controller) makes it fail with 409 rather than be overwritten; the next round
+        retries."""
+        what = "taint node" if wanted else "untaint node"
+        if (api := self._may(what, node=name, taint=key)) is None:
+            return False
+        try:
+            raw = api.request("GET", NODES.path(None, name))
+        except KubeNotFound:
+            return not wanted  # a node that is gone carries no taint
+        except KubeError as err:
+            self.failures += 1
+            self.log.warning(f"could not {what}", node=name, error=str(err), status=err.status)
+            return False
+        taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+        kept = [t for t in taints if t.get("key") != key]
+        if wanted:
+            kept.append({"key": key, "effect": effect})
+        if kept == taints:
+            return True
+        patch: dict[str, Any] = {"spec": {"taints": kept}}
+        version = (raw.get("metadata") or {}).get("resourceVersion")
+        if version:
+            patch["metadata"] = {"resourceVersion": version}
+        return self._call(what, lambda: merge_patch(api, NODES, name, patch), node=name)
+
+    def _created(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
+        """A create: done, or there already (409: what we wanted)."""
+        try:
+            fn()
+            return True
+        except KubeConflict:
+            return True
+        except KubeError as err:
+            self.failures += 1
+            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
+            return False
+
+    def _gone(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
+        """A delete: done, or not found (gone already: what we wanted)."""
+        try:
+            fn()
+            return True
+        except KubeNotFound:
+            return True
+        except KubeError as err:
+            self.failures += 1
+            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
+            return False
 
 
 class GuardedEvents:

@@ -82,10 +82,10 @@ def test_a_drift_either_way_fails_naming_the_call() -> None:
         "waterline-controller calls but deploy/rbac.yaml does not grant: create pods"
     ]
     role = next(d for d in docs if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "waterline-controller")
-    role["rules"].append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]})
+    role["rules"].append({"apiGroups": [""], "resources": ["nodes"], "verbs": ["update"]})
     assert diff(table, granted("waterline-controller", docs)) == [
         "deploy/rbac.yaml grants waterline-controller what its code never calls "
-        "(agent/cluster/access.py): get nodes"
+        "(agent/cluster/access.py): update nodes"
     ]
 
 
