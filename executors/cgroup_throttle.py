@@ -99,7 +99,7 @@ class CgroupThrottler:
 
     # -- CpuThrottler --------------------------------------------------------------
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float], tag: str = "") -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         """Cap each named container at the given cores (original quotas saved first).
         True when at least one container's quota was written."""
         found = self.layout.locate(pod)
@@ -131,7 +131,7 @@ class CgroupThrottler:
         if not targets:
             return False
         updated = ThrottledPod(
-            pod.uid, pod.namespace, pod.name, originals, tag or (record.tag if record else "")
+            pod.uid, pod.namespace, pod.name, originals, owner or (record.tag if record else "")
         )
         if updated != record:
             try:

@@ -35,7 +35,7 @@ from agent.model.objects import Node, Pod
 from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuThrottler, Evictor
+from executors.actuators import CpuThrottler, EvictionAnswer, Evictor
 from executors.engine import ActionRecord
 
 
@@ -120,7 +120,7 @@ class _Guarded:
     def _count(self, source: str) -> None:
         self.errors[source] = self.errors.get(source, 0) + 1
 
-    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult | EvictionAnswer:
         try:
             return self.evictor.evict(pod, grace_seconds)
         except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
@@ -128,9 +128,9 @@ class _Guarded:
             self.log.error("eviction raised", pod=pod.key, error=repr(err))
             return EvictionResult.FAILED
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         try:
-            written = self.throttler.apply(pod, container_caps)
+            written = self.throttler.apply(pod, container_caps, owner)
         except Exception as err:  # noqa: BLE001
             self._count("throttler")
             self.log.error("throttle raised", pod=pod.key, error=repr(err))

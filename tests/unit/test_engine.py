@@ -206,7 +206,7 @@ class _RefusingThrottler(SimulatedThrottler):
         super().__init__()
         self.refuse = refuse
 
-    def apply(self, pod, container_caps):
+    def apply(self, pod, container_caps, owner=""):
         if pod.key in self.refuse:
             return False
         return super().apply(pod, container_caps)
