@@ -7,8 +7,9 @@ leaves either the old or the new file, never a torn one. The original is stored 
 the kernel showed it (``-1``, ``50000``, ``max 100000``) so that restoring writes back
 exactly that, "unlimited" included.
 
-A file that cannot be parsed is moved aside (``.corrupt-<time>``) and logged as an error:
-the agent keeps working, but the pods it named cannot be restored automatically.
+A file that cannot be parsed is moved aside (``.corrupt-<time>``), logged as an error and
+flagged (``unreadable``): the agent then rebuilds the originals from the pod specs
+(``CgroupThrottler.rebuild_originals``), so no pod stays capped for ever.
 """
 
 from __future__ import annotations
@@ -111,6 +112,8 @@ class QuotaState:
         self.dir = state_dir
         self.path = os.path.join(state_dir, filename)
         self._log = structlog.get_logger()
+        #: The file existed but could not be read (it was moved aside).
+        self.unreadable = False
         self._pods: dict[str, ThrottledPod] = self._load()
 
     def _load(self) -> dict[str, ThrottledPod]:
@@ -125,8 +128,10 @@ class QuotaState:
                 os.replace(self.path, aside)
             except OSError:
                 aside = ""
+            self.unreadable = True
             self._log.error(
-                "quota state unreadable; pods it named cannot be restored automatically",
+                "quota state unreadable: moved aside; original quotas will be rebuilt "
+                "from the pod specs",
                 path=self.path,
                 moved_to=aside,
                 error=str(err),
