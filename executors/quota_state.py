@@ -105,6 +105,30 @@ def _from_json(raw: Any) -> dict[str, ThrottledPod]:
     return pods
 
 
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file:
+    a temp file in the same directory, fsync, rename, fsync the directory. Raises OSError
+    (the old file is untouched then)."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 class QuotaState:
     """Original quotas by pod uid, persisted on every change."""
 
@@ -140,24 +164,7 @@ class QuotaState:
 
     def _save(self, pods: dict[str, ThrottledPod]) -> None:
         """Atomically replace the state file; raises OSError (nothing changed then)."""
-        os.makedirs(self.dir, exist_ok=True)
-        data = json.dumps(_to_json(pods), sort_keys=True, indent=1).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".cpu-quota-", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.path, json.dumps(_to_json(pods), sort_keys=True, indent=1).encode())
         self._pods = pods
 
     def pods(self) -> Mapping[str, ThrottledPod]:

@@ -51,9 +51,13 @@ POLICIES = Resource(
     QOS_GROUP, QOS_VERSION, "nodeqosensurancepolicies", "NodeQOSEnsurancePolicy", False, True
 )
 ACTIONS = Resource(QOS_GROUP, QOS_VERSION, "avoidanceactions", "AvoidanceAction", False, True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True, True)
 
 #: Everything the adapter and the dev server know by default.
-KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, PDBS, LEASES, POLICIES, ACTIONS)
+KNOWN: tuple[Resource, ...] = (
+    PODS, NODES, NAMESPACES, EVENTS, PDBS, LEASES, POLICIES, ACTIONS, CONFIGMAPS, DAEMONSETS,
+)  # fmt: skip
 
 
 def by_kind(kind: str) -> Resource:

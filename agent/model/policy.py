@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import Fields
 from agent.model.objects import (
     BEST_EFFORT,
     BURSTABLE,
     QOS_CLASSES,
     Pod,
 )
-from agent.model.fields import Fields
 from agent.model.quantity import parse_quantity
 from agent.model.registry import BY_NAME
 from agent.model.selectors import EVERYTHING, LabelSelector, parse_label_selector
