@@ -6,8 +6,9 @@ Pods are watched with ``fieldSelector=spec.nodeName=<node>`` and the node with
 Namespaces (for scope selectors), PodDisruptionBudgets and the two cluster-scoped CRs are
 small and watched whole. A seventh watch follows the cluster brake, the ConfigMap
 ``waterline-brake`` in Waterline's namespace that the controller sets to pause every
-agent's evictions; it does not hold back readiness (an agent that may not read it, or
-finds none, evicts as usual).
+agent's evictions. It does not hold back readiness (throttling needs no brake), but
+evictions wait until it has listed once: an agent that may not read it (RBAC) keeps
+evictions paused and its watch says why in the log, once.
 """
 
 from __future__ import annotations
@@ -93,7 +94,11 @@ class NodeView:
         return _by_name(self.cache.records(ACTIONS.kind))
 
     def brake(self) -> str | None:
-        """The cluster brake's reason while it is set (evictions paused), else None."""
+        """The cluster brake's reason while it is set (evictions paused), else None.
+        Until its watch has listed once the brake is unknown, which pauses evictions too:
+        an agent never evicts on a start that has not read the brake yet."""
+        if not self.cache.synced((CONFIGMAPS.kind,)):
+            return f"the cluster brake (ConfigMap {self.namespace}/{BRAKE_NAME}) is not read yet"
         raw = self.cache.get(CONFIGMAPS.kind, f"{self.namespace}/{BRAKE_NAME}")
         return brake_reason(cast("Mapping[str, Any] | None", raw))
 

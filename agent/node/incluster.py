@@ -213,9 +213,9 @@ class _Reporter:
         self.invalid = errors
         if objects.eviction_brake != self.brake:
             if objects.eviction_brake is not None:
-                self.log.warning("cluster brake set: evictions paused, throttling goes on",
+                self.log.warning("evictions paused by the cluster brake, throttling goes on",
                                  reason=objects.eviction_brake)
-            else:
+            elif self.brake is not None:
                 self.log.info("cluster brake lifted: evictions resume")
             self.brake = objects.eviction_brake
 
