@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from agent.kube.creating import create, delete
-from agent.kube.resources import CONFIGMAPS, PODS
-from agent.node.command import Agent, build_agent
+from agent.kube.patching import merge_patch
+from agent.kube.resources import CONFIGMAPS, DAEMONSETS, PODS
+from agent.node.command import Agent, build_agent, release
 from agent.node.loop import TickOutcome
 from devtools.apiserver.server import Fault
 from devtools.apiserver.testing import serve
@@ -210,3 +211,55 @@ def test_an_agent_started_with_the_api_server_down_throttles_from_saved_objects(
     assert load.quota("batch-a") == 20000  # 10% of the node's 2 cores, 100 ms period
     assert all(o.ok for o in seen[1:])
     assert not second.health.ready()[0]  # honest: not in sync with the API
+
+
+def test_stopping_keeps_caps_unless_the_agents_daemonset_is_gone_or_being_deleted(
+    tmp_path: Path,
+) -> None:
+    load = Load(tmp_path / "cg", ["batch-a"])
+    throttle = action("throttle", {"throttle": {"cpuThrottle": {"minCPURatio": 10}},
+                                   "scope": {"qosClasses": ["BestEffort"]}})  # fmt: skip
+    daemonset = {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                 "metadata": {"name": "waterline-agent", "namespace": "waterline-system"}}  # fmt: skip
+    objects = [node("node-1"), namespace(), fake_pod("batch-a"), policy("guard", "throttle"),
+               throttle, daemonset]  # fmt: skip
+    with serve(objects) as running:
+        agent = start(running, tmp_path)
+        try:
+            tick_until(agent, load, {"batch-a": 5.0}, lambda s: bool(agent.loop.brain.caps()))
+            assert agent.uninstalled is not None and agent.uninstalled() is False
+            agent.on_exit()  # a restart (rolling update, node reboot): the cap stays
+            assert load.quota("batch-a") == 20000
+            assert '"uid-batch-a"' in (tmp_path / "state" / "cpu-quota.json").read_text()
+            merge_patch(running.api, DAEMONSETS, "waterline-agent",
+                        {"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}},
+                        namespace="waterline-system")  # fmt: skip
+            assert agent.uninstalled() is True  # being deleted: an uninstall
+            delete(running.api, DAEMONSETS, "waterline-agent", "waterline-system")
+            assert agent.uninstalled() is True  # gone
+            agent.on_exit()
+            assert load.quota("batch-a") == -1  # every cap released, exactly
+            assert agent.loop.brain.caps() == {}
+        finally:
+            agent.stop_source and agent.stop_source()
+    assert agent.uninstalled() is None  # no API: cannot tell, so caps would be kept
+
+
+def test_agent_release_hands_every_cap_back_by_hand(tmp_path: Path) -> None:
+    load = Load(tmp_path / "cg", ["batch-a", "batch-b"])
+    throttle = action("throttle", {"throttle": {"cpuThrottle": {"minCPURatio": 10}},
+                                   "scope": {"qosClasses": ["BestEffort"]}})  # fmt: skip
+    objects = [node("node-1"), namespace(), fake_pod("batch-a"), fake_pod("batch-b"),
+               policy("guard", "throttle"), throttle]  # fmt: skip
+    with serve(objects) as running:
+        agent = start(running, tmp_path)
+        try:
+            tick_until(agent, load, {"batch-a": 5.0, "batch-b": 5.0},
+                       lambda s: len(agent.loop.brain.caps()) == 2)  # fmt: skip
+        finally:
+            agent.stop_source and agent.stop_source()  # killed: no clean-up
+        assert load.quota("batch-a") == 20000 and load.quota("batch-b") == 20000
+        args = agent_args(running.kubeconfig, tmp_path)
+        assert release(args) == 0
+    assert load.quota("batch-a") == -1 and load.quota("batch-b") == -1
+    assert '"pods": {}' in (tmp_path / "state" / "cpu-quota.json").read_text()
