@@ -9,6 +9,7 @@ BENCHMARKS = (
     "bench.decision",
     "bench.collectors",
     "bench.cluster",
+    "bench.faults",
 )
 
 
