@@ -413,7 +413,8 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_format or ("console" if args.local else "json"), args.log_level)
+    by_hand = args.local or args.verb == RELEASE
+    configure_logging(args.log_format or ("console" if by_hand else "json"), args.log_level)
     log = structlog.get_logger()
     if args.interval <= 0:
         log.error("--interval must be > 0 seconds", interval=args.interval)

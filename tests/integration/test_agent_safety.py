@@ -147,11 +147,12 @@ def test_a_hanging_eviction_endpoint_never_delays_throttling(tmp_path: Path) -> 
             agent.stop_source and agent.stop_source()
         assert hung.report is not None
         assert [a.result for a in hung.report.actions if a.action == "evict"] == ["failed"]
-        # The eviction request was cut at the budget, and the same tick throttled.
-        assert 0.9 <= hung.duration < 2.0, hung.duration
+        # The eviction request was cut at the budget (1 s; the endpoint hangs 20 s), and
+        # the same tick throttled. Bounds far from the figures: this is no benchmark.
+        assert 0.9 <= hung.duration < 10.0, hung.duration
         assert any(a.action == "throttle" and a.result is None for a in hung.report.actions)
         assert len(eviction_posts(running)) == 1  # backing off: no request meanwhile
-        assert all(o.duration < 0.5 for o in more), [o.duration for o in more]
+        assert all(o.duration < 10.0 for o in more), [o.duration for o in more]
 
 
 def test_the_brake_configmap_stops_evictions_on_every_agent(tmp_path: Path) -> None:
