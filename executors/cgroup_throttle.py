@@ -110,14 +110,15 @@ class CgroupThrottler:
 
     def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         """Cap each named container at the given cores (original quotas saved first).
-        True when at least one container's quota was written."""
+        True when at least one container's quota was written or already held the cap
+        (within 1 millicore: not rewritten)."""
         found = self.layout.locate(pod)
         if found is None:
             self._log.warning("throttle: pod cgroup not found", pod=pod.key, uid=pod.uid)
             return False
         record = self.state.get(pod.uid)
         originals: dict[str, ContainerQuota] = dict(record.containers) if record else {}
-        targets: dict[str, tuple[str, int | None, int]] = {}
+        targets: dict[str, tuple[str, int | None, int, int | None]] = {}
         for name in sorted(container_caps):
             cgroup = found.containers.get(name)
             if cgroup is None:
@@ -136,7 +137,7 @@ class CgroupThrottler:
             if saved is None or saved.cgroup != cgroup:  # first write, or a restarted container
                 originals[name] = saved = ContainerQuota(cgroup, self.version, raw)
             orig_quota, _ = parse_quota(self.version, saved.original, str(period))
-            targets[name] = (cgroup, orig_quota, period)
+            targets[name] = (cgroup, orig_quota, period, quota)
         if not targets:
             return False
         updated = ThrottledPod(
@@ -153,8 +154,11 @@ class CgroupThrottler:
                 )
                 return False
         written: dict[str, float] = {}
-        for name, (cgroup, orig_quota, period) in targets.items():
+        for name, (cgroup, orig_quota, period, current) in targets.items():
             quota = quota_for(container_caps[name], period, orig_quota)
+            if current is not None and abs(quota - current) * 1000 <= period:
+                written[name] = current / period  # within 1 millicore: in force, not rewritten
+                continue
             text = str(quota) if self.version == 1 else f"{quota} {period}"
             try:
                 self._write(self._quota_file(cgroup, self.version), text)

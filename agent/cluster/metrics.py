@@ -53,5 +53,24 @@ class ControllerMetrics:
             registry=r,
         )
 
+        self.brake = Gauge(
+            "waterline_cluster_brake",
+            "1 while the cluster brake (ConfigMap waterline-brake) pauses the agents' evictions.",
+            registry=r,
+        )
+        self.brake_window = Gauge(
+            "waterline_cluster_brake_window",
+            "What the brake decided on last round: agent evictions and evicting nodes in the "
+            "last 60 s (leader only).",
+            ["measure"],
+            registry=r,
+        )
+        self.policy_status_writes = Counter(
+            "waterline_controller_policy_status_writes",
+            "Status writes on NodeQOSEnsurancePolicies and AvoidanceActions, by validity.",
+            ["kind", "valid"],
+            registry=r,
+        )
+
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,8 +9,24 @@ from __future__ import annotations
 
 from typing import TypeVar, cast
 
+from agent.cluster.brake import CONFIGMAP as BRAKE_CONFIGMAP
+from agent.cluster.brake import EVENT_SELECTOR
+from agent.defaults import NAMESPACE
 from agent.kube.cache import Cache
-from agent.kube.resources import NAMESPACES, NODES, PDBS, PODS, QOS_GROUP, QOS_VERSION, Resource
+from agent.kube.fetching import Selectors
+from agent.kube.resources import (
+    ACTIONS,
+    CONFIGMAPS,
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    POLICIES,
+    QOS_GROUP,
+    QOS_VERSION,
+    Resource,
+)
 from agent.model import migration, priorityclass, queue, reservation
 from agent.model.migration import PodMigrationJob
 from agent.model.objects import Namespace, Node, Pod, PodDisruptionBudget, Workload
@@ -48,6 +64,24 @@ WATCHED: tuple[Resource, ...] = (
 OPTIONAL = (PRIORITY_CLASSES, NAMESPACES, PDBS)
 #: Kinds that must have listed once before the leader acts.
 REQUIRED_KINDS = tuple(r.kind for r in WATCHED if r not in OPTIONAL)
+
+#: Watched for the policies' status and the cluster brake, each with its selector: the
+#: node policies and actions (raw: validated by the node agent's parsers), the agents'
+#: eviction Events, and the brake ConfigMap itself.
+STATUS_WATCHES: tuple[tuple[Resource, Selectors], ...] = (
+    (POLICIES, Selectors()),
+    (ACTIONS, Selectors()),
+    (EVENTS, Selectors(field_selector=EVENT_SELECTOR)),
+    (CONFIGMAPS, Selectors(namespace=NAMESPACE, field_selector=f"metadata.name={BRAKE_CONFIGMAP}")),
+)
+#: Every watch of the controller.
+WATCHES: tuple[tuple[Resource, Selectors], ...] = (
+    *((r, Selectors()) for r in WATCHED),
+    *STATUS_WATCHES,
+)
+#: Must have listed before policy statuses are written / the brake is decided.
+POLICY_KINDS = (POLICIES.kind, ACTIONS.kind, NODES.kind)
+BRAKE_KINDS = (EVENTS.kind, CONFIGMAPS.kind, NODES.kind)
 
 
 T = TypeVar("T")

@@ -17,7 +17,7 @@ import random
 from collections.abc import Mapping
 from typing import Any, cast
 
-from agent.defaults import NAMESPACE
+from agent.defaults import BRAKE_CONFIGMAP, NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
@@ -37,7 +37,7 @@ from agent.model.store import ObjectStore
 
 NODE_KINDS = (PODS.kind, NODES.kind, NAMESPACES.kind, PDBS.kind, POLICIES.kind, ACTIONS.kind)
 #: The ConfigMap of the cluster brake and its keys (the controller writes them).
-BRAKE_NAME = "waterline-brake"
+BRAKE_NAME = BRAKE_CONFIGMAP
 BRAKE_PAUSED = "evictionsPaused"
 BRAKE_REASON = "reason"
 #: Kinds whose manifests the view keeps, to save them (policies and actions are raw).

@@ -49,6 +49,10 @@ REASON_MAX_UNAVAILABLE_PER_WORKLOAD = "MaxUnavailablePerWorkload"
 REASON_SELECT_LIMIT = "SelectLimit"
 #: Another job of the same pod is Running or passed earlier in the round.
 REASON_POD_ALREADY_MIGRATING = "PodAlreadyMigrating"
+#: A workload of one replica, or whose unavailable limit equals its replicas.
+REASON_EXPECTED_REPLICAS = "ExpectedReplicas"
+#: maxMigratingTotal: the cluster-wide bound on Running jobs.
+REASON_MAX_MIGRATING_TOTAL = "MaxMigratingTotal"
 #: spec.paused: the job is left alone until it is unpaused.
 REASON_PAUSED = "Paused"
 # -- reasons: migration execution ---------------------------------------------------------
@@ -89,6 +93,8 @@ class PodMigrationJob:
     #: metadata.annotations: what the migrator recorded when it started the job, and an
     #: operator's abort request.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: metadata.resourceVersion: the precondition of a status decided on this record.
+    resource_version: str = ""
 
     @property
     def pod_key(self) -> str:
@@ -159,4 +165,5 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         conditions=parse_conditions(status.get("conditions"), KIND, name),
         source_node=str(annotations.get(SOURCE_NODE_ANNOTATION) or ""),
         annotations={str(k): str(v) for k, v in annotations.items()},
+        resource_version=str(meta.get("resourceVersion") or ""),
     )

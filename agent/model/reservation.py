@@ -253,7 +253,7 @@ def _expiry(spec: Mapping[str, Any], f: Fields) -> tuple[float | None, float | N
             raise f.bad("spec.expires", "must be an RFC 3339 time", expires_raw) from None
     if ttl_raw is None:
         return DEFAULT_TTL_SECONDS, None
-    ttl = f.duration(ttl_raw, "spec.ttl", bare_numbers=True)
+    ttl = f.duration(ttl_raw, "spec.ttl")
     return (ttl or None), None
 
 

@@ -486,9 +486,7 @@ def _series(stack: Stack, expr: str) -> tuple[str, int, str]:
     return "success", len(body["data"]["result"]), ""
 
 
-def test_every_dashboard_query_returns_series(
-    stack: Stack, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_every_dashboard_query_returns_series(stack: Stack) -> None:
     queries = dashboard_queries()
     deadline = time.monotonic() + DEADLINE
     while True:
@@ -498,11 +496,12 @@ def test_every_dashboard_query_returns_series(
         if invalid or not waiting or time.monotonic() > deadline:
             break
         time.sleep(1)
-    with capsys.disabled():
-        print(f"\nPrometheus check: {len(results)} dashboard queries")
-        for title, expr, status, count, error in results:
-            print(f"  {count:3d} series  {title}: {expr}" if status == "success"
-                  else f"  ERROR       {title}: {expr}: {error}")  # fmt: skip
+    # The table is for `make prometheus-check` (pytest -s); `make test` keeps it captured
+    # (shown only if the test fails).
+    print(f"\nPrometheus check: {len(results)} dashboard queries")
+    for title, expr, status, count, error in results:
+        print(f"  {count:3d} series  {title}: {expr}" if status == "success"
+              else f"  ERROR       {title}: {expr}: {error}")  # fmt: skip
     errors = [f"{r[0]}: {r[4]}" for r in results if r[2] != "success"]
     assert not errors, "invalid dashboard queries:\n" + "\n".join(errors)
     missing = "\n".join(f"{r[0]}: {r[1]}" for r in waiting)
