@@ -29,6 +29,10 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 #: The agent learns its node from this environment variable (downward API spec.nodeName)
 #: and runs `waterline agent --node-name=$(NODE_NAME)`.
 NODE_NAME_ENV = "NODE_NAME"
+#: ... and its namespace from this one (downward API metadata.namespace): the cluster
+#: brake ConfigMap and the agent's DaemonSet live there.
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+AGENT_DAEMONSET = "waterline-agent"
 
 IMAGE = "ghcr.io/waterline/waterline:0.1.0"
 

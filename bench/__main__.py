@@ -10,6 +10,7 @@ BENCHMARKS = (
     "bench.collectors",
     "bench.cluster",
     "bench.defrag_e2e",
+    "bench.faults",
 )
 
 

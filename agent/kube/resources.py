@@ -52,6 +52,7 @@ POLICIES = Resource(
     QOS_GROUP, QOS_VERSION, "nodeqosensurancepolicies", "NodeQOSEnsurancePolicy", False, True
 )
 ACTIONS = Resource(QOS_GROUP, QOS_VERSION, "avoidanceactions", "AvoidanceAction", False, True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True, True)
 
 #: Everything the adapter and the dev server know by default.
 KNOWN: tuple[Resource, ...] = (
@@ -64,6 +65,7 @@ KNOWN: tuple[Resource, ...] = (
     CONFIGMAPS,
     POLICIES,
     ACTIONS,
+    DAEMONSETS,
 )
 
 

@@ -8,7 +8,9 @@
 * the interference taint: get and patch of nodes (``agent.node.incluster.set_taint``;
   deploy/ also ships an admission policy that limits the patch to the agent's own node
   and to that taint);
-* evictions (pods/eviction create) and the Events of its actions (create, patch).
+* evictions (pods/eviction create) and the Events of its actions (create, patch);
+* its own DaemonSet (get; only that one, in the Waterline namespace): on SIGTERM/SIGHUP,
+  gone or being deleted means an uninstall, and the agent releases every cap.
 
 ``tests/unit/test_rbac.py`` compares this table with deploy/rbac.yaml both ways and runs
 the agent's cluster side against the dev API server with the table enforced.
@@ -16,10 +18,10 @@ the agent's cluster side against the dev API server with the table enforced.
 
 from __future__ import annotations
 
-from agent.defaults import BRAKE_CONFIGMAP, NAMESPACE
+from agent.defaults import AGENT_DAEMONSET, BRAKE_CONFIGMAP, NAMESPACE
 from agent.kube.access import AccessTable, grant, watches
 from agent.kube.nodeview import node_watches
-from agent.kube.resources import CONFIGMAPS, EVENTS, NODES, PODS
+from agent.kube.resources import CONFIGMAPS, DAEMONSETS, EVENTS, NODES, PODS
 
 PROGRAM = "waterline-agent"
 
@@ -29,7 +31,7 @@ def agent_access() -> AccessTable:
         PROGRAM,
         "agent/node/access.py",
         [
-            *watches(r for r, _ in node_watches("")),
+            *watches(r for r, _ in node_watches("") if r is not CONFIGMAPS),
             *[
                 grant(CONFIGMAPS, verb, namespace=NAMESPACE, name=BRAKE_CONFIGMAP, why="brake")
                 for verb in ("get", "list", "watch")
@@ -39,6 +41,8 @@ def agent_access() -> AccessTable:
             grant(PODS, "create", "eviction", why="evictions"),
             grant(EVENTS, "create", why="events of its actions"),
             grant(EVENTS, "patch", why="repeated events"),
+            grant(DAEMONSETS, "get", namespace=NAMESPACE, name=AGENT_DAEMONSET,
+                  why="its own DaemonSet: an uninstall releases every cap"),
         ],
     )
 

@@ -43,6 +43,10 @@ def render(outcome: TickOutcome) -> str:
     if report.rules:
         lines.append("  rules  " + "  ".join(f"{k} {v}" for k, v in sorted(report.rules.items())))
     lines.extend(_action_line(record, outcome) for record in report.actions)
+    if report.limited is not None:
+        lines.append(f"  limited  evictions stopped by {report.limited}: the gap stays open")
+    if report.eviction_backoff is not None:
+        lines.append(f"  backoff  eviction API failed: next round in {report.eviction_backoff:.0f} s")
     lines.extend(_pods(outcome))
     return "\n".join(lines)
 

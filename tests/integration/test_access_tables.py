@@ -43,7 +43,8 @@ def test_the_agents_cluster_calls_are_all_in_its_table() -> None:
             taints = get_object(env.api, NODES, "node-1")["spec"]["taints"]
             assert [t["key"] for t in taints] == ["qos.waterline.io/interference"]
             hog = parts.view.pods()[0]
-            assert ApiEvictor(api).evict(hog, 1) is EvictionResult.EVICTED
+            assert ApiEvictor(api).evict(hog, 1).result is EvictionResult.EVICTED
+            assert parts.uninstalled() is True  # its DaemonSet (none here) is read by name
             recorder = EventRecorder(KubeEvents(api), COMPONENT, host="node-1")
             assert recorder.record(pod_ref(hog), WARNING, "Evicted", "by a test") == "created"
             assert recorder.record(pod_ref(hog), WARNING, "Evicted", "by a test") == "updated"

@@ -107,7 +107,10 @@ class FakePod:
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": f"{self.name}-rs",
+                                              "uid": f"rs-{self.uid}", "controller": True}]},
             "spec": {
                 "nodeName": NODE,
                 "priority": 0,
@@ -189,7 +192,7 @@ POLICIES = [
         "metadata": {"name": "evict-batch"},
         "spec": {
             "coolDownSeconds": 0,
-            "eviction": {"terminationGracePeriodSeconds": 0},
+            "eviction": {"terminationGracePeriodSeconds": 1},
             # BestEffort only: what an eviction releases counts against the CPU gaps too,
             # and a pod left to throttle is needed for the cap series.
             "scope": {"qosClasses": ["BestEffort"]},
@@ -627,6 +630,12 @@ ALERT_CASES: dict[str, tuple[dict[str, str], int, int, dict[str, str]]] = {
          'waterline_actions_total{node="n2", job="waterline-agent", action="evict", '
          'result="evicted"}': "0+2x30"},
         5, 25, {},
+    ),
+    "WaterlineEvictionsLimited": (  # the brake is the controller's alert, not this one
+        {f'waterline_eviction_rounds_limited_total{{{N1}, limit="evictionRateLimit"}}': "0+1x40",
+         'waterline_eviction_rounds_limited_total{node="n2", job="waterline-agent", '
+         'limit="clusterBrake"}': "0+5x40"},
+        10, 25, {"node": "n1", "limit": "evictionRateLimit"},
     ),
     "WaterlineThrottleHeldLong": (
         {f'waterline_pod_cpu_cap_cores{{{N1}, namespace="batch", pod="b-1"}}': "0.5x70"},

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent.model.objects import BURSTABLE, Pod
+from agent.model.settings import AgentSettings
+from agent.model.usage import PodUsage
 from agent.node.console import render, result_of
 from agent.node.loop import Collection
 from executors.cgroup_throttle import CgroupThrottler
@@ -27,7 +29,7 @@ from tests.unit.test_loop import (
 class FailingThrottler:
     """Every quota write fails (a read-only cgroup, a gone container): returns False."""
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         return False
 
     def restore(self, pod: Pod) -> bool:
@@ -40,7 +42,7 @@ class RaiseThenFail:
     def __init__(self) -> None:
         self.writes = 0
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         self.writes += 1
         return self.writes == 1
 
@@ -104,3 +106,15 @@ def test_a_cap_within_one_millicore_of_the_one_in_force_is_not_rewritten(tmp_pat
     assert throttler.apply(pod, {"a": 0.502})  # 2 millicores: written
     assert quota_file.read_text() == "50200"
     assert throttler.throttled_pods()["u-1"].containers["a"].cap == 0.502
+
+
+def test_a_round_stopped_by_a_safety_limit_shows_limited() -> None:
+    manifests = [
+        node_manifest(), pod_manifest("be-1", "u1"),
+        *policy_manifests(value="1Gi", metric="memory_total_usage", avoid=1, eviction=True),
+    ]  # fmt: skip
+    usage = Collection({"memory_total_usage": 3.0 * 2**30},
+                       {"default/be-1": PodUsage(cpu=0.1, memory=3.0 * 2**30)})  # fmt: skip
+    loop = make_loop(objects_of(manifests), Scripted([usage]), evictions_performed=False)
+    loop.brain.settings = AgentSettings(cluster_brake=True)
+    assert "limited  evictions stopped by clusterBrake" in render(loop.tick())

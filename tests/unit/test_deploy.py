@@ -164,6 +164,9 @@ def test_agent_command_image_and_node_name() -> None:
     assert c["args"] == ["agent", node_name, f"--proc-root={HOST_PROC}"]
     env = {e["name"]: e for e in c["env"]}
     assert env[defaults.NODE_NAME_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    # its namespace (the brake ConfigMap, its own DaemonSet) from the downward API
+    assert env[defaults.POD_NAMESPACE_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert _one("DaemonSet")["metadata"]["name"] == defaults.AGENT_DAEMONSET
 
 
 def test_agent_arguments_parse_to_the_mounted_paths() -> None:
