@@ -9,10 +9,13 @@ BENCHMARKS = (
     "bench.decision",
     "bench.collectors",
     "bench.cluster",
+    "bench.defrag_e2e",
+    "bench.faults",
 )
 
 
 def main(names: list[str]) -> int:
+    names = [n.replace("-", "_") for n in names]  # `python -m bench defrag-e2e`
     for module_name in BENCHMARKS:
         if names and module_name.rsplit(".", 1)[-1] not in names:
             continue

@@ -6,17 +6,25 @@ fail-over starts from warm caches. The leader, every ``interval`` seconds, takes
 ObjectStore snapshot of the cache and runs one round:
 
 1. every non-terminal job takes one migration step (``agent/cluster/migrator``): Running
-   ones move on, and Pending ones may time out, be paused or aborted;
+   ones move on, and Pending ones may time out, be paused or aborted; then drain taints
+   are set and lifted and orphaned placeholders and PriorityClasses deleted (the
+   migrator's ``reconcile``: what a stopped leader left behind is collected here);
 2. every engine of ``agent/cluster/registry.py`` plans on the snapshot, in order.
    Arbitration: failed jobs get phase Failed with the reason, waiting ones stay Pending
    with the retryable reason in status; passed jobs enter the rate-limited queue, which the
    loop drains at ``processQueueQPS`` between rounds, starting each job through the
    migrator (re-checked against the cache first). Defragmentation, queue preemption and
    DaemonSet preemption are logged, and carried out only when enabled in the config
-   (``agent/cluster/acting.py``).
+   (``agent/cluster/acting.py``);
+3. what follows the cache rather than a plan (``agent/cluster/cachework.py``): the
+   status of every NodeQOSEnsurancePolicy and AvoidanceAction, and the cluster brake.
 
-Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``). ``--dry-run``
-plans and logs, and writes nothing. A round's own writes are read back through the watches.
+Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``), bounded by the
+time left before the lease's renew deadline. ``--dry-run`` plans and logs, and writes
+nothing. A round's own writes are read back through the watches. A round that could not
+read (a watch is failing: the snapshot may be stale) or could not write (an API error)
+counts as failed, in the metrics and in readiness; every background thread (the
+reflectors, the elector) reports to the ``ThreadBoard`` that ``/healthz`` shows.
 
 Where DESIGN.md is silent: the queue holds the latest round's passed jobs only (a job
 passed in an earlier round but not started yet is re-arbitrated, so limits hold against
@@ -36,19 +44,29 @@ from typing import cast
 
 import structlog
 
-from agent.cluster import arbitration
+from agent.cluster import arbitration, brake
 from agent.cluster.acting import Act, PlanActs
+from agent.cluster.cachework import CacheWork
 from agent.cluster.config import ControllerConfig
 from agent.cluster.metrics import ControllerMetrics
-from agent.cluster.migrator import ClusterView, MigrationExecutor
+from agent.cluster.migrator import ClusterView, MigrationExecutor, PlaceholderSettings
 from agent.cluster.rate_queue import RateLimitedQueue
 from agent.cluster.registry import ENGINES
-from agent.cluster.resources import PODS, QUEUES, REQUIRED_KINDS, WATCHED, snapshot
-from agent.cluster.writes import GuardedWriter, NotLeader
+from agent.cluster.resources import (
+    PODS,
+    QUEUES,
+    REQUIRED_KINDS,
+    WATCHES,
+    snapshot,
+)
+from agent.cluster.writes import GuardedEvents, GuardedWriter, NotLeader
 from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
-from agent.kube.fetching import Selectors
+from agent.kube.events import (
+    EventRecorder,
+)
+from agent.kube.health import ThreadBoard
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
 from agent.kube.watching import Informers, WatchArgs, start_watches
 from agent.model import migration as m
@@ -58,6 +76,8 @@ from agent.model.store import ObjectStore
 
 #: Engines that pause while an object of a kind they plan on is invalid.
 PAUSED_BY_INVALID = {"queues": QUEUES.kind}
+#: The controller's Events: source.component and reportingComponent.
+COMPONENT = "waterline-controller"
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +117,20 @@ class Controller:
         self.clock, self.wall = deps.clock, deps.wall
         self.log = structlog.get_logger("waterline.cluster.controller").bind(identity=self.identity)
         self.cache = Cache()
+        self.board = ThreadBoard(deps.clock)
         self.elector = self._elector(deps)
-        self.writer = GuardedWriter(deps.api, self.is_leader, dry_run, self.metrics)
-        self.executor = MigrationExecutor(self.writer)
+        self.writer = GuardedWriter(deps.api, self.elector.time_left, dry_run, self.metrics)
+        self.writer.recorder = EventRecorder(
+            GuardedEvents(self.writer), COMPONENT, host=self.identity, clock=deps.wall
+        )
+        self.cache_work = CacheWork(self.cache, self.writer, self.metrics, self.config.brake)
+        self.executor = MigrationExecutor(
+            self.writer,
+            placeholders=PlaceholderSettings(
+                deps.lease_namespace, self.config.migration.placeholder_image
+            ),
+            metrics=self.metrics,
+        )
         self.acts: dict[str, Act] = PlanActs(
             self.writer, self.metrics, self.log, self._queue_passed
         ).table()
@@ -129,6 +160,7 @@ class Controller:
             wall=deps.wall,
             on_started_leading=self._started_leading,
             on_stopped_leading=self._stopped_leading,
+            board=self.board,
         )
 
     # -- leadership -------------------------------------------------------------------------
@@ -154,7 +186,7 @@ class Controller:
     # -- caches -----------------------------------------------------------------------------
     def start_watches(self) -> None:
         self.informers = start_watches(
-            self.api, self.cache, [(r, Selectors()) for r in WATCHED], self.deps.watch_args
+            self.api, self.cache, list(WATCHES), self.deps.watch_args, board=self.board
         )
 
     @property
@@ -175,6 +207,7 @@ class Controller:
             target=self.elector.run, args=(elector_stop,), name="elector", daemon=True
         )
         elector.start()
+        self.board.register(self.elector.thread_name, elector)
 
         def wake_on_stop() -> None:
             stop.wait()
@@ -204,17 +237,23 @@ class Controller:
             self.log.info("controller stopped", rounds=self.rounds)
 
     def tick(self) -> bool:
-        """One interval: a round when leading and in sync; followers only keep caches."""
+        """One interval: a round when leading and in sync; followers only keep caches. The
+        policies' status and the brake need only their own kinds in sync, so they do not
+        wait for the engines' (a workload watch refused by RBAC stops no brake)."""
+        self.metrics.brake.set(1 if self.brake_state().paused else 0)
         if not self.is_leader():
             return True
-        if not self.synced:
-            if not self._waiting_logged:
-                self.log.info("leading, waiting for the caches to sync before acting")
-                self._waiting_logged = True
-            return True
+        synced = self.synced
+        if not synced and not self._waiting_logged:
+            self.log.info("leading, waiting for the caches to sync before the engines act")
+            self._waiting_logged = True
         started = self.clock()
+        self.writer.take_failures()
         try:
-            self.round(self.snapshot(), self.wall())
+            now = self.wall()
+            if synced:
+                self.round(self.snapshot(), now)
+            self.status_round(now)
         except NotLeader as err:
             self.metrics.rounds.labels("lost_lease").inc()
             self.log.warning("lost the lease mid-round; stopped before writing", write=str(err))
@@ -225,11 +264,28 @@ class Controller:
             self.log.exception("round failed")
             self.last_round_ok = False
             return False
-        self.metrics.rounds.labels("ok").inc()
+        if not synced:
+            return True  # no engine round yet: nothing to count
         self.metrics.round_seconds.observe(self.clock() - started)
         self.rounds += 1
-        self.last_round_ok = True
+        why = self._round_trouble()
+        self.last_round_ok = why is None
+        if why is not None:
+            self.metrics.rounds.labels("failed").inc()
+            self.log.warning("round could not read or write", why=why)
+            return False
+        self.metrics.rounds.labels("ok").inc()
         return True
+
+    def _round_trouble(self) -> str | None:
+        """Why the round just done does not count as a success (None: it does)."""
+        failed_writes = self.writer.take_failures()
+        if failed_writes:
+            return f"{failed_writes} write(s) failed"
+        if not self.cache.api_reachable:
+            failing = ", ".join(s.name for s in self.board.failing()) or "a watch"
+            return f"the API server cannot be read ({failing} failing): the snapshot may be stale"
+        return None
 
     def round(self, store: ObjectStore, now: float) -> None:
         """One migration step per job in flight, then every engine's plan, acted on."""
@@ -240,8 +296,17 @@ class Controller:
                 continue
             step = self.executor.run(job, job.annotations, view, now)
             if step is not None:
-                jobs[i] = replace(job, phase=step.phase, reason=step.reason, message=step.message)
+                jobs[i] = replace(
+                    job,
+                    phase=step.phase,
+                    reason=step.reason,
+                    message=step.message,
+                    node_name=step.node_name,
+                    target_node=step.target_node,
+                    landed_node=step.landed_node,
+                )
         stepped = replace(store, migration_jobs=jobs)
+        self.executor.reconcile(jobs, view, now)  # drain taints, orphaned placeholders
         for engine in ENGINES:
             invalid_kind = PAUSED_BY_INVALID.get(engine.key)
             invalid = self.cache.invalid(invalid_kind) if invalid_kind else {}
@@ -250,6 +315,15 @@ class Controller:
                 continue
             plan = engine.plan(stepped, self.config.args(engine), now)
             self.acts[engine.key](plan, stepped, view, now, self.config.acts_on(engine))
+
+    # -- policies' status and the cluster brake ----------------------------------------------
+    def status_round(self, now: float) -> None:
+        """The leader's writes that follow the cache rather than the engines
+        (``agent/cluster/cachework.py``): the policies' status and the cluster brake."""
+        self.cache_work.run(now)
+
+    def brake_state(self) -> brake.BrakeState:
+        return self.cache_work.brake_state()
 
     def _queue_passed(self, passed: tuple[str, ...]) -> int:
         """The latest round's passed jobs replace the queue's; returns its length."""

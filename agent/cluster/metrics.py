@@ -1,8 +1,8 @@
 """The controller's Prometheus metrics, declared once, in their own registry (the node
 agent's are in ``agent/metrics.py``); ``render`` serves them on /metrics.
 
-Label values are bounded: outcomes, verdicts, phases, eviction results and the engine keys
-of ``agent.cluster.registry``.
+Label values are bounded: outcomes, verdicts, phases, eviction results, move stages and the
+engine keys of ``agent.cluster.registry``.
 """
 
 from __future__ import annotations
@@ -50,6 +50,39 @@ class ControllerMetrics:
             "waterline_controller_planned",
             "Last plan size by planner (defrag migrations, queue and DaemonSet victims).",
             ["planner"],
+            registry=r,
+        )
+        # -- migration on a stock scheduler (issue 13) ----------------------------------------
+        self.moves = Counter(
+            "waterline_controller_moves",
+            "Pod moves by stage: planned (defrag jobs created), started (jobs that passed "
+            "arbitration), landed_on_target / landed_elsewhere (replacement running, on the "
+            "node its placeholder held, or not).",
+            ["stage"],
+            registry=r,
+        )
+        self.nodes_freed = Counter(
+            "waterline_controller_nodes_freed",
+            "Defrag drains that ended with their source holding no pod that must move.",
+            registry=r,
+        )
+
+        self.brake = Gauge(
+            "waterline_cluster_brake",
+            "1 while the cluster brake (ConfigMap waterline-brake) pauses the agents' evictions.",
+            registry=r,
+        )
+        self.brake_window = Gauge(
+            "waterline_cluster_brake_window",
+            "What the brake decided on last round: agent evictions and evicting nodes in the "
+            "last 60 s (leader only).",
+            ["measure"],
+            registry=r,
+        )
+        self.policy_status_writes = Counter(
+            "waterline_controller_policy_status_writes",
+            "Status writes on NodeQOSEnsurancePolicies and AvoidanceActions, by validity.",
+            ["kind", "valid"],
             registry=r,
         )
 

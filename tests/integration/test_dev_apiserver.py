@@ -26,7 +26,7 @@ from agent.kube.resources import EVENTS, LEASES, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from devtools.apiserver.server import DevServer, read_manifests
+from devtools.apiserver.server import DevServer, Fault, read_manifests
 from devtools.apiserver.testing import pdb, pod, serve
 from executors.eviction import ApiEvictor
 
@@ -172,21 +172,29 @@ def test_graceful_eviction_leaves_the_pod_terminating_then_gone() -> None:
 
 def test_api_evictor_maps_outcomes_and_guards_the_uid() -> None:
     with serve(
-        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1)]
+        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1),
+         pod("r")]
     ) as env:
         evictor = ApiEvictor(env.api)
         raw = get_object(env.api, PODS, "p", "default")
         stale = Pod("default", "p", "not-the-current-uid")
-        assert (
-            evictor.evict(stale, 0) is EvictionResult.GONE
-        )  # a successor with the same name is spared
+        # a successor with the same name is spared
+        assert evictor.evict(stale, 0).result is EvictionResult.GONE
         assert (
             get_object(env.api, PODS, "p", "default")["metadata"]["uid"] == raw["metadata"]["uid"]
         )
-        assert (
-            evictor.evict(Pod("default", "p", raw["metadata"]["uid"]), 0) is EvictionResult.EVICTED
+        assert evictor.evict(Pod("default", "p", raw["metadata"]["uid"]), 0).result is (
+            EvictionResult.EVICTED
         )
-        assert evictor.evict(Pod("default", "q", "default/q"), 0) is EvictionResult.BLOCKED_BY_PDB
+        assert evictor.evict(Pod("default", "q", "default/q"), 0).result is (
+            EvictionResult.BLOCKED_BY_PDB
+        )
+        # the API's own failures: a 500 and a throttling 429 (no budget cause) are `failed`
+        for status in (500, 429):
+            env.server.inject(Fault("/pods/r/eviction", method="POST", status=status))
+            assert evictor.evict(Pod("default", "r", "default/r"), 0).result is (
+                EvictionResult.FAILED
+            )
 
 
 def test_stale_replace_is_a_conflict_and_merge_patch_applies() -> None:
