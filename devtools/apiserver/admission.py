@@ -24,6 +24,9 @@ class Admission:
     directive: str = "Warn"
     #: Keys a JSON body repeated (the parser found them; Strict refuses them).
     duplicates: list[str] = field(default_factory=list)
+    #: False: a custom resource that breaks its schema is stored with Warning headers
+    #: instead of refused (tests that seed objects a real server would refuse).
+    refuse_invalid: bool = True
     warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -46,8 +49,9 @@ class Admission:
                 f"validation rule not evaluated by the dev server: {r}"
                 for r in report.skipped_rules
             ]
-            if report.errors:
+            if report.errors and self.refuse_invalid:
                 raise invalid(info, name, report.errors)
+            self.warnings += [f"{path}: {message}" for path, message in report.errors]
         elif info.model:
             unknown += [
                 p for p in fields.unknown_fields(new, info.model) if not p.startswith("metadata.")

@@ -101,6 +101,8 @@ BUILTINS: tuple[ApiResource, ...] = (
     _builtin("", "namespaces", "Namespace", False, short=("ns",)),
     _builtin("", "events", "Event", True, (), ("ev",), model="CoreV1Event"),
     _builtin("", "configmaps", "ConfigMap", True, (), ("cm",)),
+    _builtin("", "persistentvolumes", "PersistentVolume", False, short=("pv",)),
+    _builtin("", "persistentvolumeclaims", "PersistentVolumeClaim", True, short=("pvc",)),
     _builtin("apps", "deployments", "Deployment", True, short=("deploy",), categories=ALL),
     _builtin("apps", "replicasets", "ReplicaSet", True, short=("rs",), categories=ALL),
     _builtin("apps", "statefulsets", "StatefulSet", True, short=("sts",), categories=ALL),

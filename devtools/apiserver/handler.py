@@ -200,7 +200,9 @@ class Handler(BaseHTTPRequestHandler):
         try:
             duplicates: list[str] = []
             body = self._body(duplicates) if method in ("POST", "PUT", "PATCH", "DELETE") else {}
-            admission = Admission(query.get("fieldValidation") or "Warn", duplicates)
+            admission = Admission(
+                query.get("fieldValidation") or "Warn", duplicates, self.dev.refuse_invalid
+            )
             found = (
                 endpoints.answer(self.dev, url.path, url.query, self._accept())
                 if method == "GET"

@@ -70,8 +70,12 @@ class DevServer:
         host: str = "127.0.0.1",
         port: int = 0,
         bookmark_interval: float = 1.0,
+        refuse_invalid: bool = True,
     ) -> None:
         self.store = store or Store()
+        #: Refuse (422) custom resources that break their CRD's schema, as a real server
+        #: does; False stores them with a warning (see testing.serve).
+        self.refuse_invalid = refuse_invalid
         crds.follow(self.store)
         self.bookmark_interval = bookmark_interval
         self.faults: list[Fault] = []
@@ -137,7 +141,12 @@ class DevServer:
             meta = obj.get("metadata") or {}
             try:
                 resource = self.store.resource_for(obj)
-                self.store.create(resource, str(meta.get("namespace") or ""), obj, Admission())
+                self.store.create(
+                    resource,
+                    str(meta.get("namespace") or ""),
+                    obj,
+                    Admission(refuse_invalid=self.refuse_invalid),
+                )
             except ApiStatus as err:
                 raise ManifestError(
                     f"{obj.get('kind')} {meta.get('name')}: {err.message}"

@@ -380,6 +380,7 @@ class Store:
                 meta[key] = old["metadata"][key]
         new["apiVersion"], new["kind"] = resource.api_version, resource.kind
         new = admit(self.info(resource), new, old)
+        meta = new["metadata"]  # admission may have copied it
         if {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
             k: v for k, v in old.items() if k not in ("metadata", "status")
         }:

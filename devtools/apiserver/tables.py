@@ -149,6 +149,11 @@ def _ratio(
     return lambda obj, _now: f"{_get(obj, *ready) or 0}/{_get(obj, *total) or 0}"
 
 
+def _claim(obj: Mapping[str, Any], _now: float) -> str:
+    ref = _get(obj, "spec", "claimRef") or {}
+    return f"{ref.get('namespace')}/{ref.get('name')}" if ref.get("name") else ""
+
+
 def _event_object(obj: Mapping[str, Any], _now: float) -> str:
     ref = obj.get("involvedObject") or obj.get("regarding") or {}
     return f"{str(ref.get('kind', '')).lower()}/{ref.get('name', '')}"
@@ -181,6 +186,16 @@ COLUMNS: Mapping[tuple[str, str], tuple[Column, ...]] = {
     ),
     ("", "namespaces"): (Column("Status", "string", _at("status", "phase", default="Active")),),
     ("", "configmaps"): (Column("Data", "integer", lambda o, _n: len(o.get("data") or {})),),
+    ("", "persistentvolumes"): (
+        Column("Capacity", "string", _at("spec", "capacity", "storage")),
+        Column("Status", "string", _at("status", "phase")),
+        Column("Claim", "string", _claim),
+    ),
+    ("", "persistentvolumeclaims"): (
+        Column("Status", "string", _at("status", "phase")),
+        Column("Volume", "string", _at("spec", "volumeName")),
+        Column("Capacity", "string", _at("status", "capacity", "storage")),
+    ),
     ("apps", "deployments"): (
         Column("Ready", "string", _ratio(("status", "readyReplicas"), ("spec", "replicas"))),
         Column("Up-to-date", "integer", _at("status", "updatedReplicas", default=0)),

@@ -172,8 +172,7 @@ def test_graceful_eviction_leaves_the_pod_terminating_then_gone() -> None:
 
 def test_api_evictor_maps_outcomes_and_guards_the_uid() -> None:
     with serve(
-        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1),
-         pod("r")]
+        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1), pod("r")]
     ) as env:
         evictor = ApiEvictor(env.api)
         raw = get_object(env.api, PODS, "p", "default")

@@ -37,7 +37,7 @@ QUEUE = {
 
 @pytest.fixture
 def env() -> Iterator[Running]:
-    with serve(CRDS) as running:
+    with serve(CRDS, refuse_invalid=True) as running:
         yield running
 
 
@@ -158,6 +158,13 @@ def test_a_custom_resource_is_pruned_defaulted_and_validated(env: Running) -> No
     assert code == 422
     assert answer["message"].startswith('Queue.qos.waterline.io "q" is invalid: spec.weight')
     assert answer["details"]["causes"][0]["field"] == "spec.weight"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    status = {"status": {"allocated": {"cpu": "1"}}}
+    code, answer, _ = call(env, "PATCH", f"{path}/research/status", status, merge)
+    assert code == 200 and answer["metadata"]["generation"] == 1  # status is not spec
+    code, answer, _ = call(env, "PATCH", f"{path}/research", {"spec": {"weight": 3}}, merge)
+    assert answer["spec"]["weight"] == 3 and answer["metadata"]["generation"] == 2
+    assert answer["status"] == {"allocated": {"cpu": "1"}}
 
 
 def test_discovery_legacy_and_aggregated(env: Running) -> None:
@@ -184,7 +191,10 @@ def test_discovery_legacy_and_aggregated(env: Running) -> None:
     by_name = {r["name"]: r for r in qos["resources"]}
     assert by_name["nodeqosensurancepolicies"]["shortNames"] == ["nqp"]
     assert by_name["nodeqosensurancepolicies"]["categories"] == ["waterline"]
-    assert "nodeqosensurancepolicies/status" not in by_name  # its CRD has no status
+    for crd in CRDS:  # a status subresource where the CRD has one
+        plural = crd["spec"]["names"]["plural"]
+        has_status = "status" in (crd["spec"]["versions"][0].get("subresources") or {})
+        assert (f"{plural}/status" in by_name) == has_status
     assert by_name["podmigrationjobs/status"]["verbs"] == ["get", "patch", "update"]
     code, aggregated, response = call(env, "GET", "/apis", headers={"Accept": AGGREGATED})
     assert response.getheader("Content-Type").startswith(
@@ -267,3 +277,11 @@ def test_deleting_a_crd_deletes_its_objects_and_stops_serving_them(env: Running)
         == 201
     )
     assert call(env, "GET", path)[1]["items"] == []
+
+
+def test_the_test_helper_stores_what_the_schema_refuses_with_a_warning() -> None:
+    with serve(CRDS) as env:  # refuse_invalid=False: tests seed invalid objects
+        queue = {**QUEUE, "spec": {"weight": 0}}
+        code, answer, response = call(env, "POST", "/apis/qos.waterline.io/v1alpha1/queues", queue)
+        assert code == 201 and answer["spec"]["weight"] == 0
+        assert "spec.weight: Invalid value: 0" in (response.getheader("Warning") or "")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import shutil
 import subprocess
 import threading
@@ -38,6 +39,13 @@ NODE = {
 }
 
 
+def header_of(plural: str) -> list[str]:
+    """The header kubectl prints for a CRD's kind: NAME, then its printer columns."""
+    crd = yaml.safe_load((ROOT / f"deploy/crds/qos.waterline.io_{plural}.yaml").read_text())
+    columns = crd["spec"]["versions"][0].get("additionalPrinterColumns") or [{"name": "Age"}]
+    return ["NAME", *(c["name"].upper() for c in columns if not c.get("priority"))]
+
+
 class Kubectl:
     def __init__(self, server: DevServer, tmp: Path) -> None:
         self.server, self.tmp = server, tmp
@@ -64,7 +72,12 @@ class Kubectl:
         return done
 
     def rows(self, *args: str) -> list[list[str]]:
-        return [line.split() for line in self.run("get", *args).stdout.splitlines()]
+        """The header and the rows of ``kubectl get``, cut at the header's column starts
+        (an empty cell stays an empty string)."""
+        lines = self.run("get", *args).stdout.splitlines()
+        starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", lines[0])] if lines else []
+        bounds = list(zip(starts, [*starts[1:], None], strict=True))
+        return [[line[a:b].strip() for a, b in bounds] for line in lines]
 
 
 @pytest.fixture
@@ -119,15 +132,17 @@ def test_apply_crds_and_policies_then_get_them_with_their_columns(kubectl: Kubec
     assert "nodeqosensurancepolicy.qos.waterline.io/memory-guard created" in applied.stdout
     assert "avoidanceaction.qos.waterline.io/throttle created" in applied.stdout
     rows = kubectl.rows("nodeqosensurancepolicies")
-    assert rows[0] == ["NAME", "RULES", "AGE"]
-    assert [r[:2] for r in rows[1:]] == [
-        ["batch-pool-cpu", "cpu-high"],
-        ["memory-guard", "memory-high"],
-        ["online-cpu-pressure-preview", "cpu-pressure"],
+    assert rows[0] == header_of("nodeqosensurancepolicies")  # the CRD's printer columns
+    rules = rows[0].index("RULES")
+    assert [(r[0], r[rules]) for r in rows[1:]] == [
+        ("batch-pool-cpu", "cpu-high"),
+        ("memory-guard", "memory-high"),
+        ("online-cpu-pressure-preview", "cpu-pressure"),
     ]
     assert kubectl.rows("nqp")[1:] and kubectl.rows("nqp")[0] == rows[0]  # the short name
-    assert kubectl.rows("avoidanceactions")[0] == ["NAME", "COOLDOWN", "AGE"]
-    assert kubectl.rows("avoidanceactions", "throttle")[1][:2] == ["throttle", "300"]
+    actions = kubectl.rows("avoidanceactions", "throttle")
+    assert actions[0] == header_of("avoidanceactions")
+    assert actions[1][actions[0].index("COOLDOWN")] == "300"
     everything = kubectl.run("get", "waterline").stdout  # the CRDs' category
     assert "nodeqosensurancepolicy.qos.waterline.io/memory-guard" in everything
     assert "avoidanceaction.qos.waterline.io/evict" in everything
