@@ -43,7 +43,7 @@ class Admission:
         name = str((new.get("metadata") or {}).get("name", ""))
         unknown = fields.unknown_fields(new.get("metadata"), "V1ObjectMeta", "metadata")
         if info.schema is not None:
-            new, report = schema.check(new, info.schema)
+            new, report = schema.check(new, info.schema, old)
             unknown += report.unknown
             self.warnings += [
                 f"validation rule not evaluated by the dev server: {r}"

@@ -6,8 +6,9 @@ Validation covers the keywords CRDs use: type (with ``x-kubernetes-int-or-string
 ``nullable``), required, enum, minimum / maximum (and exclusive), minLength / maxLength,
 pattern, minItems / maxItems, minProperties / maxProperties, format int32 / int64 /
 date-time, anyOf / oneOf / allOf / not, ``x-kubernetes-list-type`` set and map (unique
-items and keys), and ``x-kubernetes-validations`` rules written in the CEL subset
-``cel.py`` evaluates (a rule outside it is skipped and reported as a warning). Messages
+items and keys), and ``x-kubernetes-validations`` rules in the CEL ``cel.py`` evaluates
+(transition rules with ``oldSelf`` on updates only; a rule outside it is skipped and
+reported as a warning). Messages
 follow the API server's: ``spec.weight: Invalid value: 0: should be greater than or equal
 to 1``.
 """
@@ -213,8 +214,34 @@ def _branches_ok(value: Any, schema: Schema) -> list[str]:
     return out
 
 
-def validate(value: Any, schema: Schema, report: Report, path: str = "") -> None:
-    """Every violation of ``schema`` by ``value`` into ``report.errors``."""
+class _Absent:
+    """No old value: a create, or a field the old object did not have."""
+
+
+ABSENT: Any = _Absent()
+
+
+def _old_child(old: Any, key: str) -> Any:
+    return old[key] if isinstance(old, dict) and key in old else ABSENT
+
+
+def _old_items(value: list[Any], old: Any, schema: Schema) -> list[Any]:
+    """The old item of each item: by the map keys of a map list, else none (CEL
+    transition rules on list items need the keys to correlate them)."""
+    keys = schema.get("x-kubernetes-list-map-keys") or []
+    if schema.get("x-kubernetes-list-type") != "map" or not isinstance(old, list) or not keys:
+        return [ABSENT] * len(value)
+
+    def ident(item: Any) -> Any:
+        return [item.get(k) for k in keys] if isinstance(item, dict) else None
+
+    olds = {repr(ident(o)): o for o in old}
+    return [olds.get(repr(ident(v)), ABSENT) for v in value]
+
+
+def validate(value: Any, schema: Schema, report: Report, path: str = "", old: Any = ABSENT) -> None:
+    """Every violation of ``schema`` by ``value`` into ``report.errors``; ``old`` is the
+    stored value on an update (for ``oldSelf`` rules)."""
     where = path or "<root>"
     problem = _type_error(value, schema)
     if problem:
@@ -229,7 +256,7 @@ def validate(value: Any, schema: Schema, report: Report, path: str = "") -> None
         )
     for message in _bounds(value, schema) + _branches_ok(value, schema):
         report.errors.append((where, f"Invalid value: {_show(value)}: {where} in body {message}"))
-    _rules(value, schema, report, where)
+    _rules(value, schema, report, where, old)
     if isinstance(value, dict):
         for key in schema.get("required") or []:
             if key not in value:
@@ -238,32 +265,42 @@ def validate(value: Any, schema: Schema, report: Report, path: str = "") -> None
         for key, item in value.items():
             sub = props.get(key, extra if isinstance(extra, dict) else None)
             if sub is not None:
-                validate(item, sub, report, _join(path, key))
+                validate(item, sub, report, _join(path, key), _old_child(old, key))
     elif isinstance(value, list):
         report.errors.extend(_list_duplicates(value, schema, where))
         if isinstance(schema.get("items"), dict):
+            olds = _old_items(value, old, schema)
             for i, item in enumerate(value):
-                validate(item, schema["items"], report, f"{path}[{i}]")
+                validate(item, schema["items"], report, f"{path}[{i}]", olds[i])
 
 
-def _rules(value: Any, schema: Schema, report: Report, where: str) -> None:
+def _rules(value: Any, schema: Schema, report: Report, where: str, old: Any) -> None:
     for rule in schema.get("x-kubernetes-validations") or []:
         text = str(rule.get("rule", ""))
         try:
-            passed = cel.evaluate(text, value)
+            if cel.uses_old_self(text) and old is ABSENT:
+                continue  # a transition rule: only on updates of an existing value
+            passed = cel.evaluate(text, value, None if old is ABSENT else old)
         except cel.Unsupported:
             report.skipped_rules.append(f"{where}: {text}")
+            continue
+        except cel.EvalError as err:
+            report.errors.append(
+                (where, f"Invalid value: {_show(value)}: {err} evaluating rule: {text}")
+            )
             continue
         if not passed:
             message = rule.get("message") or f"failed rule: {text}"
             report.errors.append((where, f"Invalid value: {_show(value)}: {message}"))
 
 
-def check(obj: Mapping[str, Any], schema: Schema) -> tuple[dict[str, Any], Report]:
+def check(
+    obj: Mapping[str, Any], schema: Schema, old: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], Report]:
     """Pruned and defaulted ``obj`` and what was wrong with it (the real server's order:
-    prune, default, validate)."""
+    prune, default, validate); ``old`` is the stored object on an update."""
     report = Report()
     pruned = prune(dict(obj), schema, report)
     defaulted = default(pruned, schema)
-    validate(defaulted, schema, report)
+    validate(defaulted, schema, report, old=ABSENT if old is None else old)
     return defaulted, report

@@ -270,6 +270,12 @@ def test_schema_accepts_a_valid_object() -> None:
     assert report.errors == [] and report.skipped_rules == []
 
 
+SELECTOR_RULE = (
+    "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0"
+    " : !has(self.values) || size(self.values) == 0"
+)
+
+
 @pytest.mark.parametrize(
     ("rule", "value", "result"),
     [
@@ -277,19 +283,62 @@ def test_schema_accepts_a_valid_object() -> None:
         ("has(self.a) || has(self.b)", {}, False),
         ("!(has(self.a) && has(self.b))", {"a": 1, "b": 2}, False),
         ("has(self.a.b)", {"a": {"b": 1}}, True),
+        ("has(self.a.b)", {}, False),
         ("true && !false", {}, True),
+        ("type(self) != int || self >= 0", "90", True),
+        ("type(self) != int || self >= 0", -1, False),
+        (SELECTOR_RULE, {"operator": "In", "values": ["a"]}, True),
+        (SELECTOR_RULE, {"operator": "In", "values": []}, False),
+        (SELECTOR_RULE, {"operator": "Exists"}, True),
+        (SELECTOR_RULE, {"operator": "Exists", "values": ["a"]}, False),
+        (
+            "self.items.all(i, i.size() <= 3) && self.items.exists(i, i.startsWith('b'))",
+            {"items": ["ab", "bc"]},
+            True,
+        ),
+        ("self.m['k'] * 2 + 1 == 7 && self.x[1] / 2 == 1.5", {"m": {"k": 3}, "x": [0, 3.0]}, True),
+        ("size(self.name) < 5 ? self.name.matches('^[a-z]+$') : false", {"name": "abc"}, True),
     ],
 )
-def test_cel_subset(rule: str, value: Any, result: bool) -> None:
+def test_cel_rules(rule: str, value: Any, result: bool) -> None:
     assert cel.evaluate(rule, value) is result
 
 
-def test_cel_outside_the_subset_is_skipped_and_reported() -> None:
+def test_cel_transition_rules_see_the_old_value_on_updates_only() -> None:
+    immutable = {
+        "type": "object",
+        "properties": {
+            "ref": {
+                "type": "string",
+                "x-kubernetes-validations": [
+                    {"rule": "self == oldSelf", "message": "ref is immutable"}
+                ],
+            }
+        },
+    }
+    assert schema.check({"ref": "a"}, immutable)[1].errors == []  # a create
+    assert schema.check({"ref": "a"}, immutable, {"ref": "a"})[1].errors == []
+    _, report = schema.check({"ref": "b"}, immutable, {"ref": "a"})
+    assert report.errors == [("ref", 'Invalid value: "b": ref is immutable')]
+
+
+def test_cel_evaluation_errors_fail_the_rule_and_unknown_cel_is_skipped() -> None:
+    with pytest.raises(cel.EvalError, match="no such key: a"):
+        cel.evaluate("self.a > 1", {})
     with pytest.raises(cel.Unsupported):
-        cel.evaluate("self.a > 1", {"a": 2})
-    rules = {"type": "object", "x-kubernetes-validations": [{"rule": "self.a > 1"}]}
-    _, report = schema.check({"a": 0}, rules)
-    assert report.errors == [] and report.skipped_rules == ["<root>: self.a > 1"]
+        cel.evaluate("self.a.lowerAscii() == 'x'", {"a": "X"})
+    rules = {
+        "type": "object",
+        "x-kubernetes-validations": [
+            {"rule": "self.a.lowerAscii() == 'x'"},
+            {"rule": "self.b > 1"},
+        ],
+    }
+    _, report = schema.check({"a": "X"}, rules)
+    assert report.skipped_rules == ["<root>: self.a.lowerAscii() == 'x'"]
+    assert report.errors == [
+        ("<root>", "Invalid value: object: no such key: b evaluating rule: self.b > 1")
+    ]
 
 
 # -- small things ---------------------------------------------------------------------------
