@@ -104,11 +104,7 @@ def remove_leftovers(roots: Iterable[str], tmpdir: str | None = None) -> Removed
     removed = Removed()
     names = sorted({n for root in roots for n in _stale(_CGROUP, _listdir(root))})
     for name in names:
-        trees = [
-            _subtree(os.path.join(root, name))
-            for root in roots
-            if os.path.isdir(os.path.join(root, name))
-        ]
+        trees = [_subtree(os.path.join(root, name)) for root in roots if os.path.isdir(os.path.join(root, name))]
         tasks = _tasks(path for tree in trees for path in tree)
         kill_and_wait(tasks)
         removed.processes += len(tasks)
