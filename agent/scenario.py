@@ -95,22 +95,22 @@ def parse_scenario(doc: object, name: str = "scenario") -> Scenario:
     _only(doc, TOP_LEVEL_KEYS, "", "key", name)
     try:
         now = parse_time(doc.get("now")) or EPOCH
-    except ValueError as err:
-        raise _bad("now", str(err), name) from None
+    except ValueError:
+        raise _bad("now", f"must be an RFC 3339 time, got {_short(doc.get('now'))}", name) from None
     config = doc.get("config") or {}
     if not isinstance(config, dict):
-        raise _bad("config", "expected a mapping", name)
+        raise _bad("config", f"must be a mapping, got {_short(config)}", name)
     _only(config, CONFIG_SECTIONS, "config.", "section", name)
     for key, section in config.items():
         if section is not None and not isinstance(section, dict):
-            raise _bad(f"config.{key}", "expected a mapping", name)
+            raise _bad(f"config.{key}", f"must be a mapping, got {_short(section)}", name)
     objects = doc.get("objects") or []
     if not isinstance(objects, list):
-        raise _bad("objects", "expected a list", name)
+        raise _bad("objects", f"must be a list, got {_short(objects)}", name)
     store = ObjectStore.from_dicts(objects)
     samples_raw = doc.get("samples") or []
     if not isinstance(samples_raw, list):
-        raise _bad("samples", "expected a list", name)
+        raise _bad("samples", f"must be a list, got {_short(samples_raw)}", name)
     samples = [parse_sample(s, f"samples[{i}]", now, name) for i, s in enumerate(samples_raw)]
     return Scenario(
         now=now or EPOCH,
@@ -169,11 +169,11 @@ def parse_pod_usage(raw: object, where: str, name: str = "scenario") -> PodUsage
 
 def parse_sample(raw: object, where: str, now: float, name: str = "scenario") -> NodeSample:
     if not isinstance(raw, dict):
-        raise _bad(where, "expected a mapping", name)
+        raise _bad(where, f"must be a mapping, got {_short(raw)}", name)
     at = _number(raw.get("at", 0), f"{where}.at", name, allow_none=False)
     node = raw.get("node")
     if not isinstance(node, str) or not node:
-        raise _bad(f"{where}.node", "must name a node", name)
+        raise _bad(f"{where}.node", f"must name a node, got {_short(node)}", name)
     metrics_raw = raw.get("metrics") or {}
     if not isinstance(metrics_raw, dict):
         raise _bad(f"{where}.metrics", "expected a mapping", name)

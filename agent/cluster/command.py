@@ -67,8 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         default=None,
         metavar="PATH",
-        help="YAML with sections arbitration, defrag, queues, daemonset (SIMULATE.md config); "
-        "`enabled: true` in defrag/queues/daemonset lets the controller act on their plans",
+        help="YAML with sections arbitration, defrag, queues, daemonset (SIMULATE.md config), "
+        "clusterEvictionBudget and migration (docs/controller.md); `enabled: true` in "
+        "defrag/queues/daemonset lets the controller act on their plans",
     )
     parser.add_argument(
         "--metrics-addr",

@@ -13,7 +13,7 @@ ObjectStore snapshot of the cache and runs one round:
    Arbitration: failed jobs get phase Failed with the reason, waiting ones stay Pending
    with the retryable reason in status; passed jobs enter the rate-limited queue, which the
    loop drains at ``processQueueQPS`` between rounds, starting each job through the
-   migrator (re-checked against the cache first). Defragmentation, queue preemption and
+   migrator (re-checked against the cache first: ``agent/cluster/starting.py``). Defragmentation, queue preemption and
    DaemonSet preemption are logged, and carried out only when enabled in the config
    (``agent/cluster/acting.py``);
 3. what follows the cache rather than a plan (``agent/cluster/cachework.py``): the
@@ -26,9 +26,8 @@ read (a watch is failing: the snapshot may be stale) or could not write (an API 
 counts as failed, in the metrics and in readiness; every background thread (the
 reflectors, the elector) reports to the ``ThreadBoard`` that ``/healthz`` shows.
 
-Where DESIGN.md is silent: the queue holds the latest round's passed jobs only (a job
-passed in an earlier round but not started yet is re-arbitrated, so limits hold against
-what started in between); status writes happen only when phase, reason, message or node
+Where DESIGN.md is silent: the queue holds the latest round's passed jobs only
+(``agent/cluster/starting.py``); status writes happen only when phase, reason, message or node
 changed, so thousands of waiting jobs cost no writes per round; an invalid object is
 logged and left out by the cache, the others keep working, except that queue preemption
 pauses while a Queue is invalid (the deserved shares of the others depend on it).
@@ -37,10 +36,8 @@ pauses while a Queue is invalid (the deserved shares of the others depend on it)
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import cast
+from dataclasses import replace
 
 import structlog
 
@@ -48,51 +45,24 @@ from agent.cluster import arbitration, brake
 from agent.cluster.acting import Act, PlanActs
 from agent.cluster.cachework import CacheWork
 from agent.cluster.config import ControllerConfig
-from agent.cluster.metrics import ControllerMetrics
+from agent.cluster.leadership import ControllerDeps, build_elector
 from agent.cluster.migrator import ClusterView, MigrationExecutor, PlaceholderSettings
-from agent.cluster.rate_queue import RateLimitedQueue
 from agent.cluster.registry import ENGINES
-from agent.cluster.resources import (
-    PODS,
-    QUEUES,
-    REQUIRED_KINDS,
-    WATCHES,
-    snapshot,
-)
+from agent.cluster.resources import QUEUES, REQUIRED_KINDS, WATCHES, snapshot
+from agent.cluster.starting import JobStarter
 from agent.cluster.writes import GuardedEvents, GuardedWriter, NotLeader
-from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.kube.cache import Cache
-from agent.kube.client import KubeApi
-from agent.kube.events import (
-    EventRecorder,
-)
+from agent.kube.events import EventRecorder
 from agent.kube.health import ThreadBoard
-from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
-from agent.kube.watching import Informers, WatchArgs, start_watches
+from agent.kube.watching import Informers, start_watches
 from agent.model import migration as m
 from agent.model.fields import bad
-from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 
 #: Engines that pause while an object of a kind they plan on is invalid.
 PAUSED_BY_INVALID = {"queues": QUEUES.kind}
 #: The controller's Events: source.component and reportingComponent.
 COMPONENT = "waterline-controller"
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerDeps:
-    """What a controller runs on: the API, its lease, its metrics and its clocks."""
-
-    api: KubeApi
-    identity: str
-    lease_namespace: str = CONTROLLER_LEASE_NAMESPACE
-    lease_name: str = CONTROLLER_LEASE_NAME
-    election: ElectionArgs = field(default_factory=ElectionArgs)
-    watch_args: WatchArgs | None = None
-    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
-    clock: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
 
 
 class Controller:
@@ -118,7 +88,7 @@ class Controller:
         self.log = structlog.get_logger("waterline.cluster.controller").bind(identity=self.identity)
         self.cache = Cache()
         self.board = ThreadBoard(deps.clock)
-        self.elector = self._elector(deps)
+        self.elector = build_elector(deps, self.board, self._started_leading, self._stopped_leading)
         self.writer = GuardedWriter(deps.api, self.elector.time_left, dry_run, self.metrics)
         self.writer.recorder = EventRecorder(
             GuardedEvents(self.writer), COMPONENT, host=self.identity, clock=deps.wall
@@ -131,12 +101,11 @@ class Controller:
             ),
             metrics=self.metrics,
         )
+        qps = self.config.args(arbitration.ENGINE).process_queue_qps
+        self.starter = JobStarter(self.cache, self.executor, qps, self.clock, self.wall)
         self.acts: dict[str, Act] = PlanActs(
-            self.writer, self.metrics, self.log, self._queue_passed
+            self.writer, self.metrics, self.log, self.starter.replace
         ).table()
-        self.queue: RateLimitedQueue[str] = self._new_queue()
-        #: The names in ``queue``: the latest round's passed jobs not started yet.
-        self._queued: set[str] = set()
         self.view: ClusterView | None = None
         self.rounds = 0  # leader rounds completed (tests, logs)
         self.last_round_ok = False
@@ -145,30 +114,9 @@ class Controller:
         self._waiting_logged = False
         self.informers: Informers | None = None
 
-    def _elector(self, deps: ControllerDeps) -> LeaderElector:
-        election = deps.election.validate()
-        # A lease request may take half the renew deadline: a slow API server must not
-        # cost leadership, a hung one must not outlive it (the watchdog stops us anyway).
-        lease_timeout = max(election.retry_period, election.renew_deadline / 2)
-        return LeaderElector(
-            KubeLeases(deps.api, deps.lease_namespace, deps.lease_name, timeout=lease_timeout),
-            deps.identity,
-            election,
-            namespace=deps.lease_namespace,
-            name=deps.lease_name,
-            clock=deps.clock,
-            wall=deps.wall,
-            on_started_leading=self._started_leading,
-            on_stopped_leading=self._stopped_leading,
-            board=self.board,
-        )
-
     # -- leadership -------------------------------------------------------------------------
     def is_leader(self) -> bool:
         return self.elector.is_leader()
-
-    def _new_queue(self) -> RateLimitedQueue[str]:
-        return RateLimitedQueue(self.config.args(arbitration.ENGINE).process_queue_qps, self.clock)
 
     def _started_leading(self) -> None:
         self.metrics.leader.set(1)
@@ -178,10 +126,6 @@ class Controller:
     def _stopped_leading(self) -> None:
         self.metrics.leader.set(0)
         self._wake.set()
-
-    def _forget_queue(self) -> None:
-        self.queue = self._new_queue()
-        self._queued = set()
 
     # -- caches -----------------------------------------------------------------------------
     def start_watches(self) -> None:
@@ -224,9 +168,9 @@ class Controller:
                     if on_beat is not None:
                         on_beat(ok)
                 if self.is_leader():
-                    self.drain_queue()
+                    self.starter.drain(self.view)
                 wait = self._next_round - self.clock()
-                ready = self.queue.next_ready_in() if self.is_leader() else None
+                ready = self.starter.next_ready_in() if self.is_leader() else None
                 self._wake.wait(max(0.005, wait if ready is None else min(wait, ready)))
                 self._wake.clear()
         finally:
@@ -257,7 +201,7 @@ class Controller:
         except NotLeader as err:
             self.metrics.rounds.labels("lost_lease").inc()
             self.log.warning("lost the lease mid-round; stopped before writing", write=str(err))
-            self._forget_queue()
+            self.starter.forget()
             return True
         except Exception:
             self.metrics.rounds.labels("failed").inc()
@@ -324,37 +268,6 @@ class Controller:
 
     def brake_state(self) -> brake.BrakeState:
         return self.cache_work.brake_state()
-
-    def _queue_passed(self, passed: tuple[str, ...]) -> int:
-        """The latest round's passed jobs replace the queue's; returns its length."""
-        for name in self._queued - set(passed):
-            self.queue.discard(name)
-        for name in passed:
-            self.queue.add(name)
-        self._queued = set(passed)
-        return len(self.queue)
-
-    def drain_queue(self) -> None:
-        """Start every job the token bucket lets through now, each re-read from the cache."""
-        view = self.view
-        while view is not None and (name := self.queue.pop()) is not None:
-            self._queued.discard(name)
-            job = cast("m.PodMigrationJob | None", self.cache.get(m.KIND, name))
-            if job is None:
-                continue
-            pod = cast("Pod | None", self.cache.get(PODS.kind, job.pod_key))
-            if (
-                not job.is_pending
-                or job.paused
-                or pod is None
-                or (job.pod_uid and job.pod_uid != pod.uid)
-            ):
-                continue  # changed since the round: the next round decides again
-            try:
-                self.executor.start(job, pod, view, self.wall())
-            except NotLeader:
-                self._forget_queue()
-                return
 
 
 __all__ = ["Controller", "ControllerDeps"]

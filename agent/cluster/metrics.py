@@ -11,8 +11,17 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 
 class ControllerMetrics:
+    """Grouped by what they tell: the loop, the engines' plans and acts, migration on a
+    stock scheduler, and the cache work (the cluster brake, the policies' status)."""
+
     def __init__(self) -> None:
-        self.registry = r = CollectorRegistry()
+        self.registry = CollectorRegistry()
+        self._loop(self.registry)
+        self._engines(self.registry)
+        self._migration(self.registry)
+        self._cache_work(self.registry)
+
+    def _loop(self, r: CollectorRegistry) -> None:
         self.leader = Gauge(
             "waterline_controller_leader", "1 while this replica holds the lease.", registry=r
         )
@@ -28,6 +37,8 @@ class ControllerMetrics:
             buckets=(0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60),
             registry=r,
         )
+
+    def _engines(self, r: CollectorRegistry) -> None:
         self.arbitration = Counter(
             "waterline_controller_arbitration_jobs",
             "Jobs per arbitration verdict (passed, waiting, failed).",
@@ -52,7 +63,8 @@ class ControllerMetrics:
             ["planner"],
             registry=r,
         )
-        # -- migration on a stock scheduler (issue 13) ----------------------------------------
+
+    def _migration(self, r: CollectorRegistry) -> None:
         self.moves = Counter(
             "waterline_controller_moves",
             "Pod moves by stage: planned (defrag jobs created), started (jobs that passed "
@@ -67,6 +79,7 @@ class ControllerMetrics:
             registry=r,
         )
 
+    def _cache_work(self, r: CollectorRegistry) -> None:
         self.brake = Gauge(
             "waterline_cluster_brake",
             "1 while the cluster brake (ConfigMap waterline-brake) pauses the agents' evictions.",

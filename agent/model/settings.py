@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import InvalidObject
 from agent.model.fields import Fields
 
 DEFAULT_EXT_CPU_RESOURCE = "qos.waterline.io/ext-cpu"
@@ -51,23 +50,26 @@ _FIELDS = (
 )
 
 
-def parse_agent_settings(raw: Mapping[str, Any] | None, kind: str = "config", name: str = "agent") -> AgentSettings:
-    raw = raw or {}
-    unknown = sorted(set(raw) - set(_FIELDS))
-    if unknown:
-        raise InvalidObject(kind, name, unknown[0], f"unknown setting (known: {sorted(_FIELDS)})")
-    excess = raw.get("executeExcessPercent", 0)
-    if isinstance(excess, bool) or not isinstance(excess, (int, float)) or not 0 <= excess <= 100:
-        raise InvalidObject(kind, name, "executeExcessPercent", f"must be a number in 0..100, got {excess!r}")
-    resource = raw.get("extCpuResource", DEFAULT_EXT_CPU_RESOURCE)
-    if not isinstance(resource, str) or not resource:
-        raise InvalidObject(kind, name, "extCpuResource", f"must be a resource name, got {resource!r}")
-    fields = Fields(kind, name)
+def parse_agent_settings(
+    raw: Mapping[str, Any] | None, kind: str = "config", name: str = "agent", prefix: str = ""
+) -> AgentSettings:
+    """The settings; InvalidObject names the field (``agent.model.fields``' one format:
+    ``config agent: executeExcessPercent must be between 0 and 100, got 150``). ``prefix``
+    is where the section sits in its object (``agent.`` in a config file)."""
+    fields = Fields(kind, name, prefix)
+    raw = fields.mapping(raw)
+    fields.only(raw, _FIELDS)
+    excess = raw.get("executeExcessPercent")
+    resource = raw.get("extCpuResource")
+    if resource is not None and (not isinstance(resource, str) or not resource):
+        raise fields.bad("extCpuResource", "must be a resource name", resource)
     brake = raw.get("clusterBrake")
     budget = raw.get("apiTimeBudgetSeconds")
     return AgentSettings(
-        execute_excess_percent=float(excess),
-        ext_cpu_resource=resource,
+        execute_excess_percent=0.0
+        if excess is None
+        else fields.percent(excess, "executeExcessPercent"),
+        ext_cpu_resource=resource or DEFAULT_EXT_CPU_RESOURCE,
         eviction_rate_limit=_rate_limit(raw.get("evictionRateLimit"), fields),
         cluster_brake=False if brake is None else fields.boolean(brake, "clusterBrake"),
         api_time_budget_seconds=DEFAULT_API_TIME_BUDGET

@@ -45,6 +45,7 @@ from agent.defaults import (
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.metrics import DEFAULT_ADDR, AgentMetrics, Health, MetricsServer
+from agent.model.fields import bad
 from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
@@ -224,11 +225,8 @@ def read_config(path: str) -> AgentSettings:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise InvalidObject("config", path, "", "must be a mapping with an 'agent' section")
-    section = doc.get("agent")
-    if section is not None and not isinstance(section, dict):
-        raise InvalidObject("config", path, "agent", "must be a mapping")
-    return parse_agent_settings(section, "config", f"{path} agent")
+        raise bad("config", path, "", "must be a mapping with an 'agent' section", doc)
+    return parse_agent_settings(doc.get("agent"), "config", path, prefix="agent.")
 
 
 class ConfigFile:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import socket
 import sys
 from collections.abc import Sequence
@@ -94,8 +95,18 @@ def run(args: argparse.Namespace) -> int:
         _write(args.dir, "policy.yaml", policy_manifests(), POLICY_HEADER)
     except OSError as err:
         return _fail(2, f"cannot write into {args.dir}: {err.strerror or err}")
-    print(summary(found, node_name, cpus, args.dir))
+    print(summary(found, node_name, cpus, args.dir, _same_roots(args)))
     return 0
+
+
+def _same_roots(args: argparse.Namespace) -> str:
+    """The agent's flags that find the pods where they were found (non-default roots)."""
+    flags = [
+        ("--cgroup-root", args.cgroup_root, CGROUP_ROOT),
+        ("--kubelet-cgroup-root", args.kubelet_cgroup_root, ""),
+        ("--proc-root", args.proc_root, PROC_ROOT),
+    ]
+    return "".join(f" {flag} {shlex.quote(value)}" for flag, value, default in flags if value != default)
 
 
 def _fail(code: int, message: str) -> int:
@@ -112,7 +123,7 @@ def _write(folder: str, name: str, docs: Sequence[Any], header: str = "") -> Non
     os.replace(tmp, path)  # the agent may be reading the folder: never a half file
 
 
-def summary(found: Discovery, node_name: str, cpus: float, folder: str) -> str:
+def summary(found: Discovery, node_name: str, cpus: float, folder: str, roots: str = "") -> str:
     by_qos: dict[str, int] = {}
     for pod in found.pods:
         by_qos[pod.qos_class] = by_qos.get(pod.qos_class, 0) + 1
@@ -122,7 +133,7 @@ def summary(found: Discovery, node_name: str, cpus: float, folder: str) -> str:
         *(f"  {p.namespace}/{p.name}  {p.qos_class}  {len(p.containers)} containers  uid {p.uid}"
           for p in found.pods),
         f"wrote {', '.join(os.path.join(folder, f) for f in FILES)} (node {node_name}, {cpus:g} CPUs)",
-        f"next: sudo waterline agent --local --objects {folder} --dry-run",
+        f"next: sudo waterline agent --local --objects {shlex.quote(folder)}{roots} --dry-run",
     ]  # fmt: skip
     if found.pods and not found.named:
         lines.insert(-2, "  (no kubelet logs under --log-root: pods are named after their uid)")

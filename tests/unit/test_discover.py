@@ -16,7 +16,7 @@ from agent.model.settings import AgentSettings
 from agent.node.command import build_host_parts
 from agent.node.discover import discover
 from agent.node.local import FileObjectSource
-from agent.node.local_objects import add_arguments, run
+from agent.node.local_objects import _same_roots, add_arguments, run
 from tests.unit.fake_cgroups import FakeTree
 
 CID = {name: (name * 64)[:64] for name in ("a", "b", "c", "d", "e")}
@@ -125,7 +125,9 @@ def test_written_objects_are_found_and_measured_by_local_mode(
     assert _run(argv) == 0
     printed = capsys.readouterr().out
     assert "found 3 pods" in printed and "1 BestEffort, 1 Burstable, 1 Guaranteed" in printed
-    assert f"next: sudo waterline agent --local --objects {out} --dry-run" in printed
+    # the agent is told the roots the pods were found under, or it would not find them
+    roots = f"--cgroup-root {tmp_path / 'cg'} --proc-root {proc}"
+    assert f"next: sudo waterline agent --local --objects {out} {roots} --dry-run" in printed
     node = yaml.safe_load((out / "node.yaml").read_text())
     assert node["status"]["allocatable"] == {"cpu": "4", "memory": "8Gi", "pods": "110"}
     pods: list[dict[str, Any]] = list(yaml.safe_load_all((out / "pods.yaml").read_text()))
@@ -154,3 +156,12 @@ def test_no_pod_tree_says_what_to_use_instead(tmp_path: Path, proc: Path, capsys
     err = capsys.readouterr().err
     assert "no kubepods cgroup under" in err and "config/local-example" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_the_next_command_keeps_a_kubelet_cgroup_root() -> None:
+    """Found under ``--kubelet-cgroup-root /k3s``, the pods are measured there only."""
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["out", "--kubelet-cgroup-root", "/k3s"])
+    assert _same_roots(args) == " --kubelet-cgroup-root /k3s"
+    assert _same_roots(parser.parse_args(["out"])) == ""

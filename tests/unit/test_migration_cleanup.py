@@ -172,6 +172,19 @@ def test_orphaned_placeholders_and_unused_priority_classes() -> None:
     assert going.placeholders == ()
 
 
+def test_a_users_pod_with_the_reservation_label_is_no_placeholder() -> None:
+    """Only pods we made (the reservation label and ``created-by: migration``) are
+    placeholders: a user's pod that copies the label is never deleted as an orphan."""
+    users = placeholder("j9")
+    users["metadata"]["namespace"] = "default"
+    del users["metadata"]["labels"][m.CREATED_BY_LABEL]
+    seen = view(node("n2"), users)
+    assert seen.placeholders == {}
+    assert mg.plan_cleanup([], seen, NOW).placeholders == ()
+    ours = view(node("n2"), placeholder("j9"))  # ours, its job gone: collected
+    assert [p.name for p in mg.plan_cleanup([], ours, NOW).placeholders] == ["placeholder-pmj-j9"]
+
+
 def test_reconcile_writes_the_cleanup_counts_freed_nodes_and_tells() -> None:
     rec = events = Recorder()
     metrics = ControllerMetrics()

@@ -41,6 +41,9 @@ def test_json_scenarios_and_unreadable_files(tmp_path):
         ("objects: 3", "objects"),
         ("samples: [{at: 0}]", "samples[0].node"),
         ("samples: [{at: -1, node: n1}]", "samples[0].at"),
+        ("config: 5", "config"),
+        ("config: {agent: 5}", "config.agent"),
+        ("samples: 5", "samples"),
     ],
 )
 def test_bad_scenarios_name_the_field(tmp_path, text, field):
@@ -49,6 +52,7 @@ def test_bad_scenarios_name_the_field(tmp_path, text, field):
     with pytest.raises(InvalidObject) as err:
         load_scenario(path)
     assert err.value.field == field
+    assert ", got " in str(err.value)  # the one format: <Kind> <name>: <field> <problem>, got <value>
 
 
 def test_unknown_keys_are_named_with_the_known_ones(tmp_path):

@@ -15,7 +15,7 @@ _CONFIG = Fields("config", KEY)
 CONFIG_KEYS = {"placeholderImage": "placeholder_image"}
 DEFAULT_PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
 #: An image reference: no whitespace, no scheme; registry/path:tag or @digest.
-_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*(@sha256:[a-f0-9]{64})?$", re.IGNORECASE)
+_IMAGE = re.compile(r"^(?!.*//)[a-z0-9][a-z0-9._\-/:]*(@sha256:[a-f0-9]{64})?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cluster.defrag.evictor import PLACEHOLDER_LABEL, Storage, storage_reason
-from agent.cluster.migrator.placeholder import label_value, quantity, toleration
+from agent.cluster.migrator.placeholder import (
+    is_placeholder_pod,
+    label_value,
+    quantity,
+    toleration,
+)
 from agent.cluster.migrator.steps import (
     ABORT_ANNOTATION,
     CREATED_BY_LABEL,
@@ -64,7 +69,7 @@ class ClusterView:
         placeholders: dict[str, Pod] = {}
         for pod in store.pods:
             ctl = pod.controller
-            if PLACEHOLDER_LABEL in pod.labels:
+            if is_placeholder_pod(pod):
                 value = pod.labels[PLACEHOLDER_LABEL]
                 if value not in placeholders or placeholders[value].is_terminating:
                     placeholders[value] = pod

@@ -180,6 +180,13 @@ def placeholder_body(
     }
 
 
+def is_placeholder_pod(pod: Pod) -> bool:
+    """One of our placeholders: the reservation label *and* ``created-by: migration``. A
+    user's pod that merely carries the reservation label is never taken for an orphan
+    (the controller would delete it, or fail every round trying outside its namespace)."""
+    return PLACEHOLDER_LABEL in pod.labels and pod.labels.get(m.CREATED_BY_LABEL) == CREATED_BY
+
+
 def reservation_of(placeholder: Pod) -> str:
     """The name of the Reservation a placeholder belongs to (its owner, else its label)."""
     for owner in placeholder.owners:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.objects.common import Resources, guarded, metadata, str_map
+from agent.model.objects.common import Resources, guarded, listed, metadata, str_map
 from agent.model.objects.nodes import Taint
 from agent.model.objects.owners import OwnerRef, parse_owner
 from agent.model.quantity import parse_resource_list
@@ -298,14 +298,14 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     def body() -> Pod:
         containers = tuple(
             _parse_container(c, f"spec.containers[{i}]")
-            for i, c in enumerate(spec.get("containers") or [])
+            for i, c in enumerate(listed(spec.get("containers"), "spec.containers"))
         )
         init = tuple(
             _parse_container(c, f"spec.initContainers[{i}]")
-            for i, c in enumerate(spec.get("initContainers") or [])
+            for i, c in enumerate(listed(spec.get("initContainers"), "spec.initContainers"))
         )
         ids: dict[str, str] = {}
-        for cs in status.get("containerStatuses") or []:
+        for cs in listed(status.get("containerStatuses"), "status.containerStatuses"):
             if isinstance(cs, dict) and cs.get("containerID"):
                 ids[str(cs.get("name"))] = str(cs["containerID"])
         if ids:
@@ -333,7 +333,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
                 str(t.get("value") or ""),
                 str(t.get("effect") or ""),
             )
-            for t in spec.get("tolerations") or []
+            for t in listed(spec.get("tolerations"), "spec.tolerations")
             if isinstance(t, dict)
         )
         return Pod(
@@ -345,7 +345,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             annotations=str_map(meta.get("annotations")),
             owners=tuple(
                 parse_owner(o, f"metadata.ownerReferences[{i}]")
-                for i, o in enumerate(meta.get("ownerReferences") or [])
+                for i, o in enumerate(listed(meta.get("ownerReferences"), "metadata.ownerReferences"))
             ),
             priority=priority,
             priority_class_name=str(spec.get("priorityClassName") or ""),

@@ -40,6 +40,10 @@ class PersistentVolumeClaim:
         return f"{self.namespace}/{self.name}"
 
 
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _single_node(affinity: object) -> str:
     """The one node a PV's required node affinity admits, else ""."""
     if not isinstance(affinity, dict):
@@ -58,7 +62,7 @@ def _single_node(affinity: object) -> str:
                 ("matchExpressions", HOSTNAME_LABEL),
                 ("matchFields", "metadata.name"),
             )
-            for req in term.get(key) or []
+            for req in _list(term.get(key))
             if isinstance(req, dict)
             and req.get("key") == field
             and req.get("operator") == "In"
