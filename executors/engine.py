@@ -203,11 +203,17 @@ class _Gaps:
                 del table[metric]
 
 
+#: The smallest cap the kernel enforces: a CFS quota of 1 ms per the kubelet's 100 ms
+#: period (the kernel refuses less). A lower cap would be credited but never hold.
+MIN_CPU_CAP = 0.01
+
+
 def throttle_floor(pod: Pod, throttle: CpuThrottle, node: Node) -> float:
     """The lowest cap a pod may get: its CPU request, and minCPURatio% of its CPU limit
-    (of the node's cores when it has no limit), whichever is higher."""
+    (of the node's cores when it has no limit), whichever is higher; never below the
+    kernel's smallest quota (MIN_CPU_CAP)."""
     base = pod.limits.get(CPU) or node.cpu_cores
-    return max(pod.request(CPU), throttle.min_cpu_ratio / 100.0 * base)
+    return max(pod.request(CPU), throttle.min_cpu_ratio / 100.0 * base, MIN_CPU_CAP)
 
 
 def throttle_step(pod: Pod, throttle: CpuThrottle, node: Node) -> float:

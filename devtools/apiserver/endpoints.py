@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from devtools.apiserver import discovery, openapi
 from devtools.apiserver.errors import NOT_FOUND, ApiStatus
-
-if TYPE_CHECKING:
-    from devtools.apiserver.server import DevServer
+from devtools.apiserver.state import ServerState
 
 JSON = "application/json"
 VERSION = {
@@ -38,7 +36,7 @@ class Answer:
 
 @dataclass(frozen=True)
 class Request:
-    dev: DevServer
+    dev: ServerState
     parts: list[str]  # the path's segments
     query: str
     accept: str
@@ -110,7 +108,7 @@ ENDPOINTS: tuple[tuple[Match, Callable[[Request], Answer]], ...] = (
 )
 
 
-def answer(dev: DevServer, path: str, query: str, accept: str) -> Answer | None:
+def answer(dev: ServerState, path: str, query: str, accept: str) -> Answer | None:
     parts = [p for p in path.split("/") if p]
     for matches, respond in ENDPOINTS:
         if matches(parts, accept):

@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import structlog
@@ -21,10 +21,9 @@ import yaml
 from devtools.apiserver import api, endpoints, tables
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.errors import ApiStatus
+from devtools.apiserver.faults import Fault
+from devtools.apiserver.state import ServerState
 from devtools.apiserver.store import Change
-
-if TYPE_CHECKING:
-    from devtools.apiserver.server import DevServer, Fault
 
 #: The real API server's default limit on a request body (3 MiB).
 MAX_BODY = 3 * 1024 * 1024
@@ -73,7 +72,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "waterline-dev-apiserver"
 
     @property
-    def dev(self) -> DevServer:
+    def dev(self) -> ServerState:
         return self.server.dev  # type: ignore[attr-defined, no-any-return]
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr

@@ -19,7 +19,6 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,7 @@ from devtools.apiserver import crds, openapi
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.catalog import CRDS
 from devtools.apiserver.errors import ApiStatus
+from devtools.apiserver.faults import Fault
 from devtools.apiserver.handler import Handler
 from devtools.apiserver.manifests import ManifestError, read_manifests
 from devtools.apiserver.store import Store
@@ -37,30 +37,6 @@ from devtools.apiserver.store import Store
 __all__ = ["DevServer", "Fault", "ManifestError", "read_manifests"]
 #: Namespaces a new cluster has.
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
-
-
-@dataclass
-class Fault:
-    """Applies to requests whose path contains ``path`` (and method / watch-ness match),
-    ``times`` times. A watch fault with ``drop_after`` or ``garbage`` streams normally and
-    then misbehaves; otherwise ``delay`` seconds of silence, then ``status`` if non-zero."""
-
-    path: str
-    method: str = "GET"
-    watch: bool | None = None  # True: only watches; False: never watches; None: both
-    status: int = 500
-    delay: float = 0.0
-    times: int = 1
-    drop_after: int | None = None  # watch: cut the connection after this many events
-    garbage: bytes | None = None  # watch: send this line first
-
-    def applies(self, method: str, path: str, is_watch: bool) -> bool:
-        return (
-            self.times > 0
-            and self.path in path
-            and (not self.method or self.method == method)
-            and (self.watch is None or self.watch == is_watch)
-        )
 
 
 class DevServer:
