@@ -23,6 +23,9 @@ from agent.cluster.migrator.args import MigrationArgs
 from agent.cluster.registry import ENGINES
 from agent.model.fields import Fields
 
+#: The node agent's section: one file may configure both programs; the controller skips it.
+AGENT_SECTION = "agent"
+
 A = TypeVar("A", bound=EngineArgs)
 
 
@@ -55,7 +58,7 @@ def parse_config(raw: object) -> ControllerConfig:
     """Parse the config mapping (None: every default); InvalidObject names the field."""
     top = Fields("config")
     sections = top.mapping(raw)
-    top.only(sections, [*(e.key for e in ENGINES), BRAKE_SECTION, MIGRATION_KEY])
+    top.only(sections, [*(e.key for e in ENGINES), BRAKE_SECTION, MIGRATION_KEY, AGENT_SECTION])
     engine_args: dict[str, Any] = {}
     enabled: set[str] = set()
     for engine in ENGINES:

@@ -50,6 +50,21 @@ _FIELDS = (
 )
 
 
+#: The sections of a Waterline config file, the agent's and the controller's: one file (one
+#: ConfigMap) may serve both programs, each reads its own sections and refuses a name that
+#: is neither's, so a typo such as ``agnet:`` is never silently ignored.
+#: tests/unit/test_controller_config.py checks the controller's sections are all here.
+CONFIG_SECTIONS = (
+    "agent",
+    "arbitration",
+    "defrag",
+    "queues",
+    "daemonset",
+    "clusterEvictionBudget",
+    "migration",
+)
+
+
 def parse_agent_settings(
     raw: Mapping[str, Any] | None, kind: str = "config", name: str = "agent", prefix: str = ""
 ) -> AgentSettings:

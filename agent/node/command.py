@@ -45,8 +45,8 @@ from agent.defaults import (
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.metrics import DEFAULT_ADDR, AgentMetrics, Health, MetricsServer
-from agent.model.fields import bad
-from agent.model.settings import AgentSettings, parse_agent_settings
+from agent.model.fields import Fields, bad
+from agent.model.settings import CONFIG_SECTIONS, AgentSettings, parse_agent_settings
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
 from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
@@ -226,6 +226,7 @@ def read_config(path: str) -> AgentSettings:
         doc = {}
     if not isinstance(doc, dict):
         raise bad("config", path, "", "must be a mapping with an 'agent' section", doc)
+    Fields("config", path).only(doc, CONFIG_SECTIONS)
     return parse_agent_settings(doc.get("agent"), "config", path, prefix="agent.")
 
 

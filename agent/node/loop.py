@@ -397,4 +397,4 @@ def action_result(record: ActionRecord, outcome: TickOutcome) -> str:
         if not outcome.evictions_performed:
             return "not-performed"
         return record.result or "failed"
-    return "applied"
+    return record.result or "applied"  # a write that failed says so

@@ -24,7 +24,7 @@ def write(path: Path, text: str, bump: int = 0) -> None:
 
 def test_reads_the_agent_section(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
-    write(path, "agent:\n  executeExcessPercent: 5\n  extCpuResource: example.com/cpu\nother: 1\n")
+    write(path, "agent:\n  executeExcessPercent: 5\n  extCpuResource: example.com/cpu\narbitration: {interval: 30}\n")
     settings = read_config(str(path))
     assert (settings.execute_excess_percent, settings.ext_cpu_resource) == (5.0, "example.com/cpu")
     write(path, "")
@@ -91,3 +91,12 @@ def test_live_reload_keeps_the_last_good_settings_on_a_bad_edit(tmp_path: Path) 
         assert config.changed() is None
     assert config.settings.execute_excess_percent == 20
     assert any("keeping the last good settings" in e["event"] for e in logs)
+
+
+def test_a_section_neither_program_knows_is_refused(tmp_path: Path) -> None:
+    """One file may configure the agent and the controller; a typo is named, not ignored."""
+    path = tmp_path / "c.yaml"
+    write(path, "agents:\n  executeExcessPercent: 5\n")
+    with pytest.raises(InvalidObject) as err:
+        read_config(str(path))
+    assert str(err.value).startswith(f"config {path}: agents is not a known field")

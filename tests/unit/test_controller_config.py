@@ -43,7 +43,7 @@ def test_sections_reach_their_engine_and_enabled_is_taken_out() -> None:
         (
             {"reservations": {}},
             "config: reservations is not a known field "
-            "(known: arbitration, defrag, queues, daemonset, clusterEvictionBudget, migration), "
+            "(known: arbitration, defrag, queues, daemonset, clusterEvictionBudget, migration, agent), "
             "got {}",
         ),
         ({"queues": 3}, "config: queues must be a mapping, got 3"),
@@ -59,3 +59,15 @@ def test_refusals_name_the_section_and_field(raw: object, message: str) -> None:
     with pytest.raises(InvalidObject) as err:
         parse_config(raw)
     assert str(err.value).startswith(message)
+
+
+def test_the_agent_and_the_controller_agree_on_the_sections_of_a_config_file() -> None:
+    """A file may serve both programs: the controller skips the agent's section, and
+    every section it reads is one the agent lets through."""
+    from agent.cluster.config import AGENT_SECTION, parse_config
+    from agent.cluster.registry import ENGINES
+    from agent.model.settings import CONFIG_SECTIONS
+
+    parse_config({"agent": {"executeExcessPercent": 5}})
+    assert AGENT_SECTION in CONFIG_SECTIONS
+    assert {e.key for e in ENGINES} | {"clusterEvictionBudget", "migration"} <= set(CONFIG_SECTIONS)

@@ -463,3 +463,18 @@ def test_a_failure_streak_is_logged_when_it_starts_and_ends_not_every_tick() -> 
     failed = [e for e in logs if e["event"] == "tick failed"]
     assert [e["streak"] for e in failed] == [1, 60]
     assert [e["failed_ticks"] for e in logs if e["event"] == "ticks succeed again"] == [61]
+
+
+def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None:
+    """The log line and ``waterline_actions_total{result}`` say what happened: a cap that
+    could not be written is ``failed``, never ``applied``."""
+    from agent.node.loop import TickOutcome, action_result
+    from executors.engine import FAILED, ActionRecord
+
+    outcome = TickOutcome(seq=1, at=0.0, duration=0.0, node="n1")
+    failed = ActionRecord("throttle", "default/be", "p/r", "a", "cpu_total_usage", 1.0, 1.0,
+                          1.0, cpu_cap=0.5, result=FAILED)
+    written = ActionRecord("throttle", "default/be", "p/r", "a", "cpu_total_usage", 1.0, 1.0,
+                           0.0, cpu_cap=0.5)
+    assert action_result(failed, outcome) == "failed"
+    assert action_result(written, outcome) == "applied"
