@@ -13,9 +13,10 @@ pods (DESIGN.md "Interference seen by the victims"; which pods: ``agent.model.la
 
 A metric none of whose pods has a figure is absent (the analyzer reports it as missing).
 
-Cost: the task lists come from the cgroups the pod collector already found (the pod's and
-its containers', no search), ``tasks`` on v1 and ``cgroup.threads`` on v2, and only for the
-latency-critical pods; then one small read per task. Per task, the run delay of the
+Cost: the task lists come from the container cgroups the pod collector already found (no
+search; kubelet puts no task in the pod cgroup itself), ``tasks`` on v1 and
+``cgroup.threads`` on v2, and only for the latency-critical pods; then one small read per
+task. Per task, the run delay of the
 previous sample is kept; a task seen for the first time counts its whole run delay (it
 started during the interval; one that moved in from another cgroup is counted once too
 much), a task that went away counts nothing. The first sample of a pod gives no figure.
@@ -166,7 +167,7 @@ class InterferenceCollector:
         self.waits.retain({s.uid for s in read})
         values = {
             LC_CPU_WAIT_RATIO: worst(
-                self.waits.wait_ratio(s.uid, [s.path, *s.container_paths.values()]) for s in read
+                self.waits.wait_ratio(s.uid, s.container_paths.values()) for s in read
             ),
             LC_CPU_THROTTLED_RATIO: worst(_throttled_percent(s) for s in read),
             LC_CPU_PRESSURE: worst(s.pod.cpu_pressure for s in read),

@@ -80,7 +80,7 @@ def test_wait_ratio_sums_the_tasks_run_delay_over_wall_time(tmp_path: Path) -> N
     procs.set(11, 50)
     clock = Clock()
     reader = TaskWaitReader(str(tree.root / "cpu"), 1, str(procs.root), clock=clock)
-    rels = [V1_LC, f"{V1_LC}/c1"]
+    rels = [f"{V1_LC}/c1"]
     assert reader.wait_ratio("lc-1", rels) is None  # the first sample gives no figure
     clock.t += 2.0
     procs.set(10, 400)  # waited 300 ms
@@ -100,14 +100,14 @@ def test_wait_ratio_sums_the_tasks_run_delay_over_wall_time(tmp_path: Path) -> N
 
 def test_no_visible_task_gives_no_figure_and_is_logged_once_not_counted(tmp_path: Path) -> None:
     tree = FakeTree(tmp_path / "cg", 2)
-    tree.add(V2_LC)
-    _tasks(tree, V2_LC, 0, 0)  # v2 shows tasks of another pid namespace as 0
+    tree.add(f"{V2_LC}/c1")
+    _tasks(tree, f"{V2_LC}/c1", 0, 0)  # v2 shows tasks of another pid namespace as 0
     logger = ListLogger()
     log = CountingLog(logger)
     clock = Clock()
     reader = TaskWaitReader(str(tree.root), 2, str(tmp_path / "proc"), clock=clock, log=log)
     for _ in range(3):
-        assert reader.wait_ratio("lc-1", [V2_LC]) is None
+        assert reader.wait_ratio("lc-1", [f"{V2_LC}/c1"]) is None
         clock.t += 1
     assert [e for e, _ in logger.events] == [NO_TASKS_VISIBLE]
     assert log.drain() == 0
