@@ -28,7 +28,6 @@ in a pod's cgroups: the pod gets no figure, and that is logged once with the rea
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
