@@ -173,3 +173,59 @@ def test_a_captured_run_replays_to_the_same_decisions_and_a_lower_line_throttles
     assert throttled_core_ticks(tighter) > throttled_core_ticks(report), (replay, replayed(tighter))
     html = (tmp_path / "r.html").read_text()
     assert "Figures measured under a cap" in html
+
+
+def test_a_cluster_node_is_watched_not_acted_on_and_its_agents_caps_are_read(
+    tree: CgroupTree, tmp_path: Path
+) -> None:
+    """`--kubeconfig --node-name`: objects from the API server, caps from the cgroup
+    tree (written here by hand, as the node's DaemonSet agent would), nothing evicted
+    nor written although the rule is far above its line."""
+    from devtools.apiserver.testing import serve
+
+    batch, idle = DemoPod("batch", "BestEffort", None), DemoPod("idle", "BestEffort", None)
+    for pod in (batch, idle):
+        tree.add_pod(pod)
+    tree.start(batch)
+    cgroup = f"{tree.cpu_root}/{batch.container_rel(tree.kubelet_root)}/cpu.cfs_quota_us"
+    Path(cgroup).write_text("30000")  # the node's agent capped it at 0.3 cores
+    manifests = []
+    for pod in (batch, idle):
+        manifest = pod.manifest()
+        manifest["spec"]["nodeName"] = "node-1"
+        manifests.append(manifest)
+    evict = {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction",
+             "metadata": {"name": "evict"}, "spec": {"coolDownSeconds": 0, "eviction": {}}}
+    guard = {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
+             "metadata": {"name": "guard"}, "spec": {"objectiveEnsurances": [
+                 {"name": "cpu", "actionName": "evict",
+                  "metricRule": {"name": "cpu_total_usage", "value": "0.01"}}]}}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
+            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}
+    scenario = tmp_path / "node.yaml"
+    with serve([node, namespace, *manifests, guard, evict]) as running:
+        done = subprocess.run(  # noqa: S603
+            [sys.executable, "-m", "agent", "capture", "--kubeconfig", str(running.kubeconfig),
+             "--node-name", "node-1", "--kubelet-cgroup-root", tree.kubelet_root,
+             "--node-cpu", "pods", "--state-dir", str(tmp_path / "state"),
+             "--interval", "0.5", "--duration", "3", "-o", str(scenario)],
+            cwd=ROOT, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert running.api.request("GET", "/api/v1/namespaces/demo/pods/batch")  # not evicted
+    assert Path(cgroup).read_text().strip() == "30000"  # nothing written
+    doc = yaml.safe_load(scenario.read_text())
+    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in doc["objects"])
+    assert kinds == [("AvoidanceAction", "evict"), ("Namespace", "demo"),
+                     ("Node", "node-1"), ("NodeQOSEnsurancePolicy", "guard"),
+                     ("Pod", "batch"), ("Pod", "idle")]  # fmt: skip
+    assert all("managedFields" not in o["metadata"] for o in doc["objects"])
+    decided = doc["samples"]
+    assert 3 <= len(decided) <= 6  # the first ticks may pass while the watches sync
+    later = [s["pods"]["demo/batch"] for s in decided[1:]]
+    assert later and all(p.get("capped") and p["cpuCap"] == 0.3 for p in later), later
+    assert not any(s["pods"]["demo/idle"].get("capped") for s in decided)
+    report = simulate(scenario)  # the replay decides what the watched node's rules say
+    evicted = report["nodes"]["node-1"]["evicted"]
+    assert evicted and set(evicted) <= {"demo/batch", "demo/idle"}
