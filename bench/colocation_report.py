@@ -3,7 +3,9 @@
 Per phase, from the kernel's per-tick reads (cpuacct.usage, cpu.stat, schedstat,
 /proc/stat) and the agent's ticks; per strategy, the median over the rounds and the
 spread (min-max). Ratios are to the same round's baseline (the web pod alone) and to the
-same round's no-agent run, so slow drift of the shared machine cancels out.
+same round's no-agent run, so slow drift of the shared machine cancels out. The baseline
+is the median over the rounds of the web pod's figures alone: on a shared machine one
+baseline can catch a burst of someone else's work, and would then skew its whole round.
 
 "Beyond the need": while a cap was in force, the room under the node CPU line that the
 capped pods wanted and did not get (their demand, from the timeline, minus what the kernel
@@ -101,12 +103,13 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
     from bench.colocation import chosen
 
     strategies = chosen(args)
-    base = [latency_figures(latencies(records, b.start, b.end)) for b in baselines]
+    rounds_base = [latency_figures(latencies(records, b.start, b.end)) for b in baselines]
+    baseline = {q: median([f[q] for f in rounds_base]) for q in ("p50", "p99", "p999")}
     figures = {(p.strategy, p.round): phase_figures(p, records, args, batch) for p in phases}
     rounds = range(args.rounds)
     print(f"co-location on real cgroup v1, CPU {cpu} as a one-core node: {args.rounds} rounds x "
           f"{len(strategies)} strategies x {args.phase:g} s, interleaved ({seconds / 60:.1f} min)")
-    print(f"web (Guaranteed 0.5 core, latency-critical): {args.rate:g} req/s Poisson, "
+    print(f"web (Guaranteed 0.6 core, latency-critical): {args.rate:g} req/s Poisson, "
           f"{args.work_ms:g} ms of CPU each; batch: 2 Burstable (0.15 core requested) + 1 "
           f"BestEffort, demand 0.3 -> 1.5 -> 0.75 -> 0.3 cores")
     print(f"lines: node CPU {args.line:g} cores; lc_cpu_wait_ratio {args.wait_line:g}%; "
@@ -116,9 +119,9 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
     foreign = [b.kernel[0].cpu_busy * 100 - sum(b.kernel[0].cpu.values()) * 100
                for b in baselines if b.kernel]  # fmt: skip
     print("\nnoise of the machine (the web pod alone, per round):")
-    print(f"  latency p50 {spread([f['p50'] * 1e3 for f in base], '{:.2f}')} ms, "
-          f"p99 {spread([f['p99'] * 1e3 for f in base], '{:.1f}')} ms, "
-          f"p99.9 {spread([f['p999'] * 1e3 for f in base], '{:.1f}')} ms; "
+    print(f"  latency p50 {spread([f['p50'] * 1e3 for f in rounds_base], '{:.2f}')} ms, "
+          f"p99 {spread([f['p99'] * 1e3 for f in rounds_base], '{:.1f}')} ms, "
+          f"p99.9 {spread([f['p999'] * 1e3 for f in rounds_base], '{:.1f}')} ms; "
           f"run-queue wait {spread(waits, '{:.1f}')}%; "
           f"web used {spread([b.kernel[0].cpu['web'] for b in baselines if b.kernel], '{:.2f}')} "
           f"cores; other processes on the bench CPU {spread(foreign, '{:.0f}')}%")
@@ -128,7 +131,7 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
     print(head)
     for strategy in strategies:
         rows = [figures[(strategy.key, r)] for r in rounds]
-        ratio = {q: [rows[r][q] / base[r][q] for r in rounds] for q in ("p50", "p99", "p999")}
+        ratio = {q: [rows[r][q] / baseline[q] for r in rounds] for q in ("p50", "p99", "p999")}
         kept = [rows[r]["be_kernel"] / figures[("none", r)]["be_kernel"] * 100 for r in rounds]
         print(f"{strategy.label:<30}{spread(ratio['p50']):>17}{spread(ratio['p99'], '{:.1f}'):>19}"
               f"{spread(ratio['p999'], '{:.1f}'):>19}"
@@ -152,8 +155,16 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
               f"{m('over_line'):>14.0f}{m('over_line_agent'):>8.0f}{m('be_throttled_pct'):>18.1f}"
               f"{m('be_throttled_s'):>10.1f}{m('wait_kernel'):>19.1f}{m('wait_agent'):>8.1f}"
               f"{m('actions'):>9.0f}{m('foreign'):>10.0f}")
+    print("\nthe web pod's response times, ms (median over the rounds):")
+    print(f"{'strategy':<30}{'p50':>8}{'p99':>8}{'p99.9':>8}")
+    print(f"{'alone (baseline)':<30}{_ms(baseline['p50']):>8}{_ms(baseline['p99']):>8}"
+          f"{_ms(baseline['p999']):>8}")
+    for strategy in strategies:
+        rows = [figures[(strategy.key, r)] for r in rounds]
+        print(f"{strategy.label:<30}" + "".join(
+            f"{_ms(median([f[q] for f in rows])):>8}" for q in ("p50", "p99", "p999")))
     print(f"\nrequests per phase: {median([f['requests'] for f in figures.values()]):.0f}; "
-          "x = ratio to the round's baseline; BE kept % = of the round's no-agent run; "
+          "x = ratio to the baseline; BE kept % = of the round's no-agent run; "
           "beyond need and BE in core-seconds; others % = the bench CPU used by other processes")
     print("anchor: Heracles (ISCA 2015) kept latency SLOs at 90% average server utilization")
     if args.trace:
