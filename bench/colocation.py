@@ -78,6 +78,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--strategies", default=None, metavar="A,B",
                    help="only these strategies (keys: none, waterline-cpu, waterline-lc, "
                    "floor-all, one-per-tick; default all; 'none' is always run)")
+    p.add_argument("--web-request", type=float, default=None, metavar="CORES",
+                   help="make web Burstable with this CPU request below its 0.6 core limit (a "
+                   "latency-critical pod that asks for less than it uses; default: Guaranteed)")
     p.add_argument("--trace", action="store_true", help="also print every tick of every phase")
     p.add_argument("--seed", type=int, default=7)
     return p.parse_args(list(argv))  # fmt: skip
@@ -86,39 +89,51 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 # -- the pods ----------------------------------------------------------------------------
 
 
+WEB_LIMIT = 0.6
+BATCH_REQUESTS = {"batch-1": 0.15, "batch-2": 0.15}
+
+
+def web_request(args: argparse.Namespace) -> float:
+    """The web pod's CPU request: its limit (Guaranteed) unless ``--web-request``."""
+    return WEB_LIMIT if args.web_request is None else args.web_request
+
+
 def pods_and_objects(args: argparse.Namespace) -> tuple[list[Any], list[dict[str, Any]]]:
     from devtools.demo.pods import DemoPod
 
-    web = DemoPod("web", "Guaranteed", 0.6)
+    request = web_request(args)
+    web = DemoPod("web", "Guaranteed" if request >= WEB_LIMIT else "Burstable", WEB_LIMIT)
     batch = [DemoPod("batch-1", "Burstable", None), DemoPod("batch-2", "Burstable", None),
              DemoPod("batch-3", "BestEffort", None)]  # fmt: skip
-    requests = {"batch-1": 0.15, "batch-2": 0.15}
     manifests = []
     for pod in [web, *batch]:
         manifest = pod.manifest()
         manifest["metadata"]["namespace"] = NAMESPACE
         manifest["spec"]["nodeName"] = NODE
-        if pod.name in requests:
-            cpu = f"{round(requests[pod.name] * 1000)}m"
-            manifest["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+        resources = manifest["spec"]["containers"][0]["resources"]
+        if pod.name in BATCH_REQUESTS:
+            resources["requests"] = {"cpu": f"{round(BATCH_REQUESTS[pod.name] * 1000)}m"}
         if pod is web:
             manifest["metadata"]["labels"] = {"qos.waterline.io/latency-critical": "true"}
+            resources["requests"]["cpu"] = f"{round(request * 1000)}m"
         manifests.append(manifest)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
             "status": {"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}}}  # fmt: skip
     return [web, *batch], [node, *manifests]
 
 
-def kubelet_shares(tree: Any, pods: Sequence[Any], weight: int) -> None:
+def kubelet_shares(tree: Any, pods: Sequence[Any], weight: int, web: float) -> None:
     """cpu.shares as kubelet writes them: kubepods = the node's cores, a pod and its
     container = its request, burstable = the sum of its pods' requests, besteffort = 2.
     Above kubepods, the bench's own cgroup weighs ``weight`` against every process of the
     machine outside it (on a real node, kubepods against the system daemons)."""
-    shares = {"web": 614, "batch-1": 154, "batch-2": 154, "batch-3": 2}
+    requests = {"web": web, **BATCH_REQUESTS, "batch-3": 0.0}
+    shares = {name: max(2, round(cpu * 1024)) for name, cpu in requests.items()}
+    burstable = sum(BATCH_REQUESTS.values()) + (web if web < WEB_LIMIT else 0.0)
     root = tree.kubelet_root
     tree.write(root, "cpu.shares", str(weight))
     tree.write(f"{root}/kubepods", "cpu.shares", "1024")
-    tree.write(f"{root}/kubepods/burstable", "cpu.shares", "308")
+    tree.write(f"{root}/kubepods/burstable", "cpu.shares", str(round(burstable * 1024)))
     tree.write(f"{root}/kubepods/besteffort", "cpu.shares", "2")
     for pod in pods:
         for rel in (pod.rel(root), pod.container_rel(root)):
@@ -335,7 +350,7 @@ def bench_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Iter
         pods, objects = pods_and_objects(args)
         for pod in pods:
             tree.add_pod(pod)
-        kubelet_shares(tree, pods, args.weight)
+        kubelet_shares(tree, pods, args.weight, web_request(args))
         collector, written = build_host_parts(
             CGROUP_ROOT, PROC_ROOT, tree.kubelet_root, state, dry_run=False,
             settings=AgentSettings(), node_cpu="pods",

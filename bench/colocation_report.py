@@ -109,7 +109,11 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
     rounds = range(args.rounds)
     print(f"co-location on real cgroup v1, CPU {cpu} as a one-core node: {args.rounds} rounds x "
           f"{len(strategies)} strategies x {args.phase:g} s, interleaved ({seconds / 60:.1f} min)")
-    print(f"web (Guaranteed 0.6 core, latency-critical): {args.rate:g} req/s Poisson, "
+    from bench.colocation import WEB_LIMIT, web_request
+
+    request = web_request(args)
+    kind = "Guaranteed" if request >= WEB_LIMIT else f"Burstable, {request:g} core requested,"
+    print(f"web ({kind} {WEB_LIMIT:g} core limit, latency-critical): {args.rate:g} req/s Poisson, "
           f"{args.work_ms:g} ms of CPU each; batch: 2 Burstable (0.15 core requested) + 1 "
           f"BestEffort, demand 0.3 -> 1.5 -> 0.75 -> 0.3 cores")
     print(f"lines: node CPU {args.line:g} cores; lc_cpu_wait_ratio {args.wait_line:g}%; "

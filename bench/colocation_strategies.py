@@ -35,12 +35,14 @@ from executors.engine import EPSILON, TickContext, execute, throttle_floor
 from executors.sorters import SORTERS, Candidate
 
 QOS = "qos.waterline.io/v1alpha1"
+LC_LABEL = "qos.waterline.io/latency-critical"
 #: A gap no pod can close: the engine throttles every candidate down to its floor.
 WHOLE = 1e9
 
 
 def rules(metric: str, value: float, min_ratio: int, step_ratio: int) -> list[dict[str, Any]]:
-    """One rule on ``metric`` and the throttle action every strategy shares."""
+    """One rule on ``metric`` and the throttle action every strategy shares (the
+    latency-critical pod is never a candidate, even when it is Burstable)."""
     policy = {
         "apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "bench"},
         "spec": {"objectiveEnsurances": [{
@@ -52,7 +54,8 @@ def rules(metric: str, value: float, min_ratio: int, step_ratio: int) -> list[di
         "apiVersion": QOS, "kind": "AvoidanceAction", "metadata": {"name": "throttle-batch"},
         "spec": {
             "throttle": {"cpuThrottle": {"minCPURatio": min_ratio, "stepCPURatio": step_ratio}},
-            "scope": {"qosClasses": ["BestEffort", "Burstable"]},
+            "scope": {"qosClasses": ["BestEffort", "Burstable"], "podSelector": {
+                "matchExpressions": [{"key": LC_LABEL, "operator": "NotIn", "values": ["true"]}]}},
         },
     }  # fmt: skip
     return [policy, action]
