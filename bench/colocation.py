@@ -167,6 +167,7 @@ def load_argv(*args: object) -> list[str]:
 @dataclass
 class KernelTick:
     at: float
+    dt: float  # seconds since the previous read
     cpu: dict[str, float]  # pod name -> cores over the tick (cpuacct.usage)
     periods: dict[str, int]  # container cgroup nr_periods over the tick
     throttled: dict[str, int]
@@ -220,6 +221,7 @@ class Kernel:
         (busy1, total1), (busy0, total0) = now["cpu"], last["cpu"]
         return KernelTick(
             at=now["at"],
+            dt=dt,
             cpu={k: (v - last["usage"][k]) / dt for k, v in now["usage"].items()},
             periods={k: v[0] - last["stats"][k][0] for k, v in now["stats"].items()},
             throttled={k: v[1] - last["stats"][k][1] for k, v in now["stats"].items()},
@@ -300,8 +302,8 @@ class Bench:
 
         def record(outcome: Any) -> None:
             tick = self.kernel.tick()
-            if tick is None:
-                return
+            if outcome.seq == 1 or tick is None:
+                return  # the first tick runs at the phase's start: it only sets the counters
             phase.kernel.append(tick)
             phase.agent.append(outcome)
             demands = demand_at(tick.at - start, args.phase)
@@ -309,8 +311,7 @@ class Bench:
 
         loop.publishers.append(record)
         time.sleep(max(0.0, start - time.monotonic()))
-        self.kernel.tick()  # the phase's first kernel baseline
-        loop.run(ticks=round(args.phase))
+        loop.run(ticks=round(args.phase) + 1)
         for pod in self.batch:
             self.tree.stop(pod.name)
         self.throttler.restore_all()

@@ -37,39 +37,41 @@ def latencies(records: list[tuple[float, float]], start: float, end: float) -> l
 
 def phase_figures(phase: Any, records: list[tuple[float, float]], args: argparse.Namespace,
                   batch: list[str]) -> dict[str, float]:  # fmt: skip
+    """One phase's figures; per-tick rates are weighed by the tick's own length."""
     lat = latencies(records, phase.start, phase.end)
     ticks = list(zip(phase.kernel, phase.agent, phase.demand, strict=True))
-    dt = 1.0
     node = [sum(k.cpu.values()) for k, _, _ in ticks]
+    seconds = sum(k.dt for k, _, _ in ticks)
     beyond = 0.0
     caps_before: dict[str, float] = {}
     for (k, outcome, demand), used in zip(ticks, node, strict=True):
-        if caps_before:
-            unmet = sum(max(0.0, demand[b] - k.cpu[b]) for b in batch if f"{NAMESPACE}/{b}" in caps_before)
-            beyond += min(max(0.0, args.line - used), unmet) * dt
+        capped = [b for b in batch if f"{NAMESPACE}/{b}" in caps_before]
+        unmet = sum(max(0.0, demand[b] - k.cpu[b]) for b in capped)
+        beyond += min(max(0.0, args.line - used), unmet) * k.dt
         caps_before = dict(outcome.caps)
-    agent_node = [o.report.usage.get("cpu_total_usage") for _, o, _ in ticks if o.report is not None]
-    agent_wait = [o.report.usage.get("lc_cpu_wait_ratio") for _, o, _ in ticks if o.report is not None]
+    reports = [(k, o.report) for k, o, _ in ticks if o.report is not None]
+    agent_wait = [w for _, r in reports if (w := r.usage.get("lc_cpu_wait_ratio")) is not None]
     periods = sum(k.periods[b] for k, _, _ in ticks for b in batch)
     throttled = sum(k.throttled[b] for k, _, _ in ticks for b in batch)
-    waits = [k.wait for k, _, _ in ticks if k.wait is not None]
+    waits = [(k.wait, k.dt) for k, _, _ in ticks if k.wait is not None]
     return {
         "requests": len(lat),
         "p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99), "p999": percentile(lat, 0.999),
-        "over_line": sum(1 for u in node if u > args.line) * dt,
-        "over_line_agent": sum(1 for u in agent_node if u is not None and u > args.line) * dt,
-        "over_wait": sum(1 for w in waits if w > args.wait_line) * dt,
-        "be_kernel": sum(k.cpu[b] for k, _, _ in ticks for b in batch) * dt,
-        "be_agent": sum((o.usage[f"{NAMESPACE}/{b}"].cpu or 0.0) for _, o, _ in ticks for b in batch
-                        if f"{NAMESPACE}/{b}" in o.usage) * dt,
+        "over_line": sum(k.dt for (k, _, _), u in zip(ticks, node, strict=True) if u > args.line),
+        "over_line_agent": sum(k.dt for k, r in reports
+                               if r.usage.get("cpu_total_usage", 0.0) > args.line),
+        "over_wait": sum(dt for w, dt in waits if w > args.wait_line),
+        "be_kernel": sum(k.cpu[b] * k.dt for k, _, _ in ticks for b in batch),
+        "be_agent": sum((o.usage[f"{NAMESPACE}/{b}"].cpu or 0.0) * k.dt for k, o, _ in ticks
+                        for b in batch if f"{NAMESPACE}/{b}" in o.usage),
         "beyond": beyond,
-        "util": statistics.fmean(node) * 100.0 if node else float("nan"),
+        "util": sum(u * k.dt for (k, _, _), u in zip(ticks, node, strict=True)) / seconds * 100
+        if seconds else float("nan"),
         "be_throttled_pct": throttled / periods * 100.0 if periods else 0.0,
         "be_throttled_s": sum(k.throttled_s[b] for k, _, _ in ticks for b in batch),
-        "wait_kernel": statistics.fmean(waits) if waits else float("nan"),
-        "wait_agent": statistics.fmean([w for w in agent_wait if w is not None]) if any(
-            w is not None for w in agent_wait) else float("nan"),
-        "actions": sum(len(o.report.actions) for _, o, _ in ticks if o.report is not None),
+        "wait_kernel": statistics.fmean([w for w, _ in waits]) if waits else float("nan"),
+        "wait_agent": statistics.fmean(agent_wait) if agent_wait else float("nan"),
+        "actions": sum(len(r.actions) for _, r in reports),
         "foreign": statistics.fmean([max(0.0, k.cpu_busy - sum(k.cpu.values())) for k, _, _ in ticks])
         * 100.0 if ticks else float("nan"),
     }  # fmt: skip
@@ -98,19 +100,37 @@ def _ms(value: float) -> str:
     return f"{value * 1000:.1f}"
 
 
+Figures = dict[tuple[str, int], dict[str, float]]
+QUANTILES = ("p50", "p99", "p999")
+
+
 def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases: Sequence[Any],
            records: list[tuple[float, float]], batch: list[str], seconds: float) -> None:  # fmt: skip
     from bench.colocation import chosen
 
     strategies = chosen(args)
     rounds_base = [latency_figures(latencies(records, b.start, b.end)) for b in baselines]
-    baseline = {q: median([f[q] for f in rounds_base]) for q in ("p50", "p99", "p999")}
+    baseline = {q: median([f[q] for f in rounds_base]) for q in QUANTILES}
     figures = {(p.strategy, p.round): phase_figures(p, records, args, batch) for p in phases}
-    rounds = range(args.rounds)
-    print(f"co-location on real cgroup v1, CPU {cpu} as a one-core node: {args.rounds} rounds x "
-          f"{len(strategies)} strategies x {args.phase:g} s, interleaved ({seconds / 60:.1f} min)")
+    _header(args, cpu, len(strategies), seconds)
+    _noise(baselines, rounds_base)
+    _protection(strategies, figures, baseline, args.rounds)
+    _kernel_beside_agent(strategies, figures, args.rounds)
+    _response_times(strategies, figures, baseline, args.rounds)
+    print(f"\nrequests per phase: {median([f['requests'] for f in figures.values()]):.0f}; "
+          "x = ratio to the baseline; BE kept % = of the round's no-agent run; "
+          "beyond need and BE in core-seconds; others % = the bench CPU used by other processes")
+    print("anchor: Heracles (ISCA 2015) kept latency SLOs at 90% average server utilization")
+    if args.trace:
+        for phase in phases:
+            trace(phase, records, batch)
+
+
+def _header(args: argparse.Namespace, cpu: int, strategies: int, seconds: float) -> None:
     from bench.colocation import WEB_LIMIT, web_request
 
+    print(f"co-location on real cgroup v1, CPU {cpu} as a one-core node: {args.rounds} rounds x "
+          f"{strategies} strategies x {args.phase:g} s, interleaved ({seconds / 60:.1f} min)")
     request = web_request(args)
     kind = "Guaranteed" if request >= WEB_LIMIT else f"Burstable, {request:g} core requested,"
     print(f"web ({kind} {WEB_LIMIT:g} core limit, latency-critical): {args.rate:g} req/s Poisson, "
@@ -119,24 +139,30 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
     print(f"lines: node CPU {args.line:g} cores; lc_cpu_wait_ratio {args.wait_line:g}%; "
           f"ticks of 1 s; throttle step 10% of the node, floor 5% (or the request); the bench's "
           f"cgroup weighs {args.weight} against each process outside it")
-    waits = [b.kernel[0].wait for b in baselines if b.kernel and b.kernel[0].wait is not None]
-    foreign = [b.kernel[0].cpu_busy * 100 - sum(b.kernel[0].cpu.values()) * 100
-               for b in baselines if b.kernel]  # fmt: skip
+
+
+def _noise(baselines: Sequence[Any], rounds_base: list[dict[str, float]]) -> None:
+    alone = [b.kernel[0] for b in baselines if b.kernel]
+    waits = [k.wait for k in alone if k.wait is not None]
+    foreign = [(k.cpu_busy - sum(k.cpu.values())) * 100 for k in alone]
     print("\nnoise of the machine (the web pod alone, per round):")
     print(f"  latency p50 {spread([f['p50'] * 1e3 for f in rounds_base], '{:.2f}')} ms, "
           f"p99 {spread([f['p99'] * 1e3 for f in rounds_base], '{:.1f}')} ms, "
           f"p99.9 {spread([f['p999'] * 1e3 for f in rounds_base], '{:.1f}')} ms; "
           f"run-queue wait {spread(waits, '{:.1f}')}%; "
-          f"web used {spread([b.kernel[0].cpu['web'] for b in baselines if b.kernel], '{:.2f}')} "
-          f"cores; other processes on the bench CPU {spread(foreign, '{:.0f}')}%")
+          f"web used {spread([k.cpu['web'] for k in alone], '{:.2f}')} cores; "
+          f"other processes on the bench CPU {spread(foreign, '{:.0f}')}%")
+
+
+def _protection(strategies: Sequence[Any], figures: Figures, baseline: dict[str, float],
+                rounds: int) -> None:  # fmt: skip
     print("\nprotection and cost, median (min-max) over the rounds:")
-    head = (f"{'strategy':<30}{'p50 x':>17}{'p99 x':>19}{'p99.9 x':>19}{'s>CPU':>14}"
-            f"{'s>wait':>14}{'BE core-s':>18}{'BE kept %':>16}{'beyond need':>18}{'util %':>9}")
-    print(head)
+    print(f"{'strategy':<30}{'p50 x':>17}{'p99 x':>19}{'p99.9 x':>19}{'s>CPU':>14}"
+          f"{'s>wait':>14}{'BE core-s':>18}{'BE kept %':>16}{'beyond need':>18}{'util %':>9}")
     for strategy in strategies:
-        rows = [figures[(strategy.key, r)] for r in rounds]
-        ratio = {q: [rows[r][q] / baseline[q] for r in rounds] for q in ("p50", "p99", "p999")}
-        kept = [rows[r]["be_kernel"] / figures[("none", r)]["be_kernel"] * 100 for r in rounds]
+        rows = [figures[(strategy.key, r)] for r in range(rounds)]
+        ratio = {q: [row[q] / baseline[q] for row in rows] for q in QUANTILES}
+        kept = [rows[r]["be_kernel"] / figures[("none", r)]["be_kernel"] * 100 for r in range(rounds)]
         print(f"{strategy.label:<30}{spread(ratio['p50']):>17}{spread(ratio['p99'], '{:.1f}'):>19}"
               f"{spread(ratio['p999'], '{:.1f}'):>19}"
               f"{spread([f['over_line'] for f in rows], '{:.0f}'):>14}"
@@ -145,12 +171,15 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
               f"{spread(kept, '{:.0f}'):>16}"
               f"{spread([f['beyond'] for f in rows], '{:.2f}'):>18}"
               f"{median([f['util'] for f in rows]):>9.0f}")
+
+
+def _kernel_beside_agent(strategies: Sequence[Any], figures: Figures, rounds: int) -> None:
     print("\nthe kernel's figures beside the agent's (medians):")
     print(f"{'strategy':<30}{'BE core-s kernel':>18}{'agent':>8}{'s>CPU kernel':>14}{'agent':>8}"
           f"{'BE periods thr %':>18}{'BE thr s':>10}{'web wait % kernel':>19}{'agent':>8}"
           f"{'actions':>9}{'others %':>10}")
     for strategy in strategies:
-        rows = [figures[(strategy.key, r)] for r in rounds]
+        rows = [figures[(strategy.key, r)] for r in range(rounds)]
 
         def m(key: str, rows: list[dict[str, float]] = rows) -> float:
             return median([f[key] for f in rows])
@@ -159,21 +188,17 @@ def report(args: argparse.Namespace, cpu: int, baselines: Sequence[Any], phases:
               f"{m('over_line'):>14.0f}{m('over_line_agent'):>8.0f}{m('be_throttled_pct'):>18.1f}"
               f"{m('be_throttled_s'):>10.1f}{m('wait_kernel'):>19.1f}{m('wait_agent'):>8.1f}"
               f"{m('actions'):>9.0f}{m('foreign'):>10.0f}")
+
+
+def _response_times(strategies: Sequence[Any], figures: Figures, baseline: dict[str, float],
+                    rounds: int) -> None:  # fmt: skip
     print("\nthe web pod's response times, ms (median over the rounds):")
     print(f"{'strategy':<30}{'p50':>8}{'p99':>8}{'p99.9':>8}")
-    print(f"{'alone (baseline)':<30}{_ms(baseline['p50']):>8}{_ms(baseline['p99']):>8}"
-          f"{_ms(baseline['p999']):>8}")
+    print(f"{'alone (baseline)':<30}" + "".join(f"{_ms(baseline[q]):>8}" for q in QUANTILES))
     for strategy in strategies:
-        rows = [figures[(strategy.key, r)] for r in rounds]
-        print(f"{strategy.label:<30}" + "".join(
-            f"{_ms(median([f[q] for f in rows])):>8}" for q in ("p50", "p99", "p999")))
-    print(f"\nrequests per phase: {median([f['requests'] for f in figures.values()]):.0f}; "
-          "x = ratio to the baseline; BE kept % = of the round's no-agent run; "
-          "beyond need and BE in core-seconds; others % = the bench CPU used by other processes")
-    print("anchor: Heracles (ISCA 2015) kept latency SLOs at 90% average server utilization")
-    if args.trace:
-        for phase in phases:
-            trace(phase, records, batch)
+        rows = [figures[(strategy.key, r)] for r in range(rounds)]
+        print(f"{strategy.label:<30}"
+              + "".join(f"{_ms(median([f[q] for f in rows])):>8}" for q in QUANTILES))
 
 
 def trace(phase: Any, records: list[tuple[float, float]], batch: list[str]) -> None:
