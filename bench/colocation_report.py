@@ -144,7 +144,7 @@ def _header(args: argparse.Namespace, cpu: int, strategies: int, seconds: float)
 def _noise(baselines: Sequence[Any], rounds_base: list[dict[str, float]]) -> None:
     alone = [b.kernel[0] for b in baselines if b.kernel]
     waits = [k.wait for k in alone if k.wait is not None]
-    foreign = [(k.cpu_busy - sum(k.cpu.values())) * 100 for k in alone]
+    foreign = [max(0.0, k.cpu_busy - sum(k.cpu.values())) * 100 for k in alone]
     print("\nnoise of the machine (the web pod alone, per round):")
     print(f"  latency p50 {spread([f['p50'] * 1e3 for f in rounds_base], '{:.2f}')} ms, "
           f"p99 {spread([f['p99'] * 1e3 for f in rounds_base], '{:.1f}')} ms, "
