@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: setup demo test lint scenarios bench ci clean
+.PHONY: setup demo test lint scenarios bench ci clean image base-image
 
 setup: $(VENV)/.installed
 
@@ -46,3 +46,22 @@ clean:
 .PHONY: prometheus-check
 prometheus-check: setup
 	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs -s
+
+# The container image (Containerfile; docs/install.md). Podman with hack/containers.conf
+# (runc, no default ulimits, cgroupfs: see the comments there), or docker with a running
+# daemon. `make base-image` makes the Containerfile's base from Debian's packages, for
+# machines that reach no container registry. tests/integration/test_image.py runs the image.
+IMAGE_REPOSITORY ?= ghcr.io/waterline/waterline
+VERSION = $(shell $(PYTHON) -c 'import tomllib; print(tomllib.load(open("pyproject.toml", "rb"))["project"]["version"])')
+IMAGE ?= $(IMAGE_REPOSITORY):$(VERSION)
+BASE_IMAGE ?= docker.io/library/debian:bookworm-slim
+# The python3 of BASE_IMAGE's Debian release: the dependencies' wheels are fetched for it.
+IMAGE_PYTHON ?= 3.11
+export CONTAINERS_CONF ?= $(CURDIR)/hack/containers.conf
+
+base-image:
+	BASE_IMAGE=$(BASE_IMAGE) hack/base-image
+
+image: setup
+	PIP=$(BIN)/pip IMAGE=$(IMAGE) VERSION=$(VERSION) BASE_IMAGE=$(BASE_IMAGE) \
+		IMAGE_PYTHON=$(IMAGE_PYTHON) hack/build-image

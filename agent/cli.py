@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from dataclasses import dataclass
+from importlib import metadata
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,7 @@ COMMANDS: tuple[Command, ...] = (
     Command("simulate", "agent.simulate.command", "replay a scenario through the real decision code"),
     Command("agent", "agent.node.command", "run the node agent (in a cluster, or --local)"),
     Command("capture", "agent.capture.command", "record a live node into a scenario for simulate"),
+    Command("local-objects", "agent.node.local_objects", "write --local objects for the pods running on this machine"),
     Command("controller", "agent.cluster.command", "run the leader-elected cluster controller"),
     Command("dev-apiserver", "devtools.apiserver.command", "a local Kubernetes-shaped API server for tests and demos"),
     Command("generate", "devtools.generate.command", "write a synthetic cluster scenario (for benchmarks)"),
@@ -31,23 +33,44 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 
+def version() -> str:
+    """The installed distribution's version (the image, a wheel or an editable install)."""
+    try:
+        return metadata.version("waterline")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _commands() -> str:
+    return "\n".join(f"  {c.name:<14} {c.help}" for c in COMMANDS)
+
+
 def _top_parser() -> argparse.ArgumentParser:
-    lines = "\n".join(f"  {c.name:<14} {c.help}" for c in COMMANDS)
     parser = argparse.ArgumentParser(
         prog="waterline",
+        usage="waterline [-h] [--version] COMMAND [ARGS...]",
         description="Waterline: node-level QoS for Kubernetes.",
-        epilog=f"commands:\n{lines}\n\nRun `waterline COMMAND --help` for its options.",
+        epilog=f"commands:\n{_commands()}\n\nRun `waterline COMMAND --help` for its options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("command", choices=[c.name for c in COMMANDS], metavar="COMMAND")
-    parser.add_argument("args", nargs=argparse.REMAINDER)
+    parser.add_argument("--version", action="version", version=f"waterline {version()}")
+    parser.add_argument(
+        "command",
+        choices=[c.name for c in COMMANDS],
+        metavar="COMMAND",
+        help="one of the commands below",
+    )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    top = _top_parser().parse_args(argv[:1] if argv else argv)
-    command = next(c for c in COMMANDS if c.name == top.command)
+    top = _top_parser()
+    if not argv:
+        # argparse would say "the following arguments are required: COMMAND": list them.
+        print(f"usage: {top.usage}\n\ncommands:\n{_commands()}", file=sys.stderr)
+        return 2
+    command = next(c for c in COMMANDS if c.name == top.parse_args(argv[:1]).command)
     module = importlib.import_module(command.module)
     parser = argparse.ArgumentParser(prog=f"waterline {command.name}", description=command.help)
     module.add_arguments(parser)

@@ -4,11 +4,13 @@ The agent's flags default to these values and deploy/daemonset.yaml mounts, expo
 probes exactly these paths and ports; tests/unit/test_deploy.py checks the two agree, so a
 change here that the manifests do not follow fails a test instead of a rollout.
 
-Why the host paths are mounted at their own paths: the agent reads host-wide /proc (node
-CPU and memory, PSI, pids of pods) and writes CPU quotas under the host's cgroup tree, and
-keeping the in-container paths equal to the host paths lets `waterline agent --local` on a
-workstation and the DaemonSet run with the same defaults. runc allows a procfs bind mount
-over /proc (the host's /proc is a procfs).
+Where the agent's container sees the host: the cgroup tree at its own path (CGROUP_ROOT),
+so `waterline agent --local` on a workstation and the DaemonSet share that default; the
+host's /proc at /host/proc, given with --proc-root (PROC_ROOT, /proc, is the right default
+on a workstation), never over the container's /proc, which stays the container's. From
+there the agent reads node CPU and memory, PSI, its own mountinfo and the pods' tasks'
+schedstat; the DaemonSet shares the host's pid namespace (hostPID) because cgroup.procs
+lists only the tasks of the reader's pid namespace.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ CGROUP_ROOT = "/sys/fs/cgroup"
 #: The agent learns its node from this environment variable (downward API spec.nodeName)
 #: and runs `waterline agent --node-name=$(NODE_NAME)`.
 NODE_NAME_ENV = "NODE_NAME"
+#: ... and its namespace from this one (downward API metadata.namespace): the cluster
+#: brake ConfigMap and the agent's DaemonSet live there.
+POD_NAMESPACE_ENV = "POD_NAMESPACE"
+AGENT_DAEMONSET = "waterline-agent"
 
 IMAGE = "ghcr.io/waterline/waterline:0.1.0"
 
@@ -34,6 +40,10 @@ IMAGE = "ghcr.io/waterline/waterline:0.1.0"
 NAMESPACE = "waterline-system"
 CONTROLLER_LEASE_NAME = "waterline-controller"
 CONTROLLER_LEASE_NAMESPACE = NAMESPACE
+
+#: The cluster brake (DESIGN "Safety limits"): the controller sets this ConfigMap in
+#: NAMESPACE when the agents together evict too much; every agent watches it.
+BRAKE_CONFIGMAP = "waterline-brake"
 
 #: The CRD group and version of every Waterline custom resource.
 API_GROUP = "qos.waterline.io"

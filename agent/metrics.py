@@ -37,6 +37,8 @@ from prometheus_client.registry import Collector
 from agent.defaults import HEALTH_PATH, METRICS_PORT, READY_PATH
 
 RULE_STATES = ("normal", "triggered", "restored")
+#: The safety limits that can stop an eviction round (executors.limits.LIMITS).
+EVICTION_LIMITS = ("clusterBrake", "maxPodsPerRound", "evictionRateLimit")
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -174,6 +176,15 @@ class AgentMetrics:
             ["action", "result"],
             registry=r,
         )
+        self.rounds_limited = Counter(
+            "waterline_eviction_rounds_limited",
+            "Ticks whose eviction was stopped by a safety limit with the gap still open, "
+            "by the limit reported (clusterBrake, maxPodsPerRound, evictionRateLimit).",
+            ["limit"],
+            registry=r,
+        )
+        for limit in EVICTION_LIMITS:  # every series exists from the start, at 0
+            self.rounds_limited.labels(limit)
         self.collector_errors = Counter(
             "waterline_collector_errors",
             "Files or pods that could not be read, and failed stages, by source.",

@@ -6,16 +6,14 @@ parses and validates its own section), the object store, and the node samples.
 
 from __future__ import annotations
 
-import json
 import math
-import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agent.documents import DocumentError, load_json, load_yaml
 from agent.errors import InvalidObject
 from agent.model.bulk import bulk_load
 from agent.model.store import ObjectStore
@@ -23,24 +21,12 @@ from agent.model.timeutil import parse_time
 from agent.model.usage import ContainerUsage, NodeSample, PodUsage
 
 EPOCH = 0.0
-CONFIG_SECTIONS = frozenset({"agent", "arbitration", "defrag", "daemonset", "queues", "reservations"})
-
-try:  # the C loader is several times faster on large scenarios
-    _BaseLoader: Any = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML built without libyaml
-    _BaseLoader = yaml.SafeLoader
-
-
-class _YamlLoader(_BaseLoader):  # type: ignore[misc,valid-type]
-    """Safe YAML with YAML 1.2 floats: PyYAML follows YAML 1.1, where ``2.0e10`` (no sign
-    in the exponent, as SIMULATE.md writes it) would be a string, not a number."""
-
-
-_YamlLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+#: The keys a scenario may have; any other is refused (a ``sampels:`` typo must not
+#: silently drop every sample).
+TOP_LEVEL_KEYS = ("now", "config", "objects", "samples")
+#: ``config`` sections: the node agent's and one per cluster engine (a test checks them
+#: against ``agent.cluster.registry``). Each section refuses its own unknown keys.
+CONFIG_SECTIONS = ("agent", "arbitration", "defrag", "daemonset", "queues")
 
 
 @dataclass
@@ -61,11 +47,16 @@ def _bad(field_path: str, message: str, name: str = "") -> InvalidObject:
 
 
 def read_document(path: Path) -> object:
-    """Read YAML, or JSON when the file ends in .json (the standard library is fastest)."""
-    text = path.read_text()
+    """Read YAML, or JSON when the file ends in .json (the standard library is fastest);
+    nesting and aliases are bounded before the document is built (``agent.documents``)."""
+    data = path.read_bytes()
     if path.suffix == ".json":
-        return json.loads(text)
-    return yaml.load(text, Loader=_YamlLoader)
+        return load_json(data)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DocumentError(f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    return load_yaml(text)
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -73,33 +64,53 @@ def load_scenario(path: str | Path) -> Scenario:
     with bulk_load():
         try:
             doc = read_document(path)
-        except (OSError, ValueError, yaml.YAMLError) as err:
-            raise _bad("", f"cannot read {path}: {str(err).splitlines()[0]}", path.name) from None
+        except OSError as err:
+            raise _bad("", f"cannot read {path}: {err.strerror or err}", path.name) from None
+        except DocumentError as err:
+            raise _bad("", f"cannot read {path}: {err}", path.name) from None
         return parse_scenario(doc, path.name)
+
+
+def _short(value: object) -> str:
+    """A value for an error line: a whole samples list would not be one."""
+    return reprlib.repr(value)
+
+
+def _only(raw: Mapping[Any, Any], known: tuple[str, ...], where: str, what: str, name: str) -> None:
+    """Refuse the first unknown key (sorted), naming it, the known ones and its value."""
+    unknown = sorted(str(k) for k in raw if k not in known)
+    if unknown:
+        key = unknown[0]
+        value = next(v for k, v in raw.items() if str(k) == key)
+        raise _bad(
+            f"{where}{key}",
+            f"is not a known {what} (known: {', '.join(known)}), got {_short(value)}",
+            name,
+        )
 
 
 def parse_scenario(doc: object, name: str = "scenario") -> Scenario:
     if not isinstance(doc, dict):
-        raise _bad("", "expected a mapping at the top level", name)
+        raise _bad("", f"expected a mapping at the top level, got {_short(doc)}", name)
+    _only(doc, TOP_LEVEL_KEYS, "", "key", name)
     try:
         now = parse_time(doc.get("now")) or EPOCH
-    except ValueError as err:
-        raise _bad("now", str(err), name) from None
+    except ValueError:
+        raise _bad("now", f"must be an RFC 3339 time, got {_short(doc.get('now'))}", name) from None
     config = doc.get("config") or {}
     if not isinstance(config, dict):
-        raise _bad("config", "expected a mapping", name)
+        raise _bad("config", f"must be a mapping, got {_short(config)}", name)
+    _only(config, CONFIG_SECTIONS, "config.", "section", name)
     for key, section in config.items():
-        if key not in CONFIG_SECTIONS:
-            raise _bad(f"config.{key}", f"unknown section (known: {sorted(CONFIG_SECTIONS)})", name)
         if section is not None and not isinstance(section, dict):
-            raise _bad(f"config.{key}", "expected a mapping", name)
+            raise _bad(f"config.{key}", f"must be a mapping, got {_short(section)}", name)
     objects = doc.get("objects") or []
     if not isinstance(objects, list):
-        raise _bad("objects", "expected a list", name)
+        raise _bad("objects", f"must be a list, got {_short(objects)}", name)
     store = ObjectStore.from_dicts(objects)
     samples_raw = doc.get("samples") or []
     if not isinstance(samples_raw, list):
-        raise _bad("samples", "expected a list", name)
+        raise _bad("samples", f"must be a list, got {_short(samples_raw)}", name)
     samples = [parse_sample(s, f"samples[{i}]", now, name) for i, s in enumerate(samples_raw)]
     return Scenario(
         now=now or EPOCH,
@@ -158,11 +169,11 @@ def parse_pod_usage(raw: object, where: str, name: str = "scenario") -> PodUsage
 
 def parse_sample(raw: object, where: str, now: float, name: str = "scenario") -> NodeSample:
     if not isinstance(raw, dict):
-        raise _bad(where, "expected a mapping", name)
+        raise _bad(where, f"must be a mapping, got {_short(raw)}", name)
     at = _number(raw.get("at", 0), f"{where}.at", name, allow_none=False)
     node = raw.get("node")
     if not isinstance(node, str) or not node:
-        raise _bad(f"{where}.node", "must name a node", name)
+        raise _bad(f"{where}.node", f"must name a node, got {_short(node)}", name)
     metrics_raw = raw.get("metrics") or {}
     if not isinstance(metrics_raw, dict):
         raise _bad(f"{where}.metrics", "expected a mapping", name)

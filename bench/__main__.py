@@ -13,6 +13,8 @@ BENCHMARKS = (
     "bench.decision",
     "bench.collectors",
     "bench.cluster",
+    "bench.defrag_e2e",
+    "bench.faults",
 )
 ON_REQUEST = ("bench.colocation",)
 
@@ -20,6 +22,7 @@ ON_REQUEST = ("bench.colocation",)
 def main(argv: list[str]) -> int:
     flagged = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
     names, flags = argv[:flagged], argv[flagged:]
+    names = [n.replace("-", "_") for n in names]  # `python -m bench defrag-e2e`
     if flags and len(names) != 1:
         print("flags go to one named benchmark: python -m bench NAME --flag ...", file=sys.stderr)
         return 2

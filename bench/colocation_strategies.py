@@ -86,7 +86,9 @@ class ReferenceBrain(NodeBrain):
     def tick(self, *, now: float, node: Node, pods: Sequence[Pod], metrics: Mapping[str, float],
              usage: Mapping[str, PodUsage], policies: PolicySet,
              namespace_labels: Callable[[str], Mapping[str, str]], evictor: Evictor,
-             throttler: CpuThrottler) -> TickReport:  # fmt: skip
+             throttler: CpuThrottler, brake: bool = False) -> TickReport:  # fmt: skip
+        """NodeBrain's tick for throttling only (these strategies evict nothing, so the
+        cluster brake has nothing to stop)."""
         rules_ = policies.rules_for_node(node.labels)
         actions = {r.action_name: policies.actions[r.action_name] for r in rules_
                    if r.action_name in policies.actions}  # fmt: skip

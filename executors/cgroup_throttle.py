@@ -12,9 +12,10 @@ persisting fails nothing is written. Restoring writes the stored original back v
 longer exists (pod deleted, container restarted) counts as restored: the runtime created
 the new one with the spec's quota.
 
-After a restart the agent calls :meth:`CgroupThrottler.reconcile` with the pods that still
-exist (and, optionally, which throttled pods a rule still needs); when a policy or action
-is deleted it calls :meth:`restore_where` (by tag) or :meth:`restore_all`.
+After a restart the agent adopts the caps the state file names (``executors.adoption``)
+and hands back those of pods that are gone (:meth:`restore_uid`); a state file that could
+not be read leaves :meth:`rebuild_originals` to write every container's quota back from
+its pod spec; ``waterline agent release`` and an uninstalled agent call :meth:`restore_all`.
 Failures are logged, never raised: a single bad pod or file must not stop the agent.
 """
 
@@ -55,6 +56,14 @@ def quota_for(cap_cores: float, period_us: int, original_quota: int | None) -> i
     if original_quota is not None:
         quota = min(quota, max(original_quota, MIN_QUOTA_US))
     return quota
+
+
+def spec_quota(version: int, limit_cores: float | None, period_us: int) -> str:
+    """The quota file's content the kubelet writes for a container's CPU limit."""
+    if limit_cores is None:
+        return "-1" if version == 1 else f"max {period_us}"
+    quota = max(MIN_QUOTA_US, round(limit_cores * period_us))
+    return str(quota) if version == 1 else f"{quota} {period_us}"
 
 
 class CgroupThrottler:
@@ -99,16 +108,17 @@ class CgroupThrottler:
 
     # -- CpuThrottler --------------------------------------------------------------
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float], tag: str = "") -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         """Cap each named container at the given cores (original quotas saved first).
-        True when at least one container's quota was written."""
+        True when at least one container's quota was written or already held the cap
+        (within 1 millicore: not rewritten)."""
         found = self.layout.locate(pod)
         if found is None:
             self._log.warning("throttle: pod cgroup not found", pod=pod.key, uid=pod.uid)
             return False
         record = self.state.get(pod.uid)
         originals: dict[str, ContainerQuota] = dict(record.containers) if record else {}
-        targets: dict[str, tuple[str, int | None, int]] = {}
+        targets: dict[str, tuple[str, int | None, int, int | None]] = {}
         for name in sorted(container_caps):
             cgroup = found.containers.get(name)
             if cgroup is None:
@@ -127,11 +137,11 @@ class CgroupThrottler:
             if saved is None or saved.cgroup != cgroup:  # first write, or a restarted container
                 originals[name] = saved = ContainerQuota(cgroup, self.version, raw)
             orig_quota, _ = parse_quota(self.version, saved.original, str(period))
-            targets[name] = (cgroup, orig_quota, period)
+            targets[name] = (cgroup, orig_quota, period, quota)
         if not targets:
             return False
         updated = ThrottledPod(
-            pod.uid, pod.namespace, pod.name, originals, tag or (record.tag if record else "")
+            pod.uid, pod.namespace, pod.name, originals, owner or (record.tag if record else "")
         )
         if updated != record:
             try:
@@ -144,8 +154,11 @@ class CgroupThrottler:
                 )
                 return False
         written: dict[str, float] = {}
-        for name, (cgroup, orig_quota, period) in targets.items():
+        for name, (cgroup, orig_quota, period, current) in targets.items():
             quota = quota_for(container_caps[name], period, orig_quota)
+            if current is not None and abs(quota - current) * 1000 <= period:
+                written[name] = current / period  # within 1 millicore: in force, not rewritten
+                continue
             text = str(quota) if self.version == 1 else f"{quota} {period}"
             try:
                 self._write(self._quota_file(cgroup, self.version), text)
@@ -168,6 +181,37 @@ class CgroupThrottler:
     def restore(self, pod: Pod) -> bool:
         """Write back the original quota of every container of ``pod`` and forget it."""
         return self.restore_uid(pod.uid)
+
+    @property
+    def state_unreadable(self) -> bool:
+        """The state file could not be read at start (it was moved aside)."""
+        return self.state.unreadable
+
+    def rebuild_originals(self, pods: Iterable[Pod]) -> list[str]:
+        """Write every container's quota as its pod spec sets it (the CPU limit, or
+        unlimited without one), as the kubelet did: what to do when the originals were
+        lost with an unreadable state file. Returns the pods whose quota changed."""
+        changed = []
+        for pod in pods:
+            found = self.layout.locate(pod)
+            if found is None:
+                continue
+            limits = {c.name: c.limits.get("cpu") for c in pod.containers}
+            wrote = False
+            for name, cgroup in found.containers.items():
+                try:
+                    raw, _quota, period = self._read(cgroup)
+                    text = spec_quota(self.version, limits.get(name), period)
+                    if raw != text:
+                        self._write(self._quota_file(cgroup, self.version), text)
+                        wrote = True
+                except (OSError, ValueError, UnicodeDecodeError) as err:
+                    self._log.warning("rebuild: quota not written", pod=pod.key,
+                                      container=name, error=str(err))
+            if wrote:
+                self._log.info("original quota rebuilt from the pod spec", pod=pod.key)
+                changed.append(pod.key)
+        return changed
 
     # -- restart and policy deletion -----------------------------------------------
 

@@ -22,6 +22,14 @@ Decisions taken where DESIGN.md is silent:
 * A Preview eviction never calls the Eviction API: it is reported as ``evicted`` with
   ``preview: true``, credited so the report shows the exact set that would go, and
   starts no cool-down.
+* A cap whose action changed is checked against the action's floor every tick: a cap
+  below the new floor (minCPURatio raised) is raised to it; an action that no longer
+  throttles hands its caps back at once, like a deleted one.
+* An evicted pod keeps its cap record (it is not a candidate while it terminates, and is
+  forgotten once gone), so a pod that was not evicted after all (local mode) stays managed.
+
+The safety limits on evictions (maxPodsPerRound, the node's token bucket, the cluster
+brake, the backoff after an API fault) are ``executors.limits``.
 """
 
 from __future__ import annotations
@@ -40,11 +48,12 @@ from agent.model.analysis import (
 )
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Node, Pod
-from agent.model.policy import Action, CpuThrottle, never_candidate_reason
+from agent.model.policy import Action, CpuThrottle, never_candidate_reason, never_evicted_reason
 from agent.model.registry import CPU, MEMORY, METRICS, MetricSpec, SorterName
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
-from executors.actuators import CpuThrottler, Evictor
+from executors.actuators import CpuThrottler, Evictor, answer_of
+from executors.limits import FaultBackoff, RoundLimits, TokenBucket
 from executors.sorters import SORTERS, Candidate
 
 EPSILON = 1e-9
@@ -60,6 +69,17 @@ class ThrottleRecord:
     ceiling: float  # the pod's CPU limit, or the node's cores when it has none
     action: str
     rule: str
+    uid: str = ""
+
+
+def owner_tag(action: str, rule: str) -> str:
+    """What the throttler persists beside a cap: the action and rule holding it."""
+    return f"{action} {rule}"
+
+
+def parse_owner_tag(tag: str) -> tuple[str, str]:
+    action, _, rule = tag.partition(" ")
+    return action, rule
 
 
 @dataclass
@@ -72,6 +92,10 @@ class NodeState:
     evicting: dict[str, PodUsage] = field(default_factory=dict)
     #: Action name -> time of its last eviction round on this node.
     last_eviction_round: dict[str, float] = field(default_factory=dict)
+    #: The node's eviction token bucket (None until its first sample).
+    bucket: TokenBucket | None = None
+    #: The backoff of the node's eviction rounds after API faults.
+    backoff: FaultBackoff = field(default_factory=FaultBackoff)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +116,8 @@ class ActionRecord:
     result: str | None = None
     preview: bool = False
     reason: str = "gap"
+    #: An eviction's grace period as asked (None: the pod's own).
+    grace_seconds: int | None = None
 
     def to_report(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -108,6 +134,8 @@ class ActionRecord:
         }
         if self.action != "evict":
             out["cpuCap"] = _round(self.cpu_cap)
+        else:
+            out["gracePeriodSeconds"] = self.grace_seconds
         out["released"] = {k: _round(v) for k, v in self.released.items()}
         if self.result is not None:
             out["result"] = self.result
@@ -132,6 +160,8 @@ class TickContext:
     actions: Mapping[str, Action]
     namespace_labels: Callable[[str], Mapping[str, str]]
     settings: AgentSettings = field(default_factory=AgentSettings)
+    #: The cluster brake is set: no eviction this tick (throttling goes on).
+    brake: bool = False
 
 
 class _Gaps:
@@ -212,15 +242,24 @@ class Executor:
         self.evicted_now: set[str] = set()
         #: Actions whose eviction round this tick evicted something.
         self.rounds: set[str] = set()
+        rate = ctx.settings.eviction_rate_limit
+        if state.bucket is None:
+            state.bucket = TokenBucket.full(rate, ctx.now)  # full at the node's first sample
+        else:
+            state.bucket.refill(rate, ctx.now)
+        self.limits = RoundLimits(ctx.node.name, ctx.now, ctx.brake or ctx.settings.cluster_brake,
+                                  rate, state.bucket, state.backoff)
 
     # -- helpers -------------------------------------------------------------------------
-    def _candidates(self, action: Action, sorter: SorterName) -> list[Candidate]:
+    def _candidates(self, action: Action, sorter: SorterName, evict: bool = False) -> list[Candidate]:
         ctx = self.ctx
         out = []
         for key, pod in ctx.pods.items():
             if key in self.state.evicting or key in self.evicted_now:
                 continue
             if never_candidate_reason(pod) is not None:
+                continue
+            if evict and never_evicted_reason(pod) is not None:
                 continue
             if not action.scope.admits(pod, ctx.namespace_labels(pod.namespace)):
                 continue
@@ -238,33 +277,58 @@ class Executor:
 
     # -- the three phases ------------------------------------------------------------------
     def run(self) -> list[ActionRecord]:
-        self._restore_orphans()
+        self._reconcile_caps()
         self._evict()
         self._throttle_down()
         self._throttle_up()
         return self.records
 
-    def _restore_orphans(self) -> None:
-        """Forget pods that are gone; restore pods whose throttling action no longer
-        applies to this node (its policy or action was deleted)."""
+    def _reconcile_caps(self) -> None:
+        """Forget pods that are gone; hand back the caps of an action that no longer
+        applies to this node or no longer throttles; raise caps below their action's
+        floor (the action changed)."""
         ctx = self.ctx
         for key in [k for k in self.state.evicting if k not in ctx.pods]:
             del self.state.evicting[key]
-        live_actions = set(ctx.actions)
         for key in list(self.state.throttled):
             record = self.state.throttled[key]
             pod = ctx.pods.get(key)
             if pod is None:
                 del self.state.throttled[key]
+                if record.uid:  # its cgroup went with it: just forget the original
+                    namespace, _, name = key.partition("/")
+                    self.throttler.restore(Pod(namespace, name, record.uid))
                 continue
-            if record.action in live_actions:
+            if key in self.state.evicting:
                 continue
-            done = self.throttler.restore(pod)
-            if done:
+            action = ctx.actions.get(record.action)
+            if action is None or action.throttle is None:
+                done = self.throttler.restore(pod)
+                if done:
+                    del self.state.throttled[key]
+                self.records.append(ActionRecord(
+                    "restore", key, record.rule, record.action, "", None, None, None,
+                    cpu_cap=None, result=None if done else FAILED, reason="action removed"))
+                continue
+            floor = throttle_floor(pod, action.throttle, ctx.node)
+            if record.cap < floor - EPSILON:
+                self._raise_to_floor(key, pod, record, floor)
+
+    def _raise_to_floor(self, key: str, pod: Pod, record: ThrottleRecord, floor: float) -> None:
+        new_cap: float | None = None if floor >= record.ceiling - EPSILON else floor
+        if new_cap is None:
+            written = self.throttler.restore(pod)
+            if written:
                 del self.state.throttled[key]
-            self.records.append(ActionRecord(
-                "restore", key, record.rule, record.action, "", None, None, None,
-                cpu_cap=None, result=None if done else FAILED, reason="action removed"))
+        else:
+            usage = self.ctx.usage.get(key, PodUsage())
+            written = self.throttler.apply(pod, split_cap(pod, usage, new_cap),
+                                           owner_tag(record.action, record.rule))
+            if written:
+                record.cap = new_cap
+        self.records.append(ActionRecord(
+            "restore", key, record.rule, record.action, "", None, None, None,
+            cpu_cap=new_cap, result=None if written else FAILED, reason="floor raised"))
 
     def _evict(self) -> None:
         ctx, state = self.ctx, self.state
@@ -279,7 +343,7 @@ class Executor:
                 continue
             if line.action.name in cooling:
                 continue
-            candidates = self._candidates(line.action, spec.sorter)
+            candidates = self._candidates(line.action, spec.sorter, evict=True)
             if spec.evict_quantified:
                 self._evict_quantified(spec, line, candidates)
             else:
@@ -287,10 +351,15 @@ class Executor:
         for name in self.rounds:
             state.last_eviction_round[name] = ctx.now
 
+    def _may_attempt(self, line: Waterline) -> bool:
+        eviction = line.action.eviction
+        most = eviction.max_pods_per_round if eviction is not None else None
+        return self.limits.allow(line.action.name, most, line.rule.preview)
+
     def _evict_quantified(self, spec: MetricSpec, line: Waterline, candidates: list[Candidate]) -> None:
         resource = spec.resource or CPU
         for cand in candidates:
-            if self.gaps.get(EVICT, spec.name) is None:
+            if self.gaps.get(EVICT, spec.name) is None or not self._may_attempt(line):
                 return
             known = getattr(cand.usage, resource) is not None
             if self._evict_pod(spec, line, cand, credit=known).releases and not known:
@@ -298,6 +367,8 @@ class Executor:
 
     def _evict_one(self, spec: MetricSpec, line: Waterline, candidates: list[Candidate]) -> None:
         for cand in candidates:
+            if not self._may_attempt(line):
+                return
             if self._evict_pod(spec, line, cand, credit=True).releases:
                 return
 
@@ -305,11 +376,15 @@ class Executor:
                    credit: bool) -> EvictionResult:
         gap_before = self.gaps.get(EVICT, spec.name)
         preview = line.rule.preview
+        retry_after = None
+        eviction = line.action.eviction
+        grace = eviction.termination_grace_period_seconds if eviction else None
         if preview:
             result = EvictionResult.EVICTED
         else:
-            grace = line.action.eviction.termination_grace_period_seconds if line.action.eviction else None
-            result = self.evictor.evict(cand.pod, grace if grace is not None else 30)
+            answer = answer_of(self.evictor.evict(cand.pod, grace))
+            result, retry_after = answer.result, answer.retry_after
+        self.limits.note(line.action.name, preview, result, retry_after)
         released: dict[str, float] = {}
         if result.releases:
             self.evicted_now.add(cand.key)
@@ -317,7 +392,6 @@ class Executor:
                 self.rounds.add(line.action.name)  # a round that evicted: cool-down starts
             if not preview and result is EvictionResult.EVICTED:
                 self.state.evicting[cand.key] = cand.usage
-                self.state.throttled.pop(cand.key, None)
             resources = {}
             if cand.usage.cpu is not None:
                 resources[CPU] = cand.usage.cpu
@@ -331,7 +405,7 @@ class Executor:
             "evict", cand.key, line.rule.key, line.action.name, spec.name, line.value,
             gap_before, self.gaps.get(EVICT, spec.name) or 0.0, value=self._usage_of(spec),
             released=released, result=result.value, preview=preview,
-            reason="gap" if spec.evict_quantified else "pressure"))
+            reason="gap" if spec.evict_quantified else "pressure", grace_seconds=grace))
         return result
 
     def _throttle_down(self) -> None:
@@ -371,13 +445,14 @@ class Executor:
         released_cores = used - new_cap
         preview = line.rule.preview
         if not preview:
-            if not self.throttler.apply(pod, split_cap(pod, cand.usage, new_cap)):
+            tag = owner_tag(line.action.name, line.rule.key)
+            if not self.throttler.apply(pod, split_cap(pod, cand.usage, new_cap), tag):
                 self.records.append(ActionRecord(
                     "throttle", cand.key, line.rule.key, line.action.name, spec.name, line.value,
                     gap, gap, value=self._usage_of(spec), cpu_cap=new_cap, result=FAILED))
                 return False  # nothing written: no cap recorded, nothing credited
             self.state.throttled[cand.key] = ThrottleRecord(
-                new_cap, ceiling, line.action.name, line.rule.key)
+                new_cap, ceiling, line.action.name, line.rule.key, pod.uid)
         if spec.throttle_quantified:
             released = self.gaps.credit((THROTTLE_DOWN,), {CPU: released_cores})
         else:
@@ -404,7 +479,7 @@ class Executor:
                 continue
             throttled = [
                 Candidate(ctx.pods[k], ctx.usage.get(k, PodUsage()), ctx.now, ctx.settings.ext_cpu_resource)
-                for k in self.state.throttled if k in ctx.pods
+                for k in self.state.throttled if k in ctx.pods and k not in self.state.evicting
             ]
             for cand in reversed(SORTERS[spec.sorter].sort(throttled)):
                 gap = self.gaps.get(THROTTLE_UP, spec.name)
@@ -436,7 +511,8 @@ class Executor:
                 if written:
                     del self.state.throttled[cand.key]
             else:
-                written = self.throttler.apply(cand.pod, split_cap(cand.pod, cand.usage, new_cap))
+                written = self.throttler.apply(cand.pod, split_cap(cand.pod, cand.usage, new_cap),
+                                               owner_tag(record.action, record.rule))
                 if written:
                     record.cap = new_cap
             if not written:

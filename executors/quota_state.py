@@ -7,8 +7,9 @@ leaves either the old or the new file, never a torn one. The original is stored 
 the kernel showed it (``-1``, ``50000``, ``max 100000``) so that restoring writes back
 exactly that, "unlimited" included.
 
-A file that cannot be parsed is moved aside (``.corrupt-<time>``) and logged as an error:
-the agent keeps working, but the pods it named cannot be restored automatically.
+A file that cannot be parsed is moved aside (``.corrupt-<time>``), logged as an error and
+flagged (``unreadable``): the agent then rebuilds the originals from the pod specs
+(``CgroupThrottler.rebuild_originals``), so no pod stays capped for ever.
 """
 
 from __future__ import annotations
@@ -104,6 +105,30 @@ def _from_json(raw: Any) -> dict[str, ThrottledPod]:
     return pods
 
 
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file:
+    a temp file in the same directory, fsync, rename, fsync the directory. Raises OSError
+    (the old file is untouched then)."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 class QuotaState:
     """Original quotas by pod uid, persisted on every change."""
 
@@ -111,6 +136,8 @@ class QuotaState:
         self.dir = state_dir
         self.path = os.path.join(state_dir, filename)
         self._log = structlog.get_logger()
+        #: The file existed but could not be read (it was moved aside).
+        self.unreadable = False
         self._pods: dict[str, ThrottledPod] = self._load()
 
     def _load(self) -> dict[str, ThrottledPod]:
@@ -125,8 +152,10 @@ class QuotaState:
                 os.replace(self.path, aside)
             except OSError:
                 aside = ""
+            self.unreadable = True
             self._log.error(
-                "quota state unreadable; pods it named cannot be restored automatically",
+                "quota state unreadable: moved aside; original quotas will be rebuilt "
+                "from the pod specs",
                 path=self.path,
                 moved_to=aside,
                 error=str(err),
@@ -135,24 +164,7 @@ class QuotaState:
 
     def _save(self, pods: dict[str, ThrottledPod]) -> None:
         """Atomically replace the state file; raises OSError (nothing changed then)."""
-        os.makedirs(self.dir, exist_ok=True)
-        data = json.dumps(_to_json(pods), sort_keys=True, indent=1).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".cpu-quota-", dir=self.dir)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        dir_fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.path, json.dumps(_to_json(pods), sort_keys=True, indent=1).encode())
         self._pods = pods
 
     def pods(self) -> Mapping[str, ThrottledPod]:

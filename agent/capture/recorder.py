@@ -73,13 +73,18 @@ class Recorder:
 
 
 def agent_config(settings: AgentSettings) -> dict[str, Any]:
-    """The live agent settings that differ from the defaults, as ``config.agent``."""
+    """The live agent settings that differ from the defaults and change a replay's
+    decisions, as ``config.agent`` (the API time budget does not; the cluster brake is
+    read live from its ConfigMap, not from the settings, and is not recorded)."""
     default = AgentSettings()
     out: dict[str, Any] = {}
     if settings.execute_excess_percent != default.execute_excess_percent:
         out["executeExcessPercent"] = settings.execute_excess_percent
     if settings.ext_cpu_resource != default.ext_cpu_resource:
         out["extCpuResource"] = settings.ext_cpu_resource
+    limit = settings.eviction_rate_limit
+    if limit != default.eviction_rate_limit:
+        out["evictionRateLimit"] = {"perMinute": limit.per_minute, "burst": limit.burst}
     return out
 
 

@@ -71,10 +71,12 @@ class PlanActs:
         self.log.info("arbitration round", **counts, queued=queued)
 
     def _verdict(self, job: m.PodMigrationJob, phase: str, verdict: Verdict) -> None:
-        """Written only when phase, reason or message changed: waiting jobs cost no writes."""
+        """Written only when phase, reason or message changed: waiting jobs cost no writes.
+        The write is preconditioned on the job's resourceVersion: a verdict on a job that
+        changed since the snapshot is refused (409) and decided again next round."""
         status = {"phase": phase, "reason": verdict.reason, "message": verdict.message}
         if ((job.phase or m.PENDING), job.reason, job.message) != tuple(status.values()):
-            self.writer.job_status(job.name, status)
+            self.writer.job_status(job.name, status, job.resource_version)
 
     def defrag(
         self, plan: DefragPlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
@@ -92,11 +94,10 @@ class PlanActs:
         busy = {j.pod_key for j in snapshot.migration_jobs if j.phase not in m.TERMINAL_PHASES}
         stamped: set[str] = set()
         for mig in plan.migrations:
-            if (
-                mig.pod.key not in busy
-                and self.writer.create_job(defrag_job(mig))
-                and mig.source not in stamped
-            ):
+            if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig)):
+                continue
+            self.metrics.moves.labels("planned").inc()
+            if mig.source not in stamped:
                 stamped.add(mig.source)
                 self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: _stamp(now)})
 

@@ -3,8 +3,9 @@
 Exit codes: 0 after a clean stop (SIGTERM/SIGINT: the work stops, the lease is released,
 the watches end), 2 for bad flags or a bad ``--config`` (the message names the field).
 The lease name and namespace default to $LEASE_NAME / $LEASE_NAMESPACE (set by
-deploy/controller.yaml), else the project defaults; the identity to ``<hostname>_<pid>``,
-unique even for two replicas on one host.
+deploy/controller.yaml), else the project defaults; the identity to $POD_NAME (the
+downward API, as deploy/controller.yaml sets it: the Lease then names the pod that holds
+it), else ``<hostname>_<pid>``, unique even for two replicas on one host.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.metrics import DEFAULT_ADDR, Health, MetricsServer
 
 DEFAULT_INTERVAL = 60.0
+
+
+def default_identity() -> str:
+    """$POD_NAME, else ``<hostname>_<pid>``."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,15 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--identity",
-        default=f"{socket.gethostname()}_{os.getpid()}",
-        help="holder identity written into the Lease (default %(default)s)",
+        default=default_identity(),
+        help="holder identity written into the Lease (default: $POD_NAME, else "
+        "<hostname>_<pid>; here %(default)s)",
     )
     parser.add_argument(
         "--config",
         default=None,
         metavar="PATH",
-        help="YAML with sections arbitration, defrag, queues, daemonset (SIMULATE.md config); "
-        "`enabled: true` in defrag/queues/daemonset lets the controller act on their plans",
+        help="YAML with sections arbitration, defrag, queues, daemonset (SIMULATE.md config), "
+        "clusterEvictionBudget and migration (docs/controller.md); `enabled: true` in "
+        "defrag/queues/daemonset lets the controller act on their plans",
     )
     parser.add_argument(
         "--metrics-addr",
@@ -144,15 +152,21 @@ def _stop_on_signals(log: Any) -> threading.Event:
 def run(args: argparse.Namespace) -> int:
     configure_logging(args.log_format, args.log_level)
     log = structlog.get_logger("waterline.cluster")
+    from agent.cluster.access import controller_access
     from agent.cluster.controller import Controller, ControllerDeps
-    from agent.cluster.resources import WATCHED
+    from agent.cluster.health import ControllerHealth
+    from agent.cluster.resources import WATCHES
     from agent.kube.client import ClientArgs, build_api
 
     try:
         config, interval = _settings(args, log)
         try:
             # One connection per watch, plus room for the lease and the writes.
-            api = build_api(args.kubeconfig, args=ClientArgs(pool_size=len(WATCHED) + 8))
+            api = build_api(
+                args.kubeconfig,
+                args=ClientArgs(pool_size=len(WATCHES) + 8),
+                access=controller_access(args.lease_namespace, args.lease_name),
+            )
         except Exception as err:  # kubeconfig errors come in many types
             log.error("cannot build the API client", error=str(err))
             return 2
@@ -160,8 +174,11 @@ def run(args: argparse.Namespace) -> int:
             api, args.identity, lease_namespace=args.lease_namespace, lease_name=args.lease_name
         )
         controller = Controller(deps, config, interval=interval, dry_run=args.dry_run)
-        health = Health(
-            stale_after=max(30.0, 3 * interval), source_ready=lambda: bool(controller.synced)
+        health = ControllerHealth(
+            controller.board,
+            stale_after=max(30.0, 3 * interval),
+            source_ready=lambda: bool(controller.synced),
+            leading=controller.is_leader,
         )
         server = _metrics_server(args.metrics_addr, cast(Any, controller.metrics), health, log)
     except _Refused:

@@ -6,21 +6,28 @@ fail-over starts from warm caches. The leader, every ``interval`` seconds, takes
 ObjectStore snapshot of the cache and runs one round:
 
 1. every non-terminal job takes one migration step (``agent/cluster/migrator``): Running
-   ones move on, and Pending ones may time out, be paused or aborted;
+   ones move on, and Pending ones may time out, be paused or aborted; then drain taints
+   are set and lifted and orphaned placeholders and PriorityClasses deleted (the
+   migrator's ``reconcile``: what a stopped leader left behind is collected here);
 2. every engine of ``agent/cluster/registry.py`` plans on the snapshot, in order.
    Arbitration: failed jobs get phase Failed with the reason, waiting ones stay Pending
    with the retryable reason in status; passed jobs enter the rate-limited queue, which the
    loop drains at ``processQueueQPS`` between rounds, starting each job through the
-   migrator (re-checked against the cache first). Defragmentation, queue preemption and
+   migrator (re-checked against the cache first: ``agent/cluster/starting.py``). Defragmentation, queue preemption and
    DaemonSet preemption are logged, and carried out only when enabled in the config
-   (``agent/cluster/acting.py``).
+   (``agent/cluster/acting.py``);
+3. what follows the cache rather than a plan (``agent/cluster/cachework.py``): the
+   status of every NodeQOSEnsurancePolicy and AvoidanceAction, and the cluster brake.
 
-Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``). ``--dry-run``
-plans and logs, and writes nothing. A round's own writes are read back through the watches.
+Every write goes through ``GuardedWriter`` (``agent/cluster/writes.py``), bounded by the
+time left before the lease's renew deadline. ``--dry-run`` plans and logs, and writes
+nothing. A round's own writes are read back through the watches. A round that could not
+read (a watch is failing: the snapshot may be stale) or could not write (an API error)
+counts as failed, in the metrics and in readiness; every background thread (the
+reflectors, the elector) reports to the ``ThreadBoard`` that ``/healthz`` shows.
 
-Where DESIGN.md is silent: the queue holds the latest round's passed jobs only (a job
-passed in an earlier round but not started yet is re-arbitrated, so limits hold against
-what started in between); status writes happen only when phase, reason, message or node
+Where DESIGN.md is silent: the queue holds the latest round's passed jobs only
+(``agent/cluster/starting.py``); status writes happen only when phase, reason, message or node
 changed, so thousands of waiting jobs cost no writes per round; an invalid object is
 logged and left out by the cache, the others keep working, except that queue preemption
 pauses while a Queue is invalid (the deserved shares of the others depend on it).
@@ -29,50 +36,33 @@ pauses while a Queue is invalid (the deserved shares of the others depend on it)
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import cast
+from dataclasses import replace
 
 import structlog
 
-from agent.cluster import arbitration
+from agent.cluster import arbitration, brake
 from agent.cluster.acting import Act, PlanActs
+from agent.cluster.cachework import CacheWork
 from agent.cluster.config import ControllerConfig
-from agent.cluster.metrics import ControllerMetrics
-from agent.cluster.migrator import ClusterView, MigrationExecutor
-from agent.cluster.rate_queue import RateLimitedQueue
+from agent.cluster.leadership import ControllerDeps, build_elector
+from agent.cluster.migrator import ClusterView, MigrationExecutor, PlaceholderSettings
 from agent.cluster.registry import ENGINES
-from agent.cluster.resources import PODS, QUEUES, REQUIRED_KINDS, WATCHED, snapshot
-from agent.cluster.writes import GuardedWriter, NotLeader
-from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
+from agent.cluster.resources import QUEUES, REQUIRED_KINDS, WATCHES, snapshot
+from agent.cluster.starting import JobStarter
+from agent.cluster.writes import GuardedEvents, GuardedWriter, NotLeader
 from agent.kube.cache import Cache
-from agent.kube.client import KubeApi
-from agent.kube.fetching import Selectors
-from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
-from agent.kube.watching import Informers, WatchArgs, start_watches
+from agent.kube.events import EventRecorder
+from agent.kube.health import ThreadBoard
+from agent.kube.watching import Informers, start_watches
 from agent.model import migration as m
 from agent.model.fields import bad
-from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 
 #: Engines that pause while an object of a kind they plan on is invalid.
 PAUSED_BY_INVALID = {"queues": QUEUES.kind}
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerDeps:
-    """What a controller runs on: the API, its lease, its metrics and its clocks."""
-
-    api: KubeApi
-    identity: str
-    lease_namespace: str = CONTROLLER_LEASE_NAMESPACE
-    lease_name: str = CONTROLLER_LEASE_NAME
-    election: ElectionArgs = field(default_factory=ElectionArgs)
-    watch_args: WatchArgs | None = None
-    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
-    clock: Callable[[], float] = time.monotonic
-    wall: Callable[[], float] = time.time
+#: The controller's Events: source.component and reportingComponent.
+COMPONENT = "waterline-controller"
 
 
 class Controller:
@@ -97,15 +87,25 @@ class Controller:
         self.clock, self.wall = deps.clock, deps.wall
         self.log = structlog.get_logger("waterline.cluster.controller").bind(identity=self.identity)
         self.cache = Cache()
-        self.elector = self._elector(deps)
-        self.writer = GuardedWriter(deps.api, self.is_leader, dry_run, self.metrics)
-        self.executor = MigrationExecutor(self.writer)
+        self.board = ThreadBoard(deps.clock)
+        self.elector = build_elector(deps, self.board, self._started_leading, self._stopped_leading)
+        self.writer = GuardedWriter(deps.api, self.elector.time_left, dry_run, self.metrics)
+        self.writer.recorder = EventRecorder(
+            GuardedEvents(self.writer), COMPONENT, host=self.identity, clock=deps.wall
+        )
+        self.cache_work = CacheWork(self.cache, self.writer, self.metrics, self.config.brake)
+        self.executor = MigrationExecutor(
+            self.writer,
+            placeholders=PlaceholderSettings(
+                deps.lease_namespace, self.config.migration.placeholder_image
+            ),
+            metrics=self.metrics,
+        )
+        qps = self.config.args(arbitration.ENGINE).process_queue_qps
+        self.starter = JobStarter(self.cache, self.executor, qps, self.clock, self.wall)
         self.acts: dict[str, Act] = PlanActs(
-            self.writer, self.metrics, self.log, self._queue_passed
+            self.writer, self.metrics, self.log, self.starter.replace
         ).table()
-        self.queue: RateLimitedQueue[str] = self._new_queue()
-        #: The names in ``queue``: the latest round's passed jobs not started yet.
-        self._queued: set[str] = set()
         self.view: ClusterView | None = None
         self.rounds = 0  # leader rounds completed (tests, logs)
         self.last_round_ok = False
@@ -114,29 +114,9 @@ class Controller:
         self._waiting_logged = False
         self.informers: Informers | None = None
 
-    def _elector(self, deps: ControllerDeps) -> LeaderElector:
-        election = deps.election.validate()
-        # A lease request may take half the renew deadline: a slow API server must not
-        # cost leadership, a hung one must not outlive it (the watchdog stops us anyway).
-        lease_timeout = max(election.retry_period, election.renew_deadline / 2)
-        return LeaderElector(
-            KubeLeases(deps.api, deps.lease_namespace, deps.lease_name, timeout=lease_timeout),
-            deps.identity,
-            election,
-            namespace=deps.lease_namespace,
-            name=deps.lease_name,
-            clock=deps.clock,
-            wall=deps.wall,
-            on_started_leading=self._started_leading,
-            on_stopped_leading=self._stopped_leading,
-        )
-
     # -- leadership -------------------------------------------------------------------------
     def is_leader(self) -> bool:
         return self.elector.is_leader()
-
-    def _new_queue(self) -> RateLimitedQueue[str]:
-        return RateLimitedQueue(self.config.args(arbitration.ENGINE).process_queue_qps, self.clock)
 
     def _started_leading(self) -> None:
         self.metrics.leader.set(1)
@@ -147,14 +127,10 @@ class Controller:
         self.metrics.leader.set(0)
         self._wake.set()
 
-    def _forget_queue(self) -> None:
-        self.queue = self._new_queue()
-        self._queued = set()
-
     # -- caches -----------------------------------------------------------------------------
     def start_watches(self) -> None:
         self.informers = start_watches(
-            self.api, self.cache, [(r, Selectors()) for r in WATCHED], self.deps.watch_args
+            self.api, self.cache, list(WATCHES), self.deps.watch_args, board=self.board
         )
 
     @property
@@ -175,6 +151,7 @@ class Controller:
             target=self.elector.run, args=(elector_stop,), name="elector", daemon=True
         )
         elector.start()
+        self.board.register(self.elector.thread_name, elector)
 
         def wake_on_stop() -> None:
             stop.wait()
@@ -191,9 +168,9 @@ class Controller:
                     if on_beat is not None:
                         on_beat(ok)
                 if self.is_leader():
-                    self.drain_queue()
+                    self.starter.drain(self.view)
                 wait = self._next_round - self.clock()
-                ready = self.queue.next_ready_in() if self.is_leader() else None
+                ready = self.starter.next_ready_in() if self.is_leader() else None
                 self._wake.wait(max(0.005, wait if ready is None else min(wait, ready)))
                 self._wake.clear()
         finally:
@@ -204,32 +181,55 @@ class Controller:
             self.log.info("controller stopped", rounds=self.rounds)
 
     def tick(self) -> bool:
-        """One interval: a round when leading and in sync; followers only keep caches."""
+        """One interval: a round when leading and in sync; followers only keep caches. The
+        policies' status and the brake need only their own kinds in sync, so they do not
+        wait for the engines' (a workload watch refused by RBAC stops no brake)."""
+        self.metrics.brake.set(1 if self.brake_state().paused else 0)
         if not self.is_leader():
             return True
-        if not self.synced:
-            if not self._waiting_logged:
-                self.log.info("leading, waiting for the caches to sync before acting")
-                self._waiting_logged = True
-            return True
+        synced = self.synced
+        if not synced and not self._waiting_logged:
+            self.log.info("leading, waiting for the caches to sync before the engines act")
+            self._waiting_logged = True
         started = self.clock()
+        self.writer.take_failures()
         try:
-            self.round(self.snapshot(), self.wall())
+            now = self.wall()
+            if synced:
+                self.round(self.snapshot(), now)
+            self.status_round(now)
         except NotLeader as err:
             self.metrics.rounds.labels("lost_lease").inc()
             self.log.warning("lost the lease mid-round; stopped before writing", write=str(err))
-            self._forget_queue()
+            self.starter.forget()
             return True
         except Exception:
             self.metrics.rounds.labels("failed").inc()
             self.log.exception("round failed")
             self.last_round_ok = False
             return False
-        self.metrics.rounds.labels("ok").inc()
+        if not synced:
+            return True  # no engine round yet: nothing to count
         self.metrics.round_seconds.observe(self.clock() - started)
         self.rounds += 1
-        self.last_round_ok = True
+        why = self._round_trouble()
+        self.last_round_ok = why is None
+        if why is not None:
+            self.metrics.rounds.labels("failed").inc()
+            self.log.warning("round could not read or write", why=why)
+            return False
+        self.metrics.rounds.labels("ok").inc()
         return True
+
+    def _round_trouble(self) -> str | None:
+        """Why the round just done does not count as a success (None: it does)."""
+        failed_writes = self.writer.take_failures()
+        if failed_writes:
+            return f"{failed_writes} write(s) failed"
+        if not self.cache.api_reachable:
+            failing = ", ".join(s.name for s in self.board.failing()) or "a watch"
+            return f"the API server cannot be read ({failing} failing): the snapshot may be stale"
+        return None
 
     def round(self, store: ObjectStore, now: float) -> None:
         """One migration step per job in flight, then every engine's plan, acted on."""
@@ -240,8 +240,17 @@ class Controller:
                 continue
             step = self.executor.run(job, job.annotations, view, now)
             if step is not None:
-                jobs[i] = replace(job, phase=step.phase, reason=step.reason, message=step.message)
+                jobs[i] = replace(
+                    job,
+                    phase=step.phase,
+                    reason=step.reason,
+                    message=step.message,
+                    node_name=step.node_name,
+                    target_node=step.target_node,
+                    landed_node=step.landed_node,
+                )
         stepped = replace(store, migration_jobs=jobs)
+        self.executor.reconcile(jobs, view, now)  # drain taints, orphaned placeholders
         for engine in ENGINES:
             invalid_kind = PAUSED_BY_INVALID.get(engine.key)
             invalid = self.cache.invalid(invalid_kind) if invalid_kind else {}
@@ -251,36 +260,14 @@ class Controller:
             plan = engine.plan(stepped, self.config.args(engine), now)
             self.acts[engine.key](plan, stepped, view, now, self.config.acts_on(engine))
 
-    def _queue_passed(self, passed: tuple[str, ...]) -> int:
-        """The latest round's passed jobs replace the queue's; returns its length."""
-        for name in self._queued - set(passed):
-            self.queue.discard(name)
-        for name in passed:
-            self.queue.add(name)
-        self._queued = set(passed)
-        return len(self.queue)
+    # -- policies' status and the cluster brake ----------------------------------------------
+    def status_round(self, now: float) -> None:
+        """The leader's writes that follow the cache rather than the engines
+        (``agent/cluster/cachework.py``): the policies' status and the cluster brake."""
+        self.cache_work.run(now)
 
-    def drain_queue(self) -> None:
-        """Start every job the token bucket lets through now, each re-read from the cache."""
-        view = self.view
-        while view is not None and (name := self.queue.pop()) is not None:
-            self._queued.discard(name)
-            job = cast("m.PodMigrationJob | None", self.cache.get(m.KIND, name))
-            if job is None:
-                continue
-            pod = cast("Pod | None", self.cache.get(PODS.kind, job.pod_key))
-            if (
-                not job.is_pending
-                or job.paused
-                or pod is None
-                or (job.pod_uid and job.pod_uid != pod.uid)
-            ):
-                continue  # changed since the round: the next round decides again
-            try:
-                self.executor.start(job, pod, view, self.wall())
-            except NotLeader:
-                self._forget_queue()
-                return
+    def brake_state(self) -> brake.BrakeState:
+        return self.cache_work.brake_state()
 
 
 __all__ = ["Controller", "ControllerDeps"]

@@ -9,11 +9,37 @@ from __future__ import annotations
 
 from typing import TypeVar, cast
 
+from agent.cluster.brake import CONFIGMAP as BRAKE_CONFIGMAP
+from agent.cluster.brake import EVENT_SELECTOR
+from agent.defaults import NAMESPACE
 from agent.kube.cache import Cache
-from agent.kube.resources import NAMESPACES, NODES, PDBS, PODS, QOS_GROUP, QOS_VERSION, Resource
+from agent.kube.fetching import Selectors
+from agent.kube.resources import (
+    ACTIONS,
+    CONFIGMAPS,
+    EVENTS,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    POLICIES,
+    QOS_GROUP,
+    QOS_VERSION,
+    Resource,
+)
 from agent.model import migration, priorityclass, queue, reservation
 from agent.model.migration import PodMigrationJob
-from agent.model.objects import Namespace, Node, Pod, PodDisruptionBudget, Workload
+from agent.model.objects import (
+    PV_KIND,
+    PVC_KIND,
+    Namespace,
+    Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    Pod,
+    PodDisruptionBudget,
+    Workload,
+)
 from agent.model.priorityclass import PriorityClass
 from agent.model.queue import Queue
 from agent.model.reservation import Reservation
@@ -29,6 +55,9 @@ PRIORITY_CLASSES = Resource(
 MIGRATION_JOBS = Resource(QOS_GROUP, QOS_VERSION, "podmigrationjobs", migration.KIND, False, True)
 RESERVATIONS = Resource(QOS_GROUP, QOS_VERSION, "reservations", reservation.KIND, False, True)
 QUEUES = Resource(QOS_GROUP, QOS_VERSION, "queues", queue.KIND, False, True)
+#: The evictor filters: is a pod's claim bound to a volume tied to its node?
+PERSISTENT_VOLUMES = Resource("", "v1", "persistentvolumes", PV_KIND, False, True)
+PERSISTENT_VOLUME_CLAIMS = Resource("", "v1", "persistentvolumeclaims", PVC_KIND, True, True)
 
 WORKLOADS = (DEPLOYMENTS, REPLICASETS, STATEFULSETS, JOBS)
 WATCHED: tuple[Resource, ...] = (
@@ -41,6 +70,8 @@ WATCHED: tuple[Resource, ...] = (
     MIGRATION_JOBS,
     RESERVATIONS,
     QUEUES,
+    PERSISTENT_VOLUMES,
+    PERSISTENT_VOLUME_CLAIMS,
 )
 #: Watched for the snapshot but not required before the leader acts: no cluster engine
 #: reads them today (budgets are enforced by the Eviction API itself; priorityClassName
@@ -48,6 +79,24 @@ WATCHED: tuple[Resource, ...] = (
 OPTIONAL = (PRIORITY_CLASSES, NAMESPACES, PDBS)
 #: Kinds that must have listed once before the leader acts.
 REQUIRED_KINDS = tuple(r.kind for r in WATCHED if r not in OPTIONAL)
+
+#: Watched for the policies' status and the cluster brake, each with its selector: the
+#: node policies and actions (raw: validated by the node agent's parsers), the agents'
+#: eviction Events, and the brake ConfigMap itself.
+STATUS_WATCHES: tuple[tuple[Resource, Selectors], ...] = (
+    (POLICIES, Selectors()),
+    (ACTIONS, Selectors()),
+    (EVENTS, Selectors(field_selector=EVENT_SELECTOR)),
+    (CONFIGMAPS, Selectors(namespace=NAMESPACE, field_selector=f"metadata.name={BRAKE_CONFIGMAP}")),
+)
+#: Every watch of the controller.
+WATCHES: tuple[tuple[Resource, Selectors], ...] = (
+    *((r, Selectors()) for r in WATCHED),
+    *STATUS_WATCHES,
+)
+#: Must have listed before policy statuses are written / the brake is decided.
+POLICY_KINDS = (POLICIES.kind, ACTIONS.kind, NODES.kind)
+BRAKE_KINDS = (EVENTS.kind, CONFIGMAPS.kind, NODES.kind)
 
 
 T = TypeVar("T")
@@ -73,5 +122,9 @@ def snapshot(cache: Cache) -> ObjectStore:
     store.queues = _records(cache, QUEUES, Queue)
     store.priority_classes = {
         pc.name: pc.value for pc in _records(cache, PRIORITY_CLASSES, PriorityClass)
+    }
+    store.volumes = {v.name: v for v in _records(cache, PERSISTENT_VOLUMES, PersistentVolume)}
+    store.claims = {
+        c.key: c for c in _records(cache, PERSISTENT_VOLUME_CLAIMS, PersistentVolumeClaim)
     }
     return store

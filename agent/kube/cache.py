@@ -8,7 +8,9 @@ parse is left out of the records and listed under ``invalid`` with the error, lo
 per distinct error; every other object keeps working.
 
 Readers get a change counter and can block until it moves (``wait_for_change``), and an
-``api_reachable`` flag that the reflectors keep up to date.
+``api_reachable`` flag that the reflectors keep up to date. For the kinds named in
+``keep_raw`` the slim manifests are kept beside the records (``raws``): the node agent
+saves them, to start from them when the API server is down.
 """
 
 from __future__ import annotations
@@ -50,8 +52,15 @@ def slim(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class Cache:
-    def __init__(self, parsers: Mapping[str, Parser] = DEFAULT_PARSERS, logger: Any = None) -> None:
+    def __init__(
+        self,
+        parsers: Mapping[str, Parser] = DEFAULT_PARSERS,
+        logger: Any = None,
+        keep_raw: Iterable[str] = (),
+    ) -> None:
         self.parsers = dict(parsers)
+        self.keep_raw = frozenset(keep_raw)
+        self._raw: dict[str, dict[str, Mapping[str, Any]]] = {}
         self.log = logger or structlog.get_logger("waterline.kube.cache")
         self._cond = threading.Condition()
         self._records: dict[str, dict[str, object]] = {}
@@ -66,11 +75,14 @@ class Cache:
         """A fresh list: objects missing from it are deleted."""
         parsed: dict[str, object] = {}
         invalid: dict[str, str] = {}
+        raws: dict[str, Mapping[str, Any]] = {}
         for obj in items:
             key = object_key(obj)
             record, error = self._parse(kind, obj)
             if error is None:
                 parsed[key] = record
+                if kind in self.keep_raw:
+                    raws[key] = slim(obj)
             else:
                 invalid[key] = error
         with self._cond:
@@ -80,6 +92,8 @@ class Cache:
                     self._log_invalid(kind, key, error)
             self._records[kind] = parsed
             self._invalid[kind] = invalid
+            if kind in self.keep_raw:
+                self._raw[kind] = raws
             self._synced.add(kind)
             self._changed(kind)
 
@@ -93,14 +107,19 @@ class Cache:
         with self._cond:
             records = self._records.setdefault(kind, {})
             invalid = self._invalid.setdefault(kind, {})
+            raws = self._raw.setdefault(kind, {})
             if event_type == "DELETED":
                 records.pop(key, None)
                 invalid.pop(key, None)
+                raws.pop(key, None)
             elif error is None:
                 records[key] = record
                 invalid.pop(key, None)
+                if kind in self.keep_raw:
+                    raws[key] = slim(obj)
             else:
                 records.pop(key, None)
+                raws.pop(key, None)
                 if invalid.get(key) != error:
                     self._log_invalid(kind, key, error)
                 invalid[key] = error
@@ -122,6 +141,11 @@ class Cache:
     def records(self, kind: str) -> list[object]:
         with self._cond:
             return list(self._records.get(kind, {}).values())
+
+    def raws(self, kind: str) -> list[Mapping[str, Any]]:
+        """The slim manifests of a ``keep_raw`` kind's valid objects."""
+        with self._cond:
+            return list(self._raw.get(kind, {}).values())
 
     def get(self, kind: str, key: str) -> object | None:
         with self._cond:

@@ -6,6 +6,13 @@ and seconds of CPU). Authentication, TLS, exec plugins and token refresh stay th
 client's. Every request carries a client-side timeout; urllib3's own retries are off so
 that our backoff (with jitter) is the only retry policy.
 
+Two optional guards travel with a ``KubeApi``: its program's ``AccessTable``
+(``agent.kube.access``: an undeclared call is refused before it is sent), and a time
+bound (``bounded``): every request of a bounded API times out on the client when the
+bound is up *and* carries the API server's own ``timeout`` parameter, so the server
+abandons (does not commit) a write it could not finish in time. The controller bounds
+each leader write by the time left before its renew deadline.
+
 ``kubernetes.client`` is imported here, lazily, when an API is built.
 """
 
@@ -15,10 +22,13 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import InvalidObject
 from agent.kube.errors import KubeError, api_errors
+
+if TYPE_CHECKING:
+    from agent.kube.access import AccessTable
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -50,9 +60,25 @@ class ClientArgs:
 class KubeApi:
     """Raw JSON requests against one API server. Thread-safe (urllib3 pool)."""
 
-    def __init__(self, api_client: Any, args: ClientArgs | None = None) -> None:
+    def __init__(
+        self,
+        api_client: Any,
+        args: ClientArgs | None = None,
+        access: AccessTable | None = None,
+        bound: float | None = None,
+    ) -> None:
         self.api_client = api_client
         self.args = (args or ClientArgs()).validate()
+        self.access = access
+        #: Seconds every request of this API may take, client and server side (None: the
+        #: client's timeouts only).
+        self.bound = bound
+
+    def bounded(self, seconds: float) -> KubeApi:
+        """The same connection, every request of which ends within ``seconds``."""
+        if seconds <= 0:
+            raise ValueError(f"a time bound must be > 0, got {seconds}")
+        return KubeApi(self.api_client, self.args, self.access, seconds)
 
     @property
     def host(self) -> str:
@@ -67,9 +93,15 @@ class KubeApi:
         content_type: str,
         timeout: tuple[float, float] | None,
     ) -> Any:
+        if self.access is not None:
+            self.access.check(method, path, query or ())
         headers = {"Accept": JSON}
         if body is not None:
             headers["Content-Type"] = content_type
+        if self.bound is not None and timeout is None:
+            # The server's own deadline (Go duration) keeps it from committing late.
+            query = [*(query or ()), ("timeout", f"{max(1, int(self.bound * 1000))}ms")]
+            timeout = (min(self.args.connect_timeout, self.bound), self.bound)
         with api_errors():
             return self.api_client.call_api(
                 path,
@@ -123,6 +155,7 @@ def build_api(
     kubeconfig: str | None = None,
     context: str | None = None,
     args: ClientArgs | None = None,
+    access: AccessTable | None = None,
 ) -> KubeApi:
     """An API from a kubeconfig path, else in-cluster config (service account), else
     ``$KUBECONFIG`` / ``~/.kube/config``."""
@@ -144,7 +177,7 @@ def build_api(
     configuration.connection_pool_maxsize = args.pool_size
     api_client = client.ApiClient(configuration)
     api_client.user_agent = "waterline/0.1.0"
-    return KubeApi(api_client, args)
+    return KubeApi(api_client, args, access)
 
 
 class WatchStream:

@@ -26,12 +26,16 @@ class KubeError(WaterlineError):
         status: int = 0,
         reason: str = "",
         causes: tuple[Mapping[str, Any], ...] = (),
+        retry_after: float | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status = status or type(self).status
         self.reason = reason
         self.causes = causes
+        #: Seconds the server asked to wait (``Retry-After``, or the Status's
+        #: ``details.retryAfterSeconds``), when it said.
+        self.retry_after = retry_after
 
     def has_cause(self, reason: str) -> bool:
         """StatusCause.type (``reason`` in older servers) equals ``reason``."""
@@ -103,7 +107,28 @@ _BY_STATUS: dict[int, type[KubeError]] = {
 }
 
 
-def from_status(status: int, body: object = None, fallback: str = "") -> KubeError:
+def _seconds(value: object) -> float | None:
+    """A Retry-After value in seconds (the HTTP-date form is not used by the API server)."""
+    try:
+        seconds = float(str(value).strip())
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None
+
+
+def retry_after_header(headers: object) -> float | None:
+    """``Retry-After`` from a response's headers (any mapping, case-insensitive)."""
+    if headers is None or not hasattr(headers, "items"):
+        return None
+    for name, value in headers.items():
+        if str(name).lower() == "retry-after":
+            return _seconds(value)
+    return None
+
+
+def from_status(
+    status: int, body: object = None, fallback: str = "", retry_after: float | None = None
+) -> KubeError:
     """Build the exception for an HTTP status and a (possibly) metav1.Status body."""
     payload: Any = body
     if isinstance(body, bytes | bytearray):
@@ -121,8 +146,11 @@ def from_status(status: int, body: object = None, fallback: str = "") -> KubeErr
         details = payload.get("details")
         if isinstance(details, dict) and isinstance(details.get("causes"), list):
             causes = tuple(c for c in details["causes"] if isinstance(c, dict))
+        wait = details.get("retryAfterSeconds") if isinstance(details, dict) else None
+        if retry_after is None and wait is not None:
+            retry_after = _seconds(wait)
     cls = _BY_STATUS.get(status) or (KubeServerError if status >= 500 else KubeError)
-    return cls(message, status=status, reason=reason, causes=causes)
+    return cls(message, status=status, reason=reason, causes=causes, retry_after=retry_after)
 
 
 def translate(exc: BaseException) -> KubeError | None:
@@ -136,7 +164,12 @@ def translate(exc: BaseException) -> KubeError | None:
     if is_api_exception and isinstance(status, int):
         if status == 0:
             return KubeUnreachable(str(getattr(exc, "reason", "") or exc))
-        return from_status(status, getattr(exc, "body", None), str(getattr(exc, "reason", "")))
+        return from_status(
+            status,
+            getattr(exc, "body", None),
+            str(getattr(exc, "reason", "")),
+            retry_after_header(getattr(exc, "headers", None)),
+        )
     import urllib3.exceptions
 
     if isinstance(exc, urllib3.exceptions.HTTPError | OSError | TimeoutError):

@@ -4,8 +4,9 @@ The API server's answers are outcomes, not failures: 201 evicted; 429 with a
 DisruptionBudget cause = a budget refused, try the next candidate; 404 = already gone,
 counts as released; 409 on our uid precondition = the pod we meant is gone (a new pod took
 its name), also released; 500 = the pod has several budgets (the API refuses those), or a
-real server error: reported and skipped. Network failures are ``failed`` as well: the
-caller skips the pod this round and the backoff lives in the reflectors.
+real server error. Those, a throttling 429 and network failures (timeouts included) are
+``failed``, with the server's ``Retry-After`` when it gave one: the node agent ends its
+eviction round on the first and backs off (``executors.limits``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class EvictionOutcome:
     result: EvictionResult
     message: str = ""
     status: int = 0
+    retry_after: float | None = None
 
 
 def eviction_body(
@@ -57,15 +59,15 @@ def evict(
     except KubeTooManyRequests as err:
         # A budget refusal carries a DisruptionBudget cause; a 429 without one is API
         # throttling. Either way this pod is skipped this round.
-        return EvictionOutcome(
-            BLOCKED if err.has_cause("DisruptionBudget") else FAILED, _detail(err), 429
-        )
+        if err.has_cause("DisruptionBudget"):
+            return EvictionOutcome(BLOCKED, _detail(err), 429)
+        return EvictionOutcome(FAILED, _detail(err), 429, err.retry_after)
     except KubeNotFound as err:
         return EvictionOutcome(GONE, err.message, 404)
     except KubeConflict as err:
         return EvictionOutcome(GONE, err.message, 409)
     except KubeError as err:
-        return EvictionOutcome(FAILED, err.message, err.status)
+        return EvictionOutcome(FAILED, err.message, err.status, err.retry_after)
     return EvictionOutcome(EVICTED, "", 201)
 
 

@@ -11,7 +11,10 @@ The protocol is client-go's:
 * a follower takes the lease only when its holder has not renewed it for
   ``leaseDurationSeconds``, measured on the follower's own clock from the moment it saw
   the lease change (so no clock skew between machines matters), or at once when the
-  holder released it (empty holder);
+  holder released it (empty holder). "The moment it saw" is the clock read *after* the
+  GET returned, as client-go does: the answer may describe a renewal made at any time
+  during a slow GET, so a clock read before it could expire the lease up to the GET's
+  duration early (a 6.9 s GET gave two leaders for 1.5 s);
 * ``leaseTransitions`` counts holder changes; ``acquireTime`` is kept while renewing;
 * the leader renews every ``retry_period``; if no renewal has succeeded for
   ``renew_deadline`` (shorter than the lease duration) it stops leading, so it stops
@@ -27,7 +30,9 @@ move in step while every bound above still holds: a follower takes over within
 
 ``step`` is the whole state machine (one attempt at a given clock reading, returning the
 delay to the next); clock, sleep and randomness are injected, so tests drive several
-electors on a fake clock over ``MemoryLeases``, and the real ones over HTTP.
+electors on a fake clock over ``MemoryLeases``, and the real ones over HTTP. ``run``
+survives every exception (logged, backed off, reported to the ``ThreadBoard`` as
+failing), so leadership never ends because of a bug in one attempt.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import structlog
 from agent.errors import InvalidObject
 from agent.kube.client import KubeApi
 from agent.kube.errors import KubeConflict, KubeError, KubeNotFound, KubeUnreachable
+from agent.kube.health import ThreadBoard
 from agent.kube.resources import LEASES
 
 
@@ -190,6 +196,7 @@ class LeaderElector:
         on_started_leading: Callable[[], None] | None = None,
         on_stopped_leading: Callable[[], None] | None = None,
         logger: Any = None,
+        board: ThreadBoard | None = None,
     ) -> None:
         if not identity:
             raise InvalidObject("LeaderElector", name, "identity", "must be non-empty")
@@ -213,6 +220,10 @@ class LeaderElector:
         self.observed_duration = 0.0
         self.last_renew = 0.0  # clock() at the start of the last successful renewal
         self._failing: str | None = None
+        self.board = board
+        self.thread_name = "elector"
+        if board is not None:
+            board.register(self.thread_name)
 
     # -- queries ------------------------------------------------------------------------
     def is_leader(self, now: float | None = None) -> bool:
@@ -224,6 +235,13 @@ class LeaderElector:
     @property
     def deadline(self) -> float:
         return self.last_renew + self.args.renew_deadline
+
+    def time_left(self, now: float | None = None) -> float:
+        """Seconds until leadership ends unless renewed (<= 0 when not leading): what a
+        leader's write may take at most."""
+        now = self.clock() if now is None else now
+        with self.lock:
+            return self.deadline - now if self.leading.is_set() else 0.0
 
     # -- the state machine --------------------------------------------------------------
     def step(self, now: float | None = None) -> float:
@@ -251,8 +269,12 @@ class LeaderElector:
                 self._stop_leading("renew deadline passed without a successful renewal")
 
     def _try_acquire_or_renew(self, now: float) -> bool:
+        """``now`` is the clock before the GET: a renewal counts from then (the leader's
+        deadline errs early); what the GET shows counts from after it returned (a
+        follower's view of the expiry errs late). Both errors keep one leader."""
         try:
             raw = self.backend.get()
+            seen = max(now, self.clock())
             stamp = micro_time(self.wall())
             if raw is None:
                 created = self.backend.create(self._fresh_lease(stamp))
@@ -262,9 +284,9 @@ class LeaderElector:
             spec = raw.get("spec") or {}
             holder = str(spec.get("holderIdentity") or "")
             with self.lock:
-                self._observe(raw, now)
+                self._observe(raw, seen)
                 mine = holder == self.identity
-                if holder and not mine and now < self.observed_time + self.observed_duration:
+                if holder and not mine and seen < self.observed_time + self.observed_duration:
                     self._ok()
                     return False  # held by another candidate and not expired
             lease = copy.deepcopy(raw)
@@ -332,16 +354,20 @@ class LeaderElector:
             if self.on_stopped:
                 self.on_stopped()
 
-    def _failed(self, err: KubeError) -> None:
-        fault = f"{type(err).__name__}: {err.message}"
+    def _failed(self, err: Exception) -> None:
+        fault = f"{type(err).__name__}: {getattr(err, 'message', None) or err}"
         if self._failing is None:
             self.log.warning("lease request failed", error=fault)
         self._failing = fault
+        if self.board is not None:
+            self.board.failed(self.thread_name, fault)
 
     def _ok(self) -> None:
         if self._failing is not None:
             self.log.info("lease requests work again", after=self._failing)
             self._failing = None
+        if self.board is not None:
+            self.board.beat(self.thread_name)
 
     # -- shutdown -----------------------------------------------------------------------
     def release(self) -> bool:
@@ -380,11 +406,21 @@ class LeaderElector:
         watchdog.start()
         try:
             while not stop.is_set():
-                delay = self.step()
-                stop.wait(delay)
+                stop.wait(self._guarded_step())
         finally:
             self.release()
             watchdog.join(1.0)
+
+    def _guarded_step(self) -> float:
+        """``step``, surviving anything: an unexpected error is logged with its traceback,
+        reported as failing, and the next attempt comes after a retry period (the
+        watchdog still stops leadership at the deadline meanwhile)."""
+        try:
+            return self.step()
+        except Exception as err:
+            self.log.exception("leader election attempt failed unexpectedly")
+            self._failed(err)
+            return self.args.retry_period
 
     def _watch_deadline(self, stop: threading.Event) -> None:
         while not stop.is_set():

@@ -4,7 +4,11 @@ the QoS policies and actions, from a cache fed by six watches.
 Pods are watched with ``fieldSelector=spec.nodeName=<node>`` and the node with
 ``metadata.name=<node>``, so an agent holds about 250 pods, not the cluster's 150,000.
 Namespaces (for scope selectors), PodDisruptionBudgets and the two cluster-scoped CRs are
-small and watched whole.
+small and watched whole. A seventh watch follows the cluster brake, the ConfigMap
+``waterline-brake`` in Waterline's namespace that the controller sets to pause every
+agent's evictions. It does not hold back readiness (throttling needs no brake), but
+evictions wait until it has listed once: an agent that may not read it (RBAC) keeps
+evictions paused and its watch says why in the log, once.
 """
 
 from __future__ import annotations
@@ -13,18 +17,34 @@ import random
 from collections.abc import Mapping
 from typing import Any, cast
 
+from agent.defaults import BRAKE_CONFIGMAP, NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
-from agent.kube.resources import ACTIONS, NAMESPACES, NODES, PDBS, PODS, POLICIES, Resource
+from agent.kube.resources import (
+    ACTIONS,
+    CONFIGMAPS,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    POLICIES,
+    Resource,
+)
 from agent.kube.watching import Informers, WatchArgs, start_watches
 from agent.model.objects import Namespace, Node, Pod, PodDisruptionBudget
 from agent.model.store import ObjectStore
 
 NODE_KINDS = (PODS.kind, NODES.kind, NAMESPACES.kind, PDBS.kind, POLICIES.kind, ACTIONS.kind)
+#: The ConfigMap of the cluster brake and its keys (the controller writes them).
+BRAKE_NAME = BRAKE_CONFIGMAP
+BRAKE_PAUSED = "evictionsPaused"
+BRAKE_REASON = "reason"
+#: Kinds whose manifests the view keeps, to save them (policies and actions are raw).
+SAVED_KINDS = (NODES.kind, PODS.kind, NAMESPACES.kind)
 
 
-def node_watches(node_name: str) -> list[tuple[Resource, Selectors]]:
+def node_watches(node_name: str, namespace: str = NAMESPACE) -> list[tuple[Resource, Selectors]]:
     return [
         (PODS, Selectors(field_selector=f"spec.nodeName={node_name}")),
         (NODES, Selectors(field_selector=f"metadata.name={node_name}")),
@@ -32,15 +52,25 @@ def node_watches(node_name: str) -> list[tuple[Resource, Selectors]]:
         (PDBS, Selectors()),
         (POLICIES, Selectors()),
         (ACTIONS, Selectors()),
+        (CONFIGMAPS, Selectors(namespace=namespace, field_selector=f"metadata.name={BRAKE_NAME}")),
     ]
+
+
+def brake_reason(configmap: Mapping[str, Any] | None) -> str | None:
+    """Why evictions are paused, when the brake ConfigMap says they are; else None."""
+    data = (configmap or {}).get("data")
+    if not isinstance(data, Mapping) or data.get(BRAKE_PAUSED) != "true":
+        return None
+    return str(data.get(BRAKE_REASON) or "the cluster brake is set")
 
 
 class NodeView:
     """Read-only snapshot accessors over the cache; every call returns fresh lists."""
 
-    def __init__(self, cache: Cache, node_name: str) -> None:
+    def __init__(self, cache: Cache, node_name: str, namespace: str = NAMESPACE) -> None:
         self.cache = cache
         self.node_name = node_name
+        self.namespace = namespace
 
     def pods(self) -> list[Pod]:
         pods = cast(list[Pod], self.cache.records(PODS.kind))
@@ -62,6 +92,23 @@ class NodeView:
 
     def actions(self) -> list[Mapping[str, Any]]:
         return _by_name(self.cache.records(ACTIONS.kind))
+
+    def brake(self) -> str | None:
+        """The cluster brake's reason while it is set (evictions paused), else None.
+        Until its watch has listed once the brake is unknown, which pauses evictions too:
+        an agent never evicts on a start that has not read the brake yet."""
+        if not self.cache.synced((CONFIGMAPS.kind,)):
+            return f"the cluster brake (ConfigMap {self.namespace}/{BRAKE_NAME}) is not read yet"
+        raw = self.cache.get(CONFIGMAPS.kind, f"{self.namespace}/{BRAKE_NAME}")
+        return brake_reason(cast("Mapping[str, Any] | None", raw))
+
+    def manifests(self) -> list[Mapping[str, Any]]:
+        """The node, its pods, the namespaces, policies and actions as slim manifests:
+        what a restarted agent needs to act before the API server answers."""
+        out: list[Mapping[str, Any]] = []
+        for kind in SAVED_KINDS:
+            out.extend(self.cache.raws(kind))
+        return out + self.policies() + self.actions()
 
     def invalid(self) -> dict[str, dict[str, str]]:
         """Objects that did not parse, by kind then key, with the error."""
@@ -103,8 +150,14 @@ def _by_name(items: list[object]) -> list[Mapping[str, Any]]:
 
 
 def start_node_view(
-    api: KubeApi, node_name: str, args: WatchArgs | None = None, rng: random.Random | None = None
+    api: KubeApi,
+    node_name: str,
+    args: WatchArgs | None = None,
+    rng: random.Random | None = None,
+    namespace: str = NAMESPACE,
 ) -> tuple[NodeView, Informers]:
-    """Start the six watches of one node's agent; stop them with ``informers.stop()``."""
-    cache = Cache()
-    return NodeView(cache, node_name), start_watches(api, cache, node_watches(node_name), args, rng)
+    """Start the watches of one node's agent (``namespace``: Waterline's, where the brake
+    ConfigMap lives); stop them with ``informers.stop()``."""
+    cache = Cache(keep_raw=SAVED_KINDS)
+    watches = node_watches(node_name, namespace)
+    return NodeView(cache, node_name, namespace), start_watches(api, cache, watches, args, rng)

@@ -47,13 +47,26 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False, True)
 EVENTS = Resource("", "v1", "events", "Event", True)
 PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap", True)
 POLICIES = Resource(
     QOS_GROUP, QOS_VERSION, "nodeqosensurancepolicies", "NodeQOSEnsurancePolicy", False, True
 )
 ACTIONS = Resource(QOS_GROUP, QOS_VERSION, "avoidanceactions", "AvoidanceAction", False, True)
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True, True)
 
 #: Everything the adapter and the dev server know by default.
-KNOWN: tuple[Resource, ...] = (PODS, NODES, NAMESPACES, EVENTS, PDBS, LEASES, POLICIES, ACTIONS)
+KNOWN: tuple[Resource, ...] = (
+    PODS,
+    NODES,
+    NAMESPACES,
+    EVENTS,
+    PDBS,
+    LEASES,
+    CONFIGMAPS,
+    POLICIES,
+    ACTIONS,
+    DAEMONSETS,
+)
 
 
 def by_kind(kind: str) -> Resource:

@@ -3,9 +3,12 @@
 List once, then watch from the list's resourceVersion with bookmarks, resuming from the
 last seen version whenever a watch ends (server timeout, dropped connection, malformed
 line). A 410 Gone (version compacted) relists at once; a relist deletes what vanished.
-Any other failure waits with exponential backoff and jitter, then retries. Every fault is
-logged once when it starts and once when it ends (not per retry), and a transient one
-marks the API unreachable in the cache until a request succeeds again.
+Any other failure waits with exponential backoff and jitter, then retries: an API error,
+and any other exception too (a bug in handling one object must not end the thread while
+liveness stays green; it is logged with its traceback). Every fault is logged once when it
+starts and once when it ends (not per retry), a transient one marks the API unreachable
+in the cache until a request succeeds again, and each reflector reports to the
+``ThreadBoard`` (``/healthz``) as ok or failing.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from agent.kube.cache import Cache
 from agent.kube.client import KubeApi, WatchStream
 from agent.kube.errors import KubeError, KubeGone, from_status
 from agent.kube.fetching import Selectors, list_objects
+from agent.kube.health import ThreadBoard
 from agent.kube.resources import Resource
 
 
@@ -75,6 +79,7 @@ class Reflector:
         args: WatchArgs | None = None,
         rng: random.Random | None = None,
         logger: Any = None,
+        board: ThreadBoard | None = None,
     ) -> None:
         self.api = api
         self.resource = resource
@@ -89,6 +94,10 @@ class Reflector:
         self._fault: str | None = None
         self._stream: WatchStream | None = None
         self._stopped = threading.Event()
+        self.board = board
+        self.thread_name = f"watch-{self.name.rstrip('?')}"
+        if board is not None:
+            board.register(self.thread_name)
 
     # -- the loop -----------------------------------------------------------------------
     def run(
@@ -114,6 +123,13 @@ class Reflector:
                 if stop.is_set() or self._stopped.is_set():
                     return
                 self._failed(err)
+                wait(self.backoff.next())
+            except Exception as err:  # a bug must not end the thread: log, back off, retry
+                if stop.is_set() or self._stopped.is_set():
+                    return
+                self.log.exception("watch failed unexpectedly, retrying with backoff")
+                self._failed(KubeError(f"{type(err).__name__}: {err}"), logged=True)
+                self.resource_version = ""  # start over from a fresh list
                 wait(self.backoff.next())
 
     def step(self, stop: threading.Event | None = None) -> None:
@@ -183,20 +199,24 @@ class Reflector:
         if version:
             self.resource_version = version
 
-    def _failed(self, err: KubeError) -> None:
+    def _failed(self, err: KubeError, logged: bool = False) -> None:
         fault = f"{type(err).__name__}: {err.message}"
-        if self._fault is None:
+        if self.board is not None:
+            self.board.failed(self.thread_name, fault)
+        if self._fault is None and not logged:
             self.log.warning("watch failed, retrying with backoff", error=fault, status=err.status)
-        elif fault != self._fault:
+        elif fault != self._fault and not logged:
             self.log.debug("watch still failing", error=fault, status=err.status)
         self._fault = fault
-        if err.transient:
+        if err.transient or logged:
             self.cache.set_reachable(self.name, False)
 
     def _ok(self) -> None:
         if self._fault is not None:
             self.log.info("watch recovered", after=self._fault)
             self._fault = None
+        if self.board is not None:
+            self.board.beat(self.thread_name)
         self.cache.set_reachable(self.name, True)
 
 
@@ -213,11 +233,13 @@ class Informers:
             thread = threading.Thread(
                 target=reflector.run,
                 args=(self.stopping,),
-                name=f"watch-{reflector.resource.plural}",
+                name=reflector.thread_name,
                 daemon=True,
             )
             thread.start()
             self.threads.append(thread)
+            if reflector.board is not None:  # its liveness is the thread's own
+                reflector.board.register(reflector.thread_name, thread)
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -234,11 +256,13 @@ def start_watches(
     watches: list[tuple[Resource, Selectors]],
     args: WatchArgs | None = None,
     rng: random.Random | None = None,
+    board: ThreadBoard | None = None,
 ) -> Informers:
     """One reflector thread per (resource, selectors), all feeding ``cache``; each gets
     its own random stream so their watch timeouts and backoffs spread out."""
     rng = rng or random.Random()
     reflectors = [
-        Reflector(api, res, cache, sel, args, random.Random(rng.random())) for res, sel in watches
+        Reflector(api, res, cache, sel, args, random.Random(rng.random()), board=board)
+        for res, sel in watches
     ]
     return Informers(reflectors).start()

@@ -2,7 +2,8 @@
 
 Every refusal has one shape, ``<Kind> <name>: <field path> <problem>, got <value>``
 (``config arbitration: maxMigratingPerNode must be >= 1, got 0``, ``PodMigrationJob j-1:
-spec.ttl must be a duration like "300s", "5m" or "1h30m", got 'soon'``), so an operator
+spec.ttl must be a duration like "300s", "5m", "1h30m" or a number of seconds, got
+'soon'``), so an operator
 finds the offending line whichever engine or object refused it. A ``Fields`` knows the
 object (kind, name) and where in it the fields sit (``prefix``); its checks take the value,
 so they serve a parser reading a dict and a ``validate()`` re-checking a dataclass alike.
@@ -20,7 +21,8 @@ from agent.errors import InvalidObject
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION_SHAPE = 'must be a duration like "300s", "5m" or "1h30m"'
+_DURATION_SHAPE = 'must be a duration like "300s", "5m", "1h30m" or a number of seconds'
+_BARE_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 
 
 def problem(text: str, value: object) -> str:
@@ -40,43 +42,30 @@ def is_integer(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def parse_duration(value: object, *, bare_numbers: bool = False) -> float:
-    """Seconds from a number of seconds or a Go/metav1.Duration string (``"90s"``,
-    ``"1h30m"``, ``"250ms"``). Raises ValueError ending in ``, got <value>``.
-
-    ``bare_numbers`` is the Reservation's (and defrag's coolDownTime's) reading, kept as
-    it was: a unitless string (``"90"``, ``"0"``) is seconds and ``""`` is 0; without it
-    (PodMigrationJob ``spec.ttl``) a string needs units and a number must be finite.
-    Issue 11 will make ``ttl: "0"`` mean one thing for every kind; until then the two
-    readings differ only by this flag.
+def parse_duration(value: object) -> float:
+    """Seconds, from the one reading of every duration and TTL (PodMigrationJob and
+    Reservation ``spec.ttl``, defrag ``coolDownTime``): a number of seconds, a string of
+    seconds (``"0"``, ``"90"``, ``"1.5"``), or a Go/metav1.Duration string (``"90s"``,
+    ``"1h30m"``, ``"250ms"``). Finite and non-negative; ``""`` is refused. Whether 0
+    means "never expires" is the field's meaning, not the parser's (both TTLs: never).
+    Raises ValueError ending in ``, got <value>``.
     """
     if is_number(value):
-        seconds = float(value)
-        if bare_numbers:
-            return _non_negative(seconds, value, allow_inf=True)
-        return _non_negative(seconds, value, allow_inf=False)
-    if not isinstance(value, str) or not (value.strip() or bare_numbers):
+        return _finite_non_negative(float(value), value)
+    if not isinstance(value, str) or not value.strip():
         raise ValueError(problem(_DURATION_SHAPE, value))
     text = value.strip()
-    if bare_numbers:
-        if text in ("", "0"):
-            return 0.0
-        try:
-            seconds = float(text)
-        except ValueError:
-            pass
-        else:
-            if seconds == seconds and seconds >= 0:
-                return seconds
+    if _BARE_SECONDS.fullmatch(text):
+        return _finite_non_negative(float(text), value)
     parts = _DURATION_PART.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         raise ValueError(problem(_DURATION_SHAPE, value))
-    return _non_negative(sum(float(n) * _DURATION_UNIT[u] for n, u in parts), value, bare_numbers)
+    return _finite_non_negative(sum(float(n) * _DURATION_UNIT[u] for n, u in parts), value)
 
 
-def _non_negative(seconds: float, value: object, allow_inf: bool) -> float:
-    if seconds != seconds or seconds < 0 or (math.isinf(seconds) and not allow_inf):
-        raise ValueError(problem("must be a non-negative duration", value))
+def _finite_non_negative(seconds: float, value: object) -> float:
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(problem("must be a finite, non-negative duration", value))
     return seconds
 
 
@@ -151,9 +140,9 @@ class Fields:
             raise self.bad(key, "must be between 0 and 100", value)
         return float(value)
 
-    def duration(self, value: object, key: str, *, bare_numbers: bool = False) -> float:
+    def duration(self, value: object, key: str) -> float:
         try:
-            return parse_duration(value, bare_numbers=bare_numbers)
+            return parse_duration(value)
         except ValueError as err:
             raise InvalidObject(self.kind, self.name, self.at(key), str(err)) from None
 

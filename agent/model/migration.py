@@ -23,6 +23,8 @@ API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "PodMigrationJob"
 #: Written by the migrator when it evicts the job's pod.
 SOURCE_NODE_ANNOTATION = "migration.qos.waterline.io/source-node"
+#: Who made the job (``defrag`` for the drains of defragmentation).
+CREATED_BY_LABEL = "qos.waterline.io/created-by"
 
 # -- modes -------------------------------------------------------------------------------
 RESERVATION_FIRST = "ReservationFirst"
@@ -49,6 +51,10 @@ REASON_MAX_UNAVAILABLE_PER_WORKLOAD = "MaxUnavailablePerWorkload"
 REASON_SELECT_LIMIT = "SelectLimit"
 #: Another job of the same pod is Running or passed earlier in the round.
 REASON_POD_ALREADY_MIGRATING = "PodAlreadyMigrating"
+#: A workload of one replica, or whose unavailable limit equals its replicas.
+REASON_EXPECTED_REPLICAS = "ExpectedReplicas"
+#: maxMigratingTotal: the cluster-wide bound on Running jobs.
+REASON_MAX_MIGRATING_TOTAL = "MaxMigratingTotal"
 #: spec.paused: the job is left alone until it is unpaused.
 REASON_PAUSED = "Paused"
 # -- reasons: migration execution ---------------------------------------------------------
@@ -63,6 +69,16 @@ REASON_EVICTION_BLOCKED = "EvictionBlockedByPDB"
 REASON_WAIT_REPLACEMENT = "WaitForReplacementReady"
 REASON_COMPLETED = "MigrationCompleted"
 REASON_ABORTED_BY_USER = "AbortedByUser"
+#: The drain taint could not be set on the source: nothing is evicted without it.
+REASON_TAINT_FAILED = "FailedTaintNode"
+#: The placeholder pod that makes the reservation real could not be written.
+REASON_PLACEHOLDER_FAILED = "FailedPlaceholder"
+
+# -- the landing condition (status.conditions[type=LandedOnTarget]) -----------------------
+CONDITION_LANDED = "LandedOnTarget"
+REASON_LANDED_ON_TARGET = "LandedOnTarget"
+REASON_LANDED_ELSEWHERE = "LandedElsewhere"
+REASON_NO_TARGET = "NoTarget"
 
 @dataclass(frozen=True, slots=True)
 class PodMigrationJob:
@@ -89,6 +105,15 @@ class PodMigrationJob:
     #: metadata.annotations: what the migrator recorded when it started the job, and an
     #: operator's abort request.
     annotations: Mapping[str, str] = field(default_factory=dict)
+    #: metadata.resourceVersion: the precondition of a status decided on this record.
+    resource_version: str = ""
+    uid: str = ""
+    #: Label ``qos.waterline.io/created-by``: ``defrag`` marks a drain's job.
+    created_by: str = ""
+    #: status.targetNode: where the reservation's placeholder held room for the pod.
+    target_node: str = ""
+    #: status.landedNode: where the replacement ran when the job succeeded.
+    landed_node: str = ""
 
     @property
     def pod_key(self) -> str:
@@ -141,6 +166,8 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         ) from None
     annotations = meta.get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
+    labels = meta.get("labels")
+    labels = labels if isinstance(labels, dict) else {}
     return PodMigrationJob(
         name=name,
         pod_namespace=pod_namespace,
@@ -159,4 +186,9 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
         conditions=parse_conditions(status.get("conditions"), KIND, name),
         source_node=str(annotations.get(SOURCE_NODE_ANNOTATION) or ""),
         annotations={str(k): str(v) for k, v in annotations.items()},
+        resource_version=str(meta.get("resourceVersion") or ""),
+        uid=str(meta.get("uid") or ""),
+        created_by=str(labels.get(CREATED_BY_LABEL) or ""),
+        target_node=status_f.string(status.get("targetNode"), "targetNode"),
+        landed_node=status_f.string(status.get("landedNode"), "landedNode"),
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import Fields
 from agent.model.objects import (
     BEST_EFFORT,
     BURSTABLE,
@@ -28,6 +29,9 @@ ACTION_KIND = "AvoidanceAction"
 STRATEGIES = ("None", "Preview")
 DEFAULT_COOL_DOWN = 300
 DEFAULT_MAX_PRIORITY = 999_999
+MAX_PODS_PER_ROUND = 1000
+#: A pod with no controller owner is evicted only when annotated with this set to "true".
+EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +93,10 @@ class CpuThrottle:
 
 @dataclass(frozen=True, slots=True)
 class Eviction:
+    #: None: the pod's own grace period (the request sends none).
     termination_grace_period_seconds: int | None = None
+    #: At most this many evictions per round on a node (None: no per-round cap).
+    max_pods_per_round: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +123,14 @@ def never_candidate_reason(pod: Pod) -> str | None:
         return "system-critical priority"
     if pod.phase != "Running":
         return f"phase {pod.phase}"
+    return None
+
+
+def never_evicted_reason(pod: Pod) -> str | None:
+    """Why a candidate may be throttled (reversible) but never evicted: nothing would
+    recreate a pod with no controller owner, unless it is annotated evictable."""
+    if pod.controller is None and pod.annotations.get(EVICTABLE_ANNOTATION) != "true":
+        return f"no controller owner (annotate {EVICTABLE_ANNOTATION}: \"true\" to allow)"
     return None
 
 
@@ -169,6 +184,20 @@ def _selector(value: object, kind: str, name: str, path: str) -> LabelSelector:
         raise InvalidObject(kind, name, field_path, message or text) from None
 
 
+def _eviction(raw: object, fields: Fields) -> Eviction:
+    section = fields.mapping(raw)
+    grace = section.get("terminationGracePeriodSeconds")
+    most = section.get("maxPodsPerRound")
+    return Eviction(
+        termination_grace_period_seconds=None
+        if grace is None
+        else fields.integer(grace, "terminationGracePeriodSeconds", minimum=1),
+        max_pods_per_round=None
+        if most is None
+        else fields.integer(most, "maxPodsPerRound", minimum=1, maximum=MAX_PODS_PER_ROUND),
+    )
+
+
 def parse_action(raw: Mapping[str, Any]) -> Action:
     kind, name = ACTION_KIND, _name(raw)
     if not name:
@@ -188,12 +217,7 @@ def parse_action(raw: Mapping[str, Any]) -> Action:
         )
     eviction = None
     if spec.get("eviction") is not None:
-        ev = _mapping(spec.get("eviction"), kind, name, "spec.eviction")
-        grace = ev.get("terminationGracePeriodSeconds")
-        eviction = Eviction(
-            None if grace is None else _int(grace, kind, name,
-                                             "spec.eviction.terminationGracePeriodSeconds", 0, 0)
-        )
+        eviction = _eviction(spec.get("eviction"), Fields(kind, name, "spec.eviction."))
     if throttle is None and eviction is None:
         raise InvalidObject(kind, name, "spec", "must set throttle or eviction (or both)")
     scope_raw = _mapping(spec.get("scope"), kind, name, "spec.scope")

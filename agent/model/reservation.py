@@ -18,10 +18,16 @@ shape operators know from Koordinator::
       allocated: {cpu: "1"}         # already used by current owners
       currentOwners: [{namespace: default, name: web-0, uid: ...}]
       conditions: [{type: Ready, status: "True", reason: Available}]
+      placeholder: {namespace: waterline-system, name: ..., uid: ...}  # see below
 
 Only an Available, unexpired reservation bound to a node holds capacity, and what it holds
 is ``allocatable - allocated``: the owners' pods already count on the node by their own
 requests, so counting the whole reservation again would charge them twice.
+
+A reservation the migrator makes real with a *placeholder pod* (a pause container with the
+reserved requests, bound to the node: ``status.placeholder``) holds nothing by itself:
+the placeholder is a pod on the node and counts there like any pod, for the stock
+scheduler and kubelet as for our planners.
 """
 
 from __future__ import annotations
@@ -120,6 +126,8 @@ class Reservation:
     allocated: Resources = field(default_factory=dict)
     current_owners: tuple[ObjectRef, ...] = ()
     conditions: tuple[Condition, ...] = ()
+    #: status.placeholder as ``namespace/name`` ("" when no placeholder pod backs it).
+    placeholder: str = ""
 
     def owns(self, pod: Pod) -> bool:
         """May this pod use the reservation's capacity?"""
@@ -146,7 +154,13 @@ class Reservation:
         return self.phase
 
     def holds_capacity(self, now: float) -> bool:
-        return bool(self.node_name) and self.effective_phase(now) == AVAILABLE
+        """Bound, Available at ``now`` and not backed by a placeholder pod (which counts
+        on the node itself)."""
+        return (
+            bool(self.node_name)
+            and not self.placeholder
+            and self.effective_phase(now) == AVAILABLE
+        )
 
     def reserved(self) -> Resources:
         """What it holds for its owners: allocatable (else the template's request) minus
@@ -253,7 +267,7 @@ def _expiry(spec: Mapping[str, Any], f: Fields) -> tuple[float | None, float | N
             raise f.bad("spec.expires", "must be an RFC 3339 time", expires_raw) from None
     if ttl_raw is None:
         return DEFAULT_TTL_SECONDS, None
-    ttl = f.duration(ttl_raw, "spec.ttl", bare_numbers=True)
+    ttl = f.duration(ttl_raw, "spec.ttl")
     return (ttl or None), None
 
 
@@ -263,6 +277,9 @@ def _status_fields(status: Mapping[str, Any], f: Fields) -> dict[str, Any]:
     current = status.get("currentOwners") or []
     if not isinstance(current, list):
         raise f.bad("status.currentOwners", "must be a list", current)
+    placeholder = status.get("placeholder")
+    if placeholder is not None and not isinstance(placeholder, dict):
+        raise f.bad("status.placeholder", "must be a mapping with namespace and name", placeholder)
     try:
         return {
             "phase": phase,
@@ -273,11 +290,18 @@ def _status_fields(status: Mapping[str, Any], f: Fields) -> dict[str, Any]:
                 _ref(o, f"status.currentOwners[{i}]") for i, o in enumerate(current)
             ),
             "conditions": parse_conditions(status.get("conditions"), KIND, f.name),
+            "placeholder": _placeholder(placeholder),
         }
     except InvalidObject:
         raise
     except ValueError as err:
         raise InvalidObject(f.kind, f.name, *_split(err)) from None
+
+
+def _placeholder(raw: Mapping[str, Any] | None) -> str:
+    if not raw or not raw.get("name"):
+        return ""
+    return f"{_str(raw.get('namespace')) or 'default'}/{_str(raw['name'])}"
 
 
 def parse_reservation(raw: Mapping[str, Any]) -> Reservation:

@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent.errors import InvalidObject
+from agent.model.fields import Fields
 
 DEFAULT_EXT_CPU_RESOURCE = "qos.waterline.io/ext-cpu"
+#: The seconds every API call of one tick may take together (evictions, events, taint).
+DEFAULT_API_TIME_BUDGET = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class EvictionRateLimit:
+    """A token bucket per node: an eviction needs a whole token; ``per_minute`` tokens
+    come back per minute of sample time, up to ``burst``. ``per_minute`` 0 = no limit."""
+
+    per_minute: float = 10.0
+    burst: int = 5
+
+    @property
+    def enabled(self) -> bool:
+        return self.per_minute > 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,20 +32,62 @@ class AgentSettings:
     execute_excess_percent: float = 0.0
     #: The extended resource (in cores) that the extCpuUsage sorter looks at.
     ext_cpu_resource: str = DEFAULT_EXT_CPU_RESOURCE
+    eviction_rate_limit: EvictionRateLimit = field(default_factory=EvictionRateLimit)
+    #: Evictions paused on this node, as the controller's cluster brake does (a scenario
+    #: sets it; live, the brake ConfigMap is read besides it).
+    cluster_brake: bool = False
+    #: Seconds all API calls of one tick may take, so a slow API server never delays
+    #: the local throttling of the next tick by more than this.
+    api_time_budget_seconds: float = DEFAULT_API_TIME_BUDGET
 
 
-_FIELDS = {"executeExcessPercent", "extCpuResource"}
+_FIELDS = (
+    "executeExcessPercent",
+    "extCpuResource",
+    "evictionRateLimit",
+    "clusterBrake",
+    "apiTimeBudgetSeconds",
+)
 
 
-def parse_agent_settings(raw: Mapping[str, Any] | None, kind: str = "config", name: str = "agent") -> AgentSettings:
-    raw = raw or {}
-    unknown = sorted(set(raw) - _FIELDS)
-    if unknown:
-        raise InvalidObject(kind, name, unknown[0], f"unknown setting (known: {sorted(_FIELDS)})")
-    excess = raw.get("executeExcessPercent", 0)
-    if isinstance(excess, bool) or not isinstance(excess, (int, float)) or not 0 <= excess <= 100:
-        raise InvalidObject(kind, name, "executeExcessPercent", f"must be a number in 0..100, got {excess!r}")
-    resource = raw.get("extCpuResource", DEFAULT_EXT_CPU_RESOURCE)
-    if not isinstance(resource, str) or not resource:
-        raise InvalidObject(kind, name, "extCpuResource", f"must be a resource name, got {resource!r}")
-    return AgentSettings(float(excess), resource)
+def parse_agent_settings(
+    raw: Mapping[str, Any] | None, kind: str = "config", name: str = "agent", prefix: str = ""
+) -> AgentSettings:
+    """The settings; InvalidObject names the field (``agent.model.fields``' one format:
+    ``config agent: executeExcessPercent must be between 0 and 100, got 150``). ``prefix``
+    is where the section sits in its object (``agent.`` in a config file)."""
+    fields = Fields(kind, name, prefix)
+    raw = fields.mapping(raw)
+    fields.only(raw, _FIELDS)
+    excess = raw.get("executeExcessPercent")
+    resource = raw.get("extCpuResource")
+    if resource is not None and (not isinstance(resource, str) or not resource):
+        raise fields.bad("extCpuResource", "must be a resource name", resource)
+    brake = raw.get("clusterBrake")
+    budget = raw.get("apiTimeBudgetSeconds")
+    return AgentSettings(
+        execute_excess_percent=0.0
+        if excess is None
+        else fields.percent(excess, "executeExcessPercent"),
+        ext_cpu_resource=resource or DEFAULT_EXT_CPU_RESOURCE,
+        eviction_rate_limit=_rate_limit(raw.get("evictionRateLimit"), fields),
+        cluster_brake=False if brake is None else fields.boolean(brake, "clusterBrake"),
+        api_time_budget_seconds=DEFAULT_API_TIME_BUDGET
+        if budget is None
+        else fields.number(budget, "apiTimeBudgetSeconds", above=0),
+    )
+
+
+def _rate_limit(raw: object, fields: Fields) -> EvictionRateLimit:
+    section = fields.mapping(raw, "evictionRateLimit")
+    limit = fields.child("evictionRateLimit")
+    limit.only(section, ("perMinute", "burst"))
+    default = EvictionRateLimit()
+    per_minute = section.get("perMinute")
+    burst = section.get("burst")
+    return EvictionRateLimit(
+        per_minute=default.per_minute
+        if per_minute is None
+        else limit.number(per_minute, "perMinute", minimum=0),
+        burst=default.burst if burst is None else limit.integer(burst, "burst", minimum=1),
+    )

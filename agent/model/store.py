@@ -1,9 +1,9 @@
 """A snapshot of Kubernetes objects, indexed the ways the engines look them up.
 
 The same store is filled from a scenario's ``objects``, from the local debug mode's files
-and from the API adapter's caches. Core kinds and the cluster engines' custom resources
-(PodMigrationJob, Reservation, Queue, and PriorityClass) are parsed into frozen records
-once, where they enter (``RECORD_PARSERS``: the scenario loader here, the controller's watch
+and from the API adapter's caches. Core kinds (PersistentVolumes and their claims
+included) and the cluster engines' custom resources (PodMigrationJob, Reservation, Queue,
+and PriorityClass) are parsed into frozen records once, where they enter (``RECORD_PARSERS``: the scenario loader here, the controller's watch
 cache there); other kinds (the node policies) are kept as raw dicts under ``raw[kind]``.
 """
 
@@ -19,15 +19,21 @@ from agent.model import migration, priorityclass, queue, reservation
 from agent.model.fields import bad
 from agent.model.migration import PodMigrationJob, parse_pod_migration_job
 from agent.model.objects import (
+    PV_KIND,
+    PVC_KIND,
     WORKLOAD_KINDS,
     Namespace,
     Node,
+    PersistentVolume,
+    PersistentVolumeClaim,
     Pod,
     PodDisruptionBudget,
     Workload,
     parse_namespace,
     parse_node,
     parse_pdb,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
     parse_pod,
     parse_workload,
 )
@@ -49,6 +55,8 @@ RECORD_PARSERS: Mapping[str, Callable[[Mapping[str, Any]], object]] = {
     "Pod": parse_pod,
     "Namespace": parse_namespace,
     "PodDisruptionBudget": parse_pdb,
+    PV_KIND: parse_persistent_volume,
+    PVC_KIND: parse_persistent_volume_claim,
     **dict.fromkeys(WORKLOAD_KINDS, parse_workload),
     migration.KIND: parse_pod_migration_job,
     reservation.KIND: parse_reservation,
@@ -70,6 +78,9 @@ class ObjectStore:
     queues: list[Queue] = field(default_factory=list)
     #: PriorityClass name -> value.
     priority_classes: dict[str, int] = field(default_factory=dict)
+    #: PersistentVolumes by name and their claims by namespace/name (the evictor filters).
+    volumes: dict[str, PersistentVolume] = field(default_factory=dict)
+    claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)
     #: Every other kind, raw, in input order.
     raw: dict[str, list[Mapping[str, Any]]] = field(default_factory=lambda: defaultdict(list))
     #: Names seen per cluster-scoped kind (``add`` refuses a second object of one name).
@@ -115,6 +126,10 @@ class ObjectStore:
                 self.queues.append(self._unique(kind, record))
             case PriorityClass():
                 self.priority_classes[self._unique(kind, record).name] = record.value
+            case PersistentVolume():
+                self.volumes[record.name] = record
+            case PersistentVolumeClaim():
+                self.claims[record.key] = record
 
     def _unique(self, kind: str, record: N) -> N:
         """Custom resources and PriorityClasses are cluster-scoped: one object per name."""

@@ -1,16 +1,21 @@
-"""`waterline agent`: the node agent, in a cluster (the DaemonSet) or ``--local``.
+"""`waterline agent`: the node agent, in a cluster (the DaemonSet) or ``--local``; and
+`waterline agent release`, which hands every cap of the state file back by hand.
 
 Both modes run the same loop over the same collectors and the same CPU throttler; they
 differ in where the objects come from (the API server's watches, or ``--objects`` files)
 and in what an eviction is (the Eviction API, or a log line: there is no API server in
 local mode).
 
-Start-up and exit restore every pod a previous run left throttled (the quota state file):
-the in-memory rule hysteresis and caps died with that run, and a cap nobody remembers
-would never be raised again. If a rule still holds, it throttles again after its
-``avoidanceThreshold`` samples. Exiting (SIGTERM, Ctrl-C, ``--ticks`` done) restores too,
-so an uninstalled or stopped agent never leaves pods capped; only a kill -9 leaves caps
-behind, until the next start.
+Restarts resume, they do not reset (DESIGN.md "Executor" 7): a starting agent adopts the
+caps its state file names (``agent.node.resume``): they stay in force and are handed back
+through throttle-up when the node is cool, so a rolling update causes no burst of
+interference. Caps are released all at once only:
+
+* in a cluster, when the agent stops (SIGTERM, SIGHUP, SIGINT, ``--ticks`` done) and finds
+  its own DaemonSet gone or being deleted: the agent is being uninstalled. When the API
+  does not answer, the caps are kept (the next agent adopts them; ``release`` by hand);
+* in local mode, on every exit;
+* by ``waterline agent release`` (stop the agent first: a running one would cap again).
 """
 
 from __future__ import annotations
@@ -28,24 +33,45 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import yaml
 
-from agent.defaults import CGROUP_ROOT, NODE_NAME_ENV, PROC_ROOT, STATE_DIR
+from agent.defaults import (
+    AGENT_DAEMONSET,
+    CGROUP_ROOT,
+    NAMESPACE,
+    NODE_NAME_ENV,
+    POD_NAMESPACE_ENV,
+    PROC_ROOT,
+    STATE_DIR,
+)
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.metrics import DEFAULT_ADDR, AgentMetrics, Health, MetricsServer
+from agent.model.fields import bad
 from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
 from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
 from agent.node.publish import MetricsPublisher
+from agent.node.resume import Resume
 from agent.node.sampling import NODE_CPU_SOURCES, CountingLog, HostCollector
 from agent.node.tick import NodeBrain
 from executors.actuators import CpuThrottler, Evictor
+from executors.cgroup_throttle import CgroupThrottler
 
 if TYPE_CHECKING:
     from agent.kube.watching import WatchArgs
 
 
+RELEASE = "release"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "verb",
+        nargs="?",
+        choices=[RELEASE],
+        help="release: write back the original CPU quota of every container the state "
+        "file names, and forget them (stop the agent first); none: run the agent",
+    )
     parser.add_argument(
         "--local",
         action="store_true",
@@ -132,6 +158,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="in a cluster: kubeconfig (default: the service account, else $KUBECONFIG)",
     )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get(POD_NAMESPACE_ENV) or NAMESPACE,
+        help=f"Waterline's namespace: the cluster brake ConfigMap and the agent's DaemonSet "
+        f"live there (default: ${POD_NAMESPACE_ENV}, else %(default)s)",
+    )
+    parser.add_argument(
+        "--daemonset",
+        default=AGENT_DAEMONSET,
+        help="the agent's own DaemonSet: when it is gone or being deleted as the agent stops, "
+        "the agent is being uninstalled and releases every cap (default %(default)s)",
+    )
 
 
 @dataclass
@@ -144,16 +182,37 @@ class Agent:
     health: Health
     server: MetricsServer | None = None
     stop_source: Callable[[], None] | None = None
+    #: In a cluster: is the agent's own DaemonSet gone or being deleted? (None: unknown)
+    uninstalled: Callable[[], bool | None] | None = None
 
     def restore_all(self, why: str) -> None:
+        """Hand every cap of the state file back (the originals, exactly)."""
         restore_all = getattr(self.throttler, "restore_all", None)
         if restore_all is None:
             return
         restored = restore_all()
+        self.loop.brain.state.throttled.clear()
         if restored:
-            structlog.get_logger().info(
-                "restored pods throttled earlier", why=why, pods=len(restored)
-            )
+            structlog.get_logger().info("caps released", why=why, pods=len(restored))
+
+    def on_exit(self) -> None:
+        """Local mode releases every cap; in a cluster only an uninstall does, and a
+        restart leaves them for the next agent to adopt."""
+        log = structlog.get_logger()
+        if self.uninstalled is None:
+            self.restore_all("local mode: the agent exits")
+            return
+        held = len(self.loop.brain.caps())
+        uninstalled = self.uninstalled()
+        if uninstalled:
+            self.restore_all("the agent's DaemonSet is gone or being deleted: uninstall")
+        elif uninstalled is None:
+            log.warning("could not tell a restart from an uninstall (API unreachable): caps "
+                        "kept for the next agent; `waterline agent release` hands them back",
+                        pods=held)
+        elif held:
+            log.info("caps kept for the next agent to adopt (a restart, not an uninstall)",
+                     pods=held)
 
 
 def read_config(path: str) -> AgentSettings:
@@ -166,11 +225,8 @@ def read_config(path: str) -> AgentSettings:
     if doc is None:
         doc = {}
     if not isinstance(doc, dict):
-        raise InvalidObject("config", path, "", "must be a mapping with an 'agent' section")
-    section = doc.get("agent")
-    if section is not None and not isinstance(section, dict):
-        raise InvalidObject("config", path, "agent", "must be a mapping")
-    return parse_agent_settings(section, "config", f"{path} agent")
+        raise bad("config", path, "", "must be a mapping with an 'agent' section", doc)
+    return parse_agent_settings(doc.get("agent"), "config", path, prefix="agent.")
 
 
 class ConfigFile:
@@ -287,10 +343,13 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     anything else that prevents a start."""
     config = ConfigFile(args.config) if args.config else None
     settings = config.settings if config is not None else AgentSettings()
+    brain = NodeBrain(settings)
     evictor: Evictor
     source_ready: Callable[[], bool] | None = None
     stop_source: Callable[[], None] | None = None
     effects: Publisher | None = None
+    before_tick: list[Callable[[], None]] = []
+    uninstalled: Callable[[], bool | None] | None = None
     if args.local:
         source, node_name = _local_source(args)
         evictor = ReportingEvictor("local mode: there is no API server")
@@ -299,13 +358,19 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         from agent.node.incluster import start_cluster
 
         node_name = args.node_name or os.environ.get(NODE_NAME_ENV) or socket.gethostname()
-        parts = start_cluster(build_api(args.kubeconfig), node_name, args.dry_run, watch_args)
+        parts = start_cluster(
+            build_api(args.kubeconfig), node_name, args.dry_run, watch_args,
+            namespace=args.namespace, daemonset=args.daemonset, state_dir=args.state_dir,
+            budget_seconds=lambda: brain.settings.api_time_budget_seconds,
+        )  # fmt: skip
         source, source_ready, stop_source, effects = (
             parts.source,
             parts.ready,
             parts.stop,
             parts.effects,
         )
+        before_tick.append(parts.budget.start)
+        uninstalled = parts.uninstalled
         evictor = ReportingEvictor("--dry-run") if args.dry_run else parts.evictor
     collector, throttler = build_host_parts(
         args.cgroup_root,
@@ -318,7 +383,6 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     )
     metrics = AgentMetrics()
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
-    brain = NodeBrain(settings)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
         publishers.append(effects)
@@ -337,15 +401,18 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         publishers=publishers,
         evictions_performed=not (args.local or args.dry_run),
         dry_run=args.dry_run,
+        prepare=Resume(brain, throttler) if isinstance(throttler, CgroupThrottler) else None,
+        before_tick=before_tick,
     )
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
         server = MetricsServer(args.metrics_addr, metrics, health)
-    return Agent(loop, throttler, metrics, health, server, stop_source)
+    return Agent(loop, throttler, metrics, health, server, stop_source, uninstalled)
 
 
 def run(args: argparse.Namespace) -> int:
-    configure_logging(args.log_format or ("console" if args.local else "json"), args.log_level)
+    by_hand = args.local or args.verb == RELEASE
+    configure_logging(args.log_format or ("console" if by_hand else "json"), args.log_level)
     log = structlog.get_logger()
     if args.interval <= 0:
         log.error("--interval must be > 0 seconds", interval=args.interval)
@@ -353,6 +420,8 @@ def run(args: argparse.Namespace) -> int:
     if args.ticks is not None and args.ticks < 1:
         log.error("--ticks must be >= 1", ticks=args.ticks)
         return 2
+    if args.verb == RELEASE:
+        return release(args)
     if args.local and not args.objects:
         log.error("--local needs --objects PATH (a YAML file or a folder of them)")
         return 2
@@ -364,7 +433,6 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         log.error("agent not started", error=str(err))
         return 2
-    agent.restore_all("start-up: a previous run left pods throttled")
     if agent.server is not None:
         agent.server.start()
         log.info("serving metrics", addr=args.metrics_addr, port=agent.server.port)
@@ -373,8 +441,8 @@ def run(args: argparse.Namespace) -> int:
         log.info("stopping", signal=signal.Signals(signum).name)
         agent.loop.stop()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, stop)
     log.info(
         "agent started",
         node=agent.loop.node_name,
@@ -387,7 +455,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         ticks = agent.loop.run(args.ticks)
     finally:
-        agent.restore_all("exit")
+        agent.on_exit()
         if agent.server is not None:
             agent.server.stop()
         if agent.stop_source is not None:
@@ -397,4 +465,34 @@ def run(args: argparse.Namespace) -> int:
             ticks=ticks,
             max_rss_mib=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         )
+    return 0
+
+
+def release(args: argparse.Namespace) -> int:
+    """`waterline agent release`: write back the original quota of every container the
+    state file names, exactly as it was, and forget them. Exit 1 when some could not be
+    written (they stay in the file: run it again)."""
+    from collectors.cgroups import detect_mounts
+    from collectors.layout import PodCgroupLayout
+    from executors.cgroup_throttle import CgroupThrottler
+    from executors.quota_state import QuotaState
+
+    log = structlog.get_logger()
+    try:
+        mounts = detect_mounts(args.cgroup_root, args.proc_root)
+        probe = mounts.controller_root("cpu") or mounts.controller_root("cpuacct") or args.cgroup_root
+        throttler = CgroupThrottler(
+            mounts, QuotaState(args.state_dir), PodCgroupLayout(probe, args.kubelet_cgroup_root)
+        )
+    except (OSError, ValueError) as err:
+        log.error("cannot release: no cgroup tree to write", error=str(err))
+        return 2
+    held = throttler.throttled_pods()
+    released = throttler.restore_all()
+    left = sorted(p.key for uid, p in throttler.throttled_pods().items())
+    log.info("caps released by hand", pods=len(released), of=len(held),
+             state=throttler.state.path)  # fmt: skip
+    if left:
+        log.error("some caps could not be released; run it again", pods=left)
+        return 1
     return 0

@@ -7,6 +7,9 @@ a CI log).
       rules  cpu-guard/cpu-high triggered
       throttle  demo/batch-a  cap 0.20 cores  by cpu-guard/cpu-high on cpu_total_usage 1.96 > 1.00, gap 0.96 -> 0.41
       pods  demo/batch-a 0.75/0.20  demo/batch-b 0.74/0.30  demo/web 0.50
+
+A throttle or restore whose quota write failed shows ``[failed: ...]``, never
+``[applied]``; pods whose cgroup is not on this host say so (they are never acted on).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import TextIO
 from agent.model.analysis import ACTION_TYPES
 from agent.model.registry import BY_NAME
 from agent.node.loop import TickOutcome, action_result
+from agent.node.tick import TickReport
+from executors.engine import FAILED, ActionRecord
 
 
 def _value(metric: str, value: float | None) -> str:
@@ -30,6 +35,23 @@ def _value(metric: str, value: float | None) -> str:
 
 
 def render(outcome: TickOutcome) -> str:
+    lines = [_head(outcome), *_problems(outcome)]
+    report = outcome.report
+    if report is None:
+        return "\n".join(lines)
+    lines.extend(_metrics(outcome, report))
+    if report.rules:
+        lines.append("  rules  " + "  ".join(f"{k} {v}" for k, v in sorted(report.rules.items())))
+    lines.extend(_action_line(record, outcome) for record in report.actions)
+    if report.limited is not None:
+        lines.append(f"  limited  evictions stopped by {report.limited}: the gap stays open")
+    if report.eviction_backoff is not None:
+        lines.append(f"  backoff  eviction API failed: next round in {report.eviction_backoff:.0f} s")
+    lines.extend(_pods(outcome))
+    return "\n".join(lines)
+
+
+def _head(outcome: TickOutcome) -> str:
     clock = time.strftime("%H:%M:%S", time.localtime(outcome.at))
     head = (
         f"tick {outcome.seq}  {clock}  node {outcome.node}  pods {len(outcome.pods)}  "
@@ -37,17 +59,26 @@ def render(outcome: TickOutcome) -> str:
     )
     if outcome.mode == "dry-run":
         head += "  [dry run: nothing written]"
-    lines = [head]
+    return head
+
+
+def _problems(outcome: TickOutcome) -> list[str]:
+    lines = []
     if outcome.error is not None:
         lines.append(f"  ! {outcome.error}")
     errors = {k: v for k, v in outcome.errors.items() if v}
     if errors:
         lines.append("  ! errors " + ", ".join(f"{k} {v}" for k, v in sorted(errors.items())))
-    for err in outcome.policy_errors:
-        lines.append(f"  ! invalid: {err}")
-    report = outcome.report
-    if report is None:
-        return "\n".join(lines)
+    invalid = {k: v for k, v in outcome.invalid.items() if v}
+    if invalid:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(invalid.items()))
+        lines.append(f"  ! skipped as invalid: {counts} (the log names each, with the reason)")
+    lines.extend(f"  ! invalid: {err}" for err in outcome.policy_errors)
+    return lines
+
+
+def _metrics(outcome: TickOutcome, report: TickReport) -> list[str]:
+    lines = []
     watched = sorted(
         set(outcome.watched) | {m for t in ACTION_TYPES for m in report.waterlines.get(t, {})}
     )
@@ -65,40 +96,64 @@ def render(outcome: TickOutcome) -> str:
             parts.append(shown)
         lines.append("  ".join(parts))
     if report.missing:
-        lines.append("  no figure: " + ", ".join(report.missing))
-    if outcome.missing:
-        lines.append("  no cgroup found for: " + ", ".join(outcome.missing))
-    if report.rules:
-        lines.append("  rules  " + "  ".join(f"{k} {v}" for k, v in sorted(report.rules.items())))
-    for record in report.actions:
-        what = f"  {record.action:<8} {record.pod}"
-        if record.action != "evict":
-            limit = (
-                "unlimited (original quota)"
-                if record.cpu_cap is None
-                else f"{record.cpu_cap:.2f} cores"
-            )
-            what += f"  cap {limit}"
-        result = action_result(record, outcome)
-        if record.metric:
-            before = "-" if record.gap_before is None else f"{record.gap_before:.2f}"
-            after = "-" if record.gap_after is None else f"{record.gap_after:.2f}"
-            what += (
-                f"  by {record.rule} on {record.metric} {_value(record.metric, record.value)}"
-                f" vs {_value(record.metric, record.waterline)}, gap {before} -> {after}"
-            )
-        else:
-            what += f"  ({record.reason})"
-        lines.append(f"{what}  [{result}]")
+        why = " (a rate needs two samples)" if outcome.seq == 1 else ""
+        lines.append(f"  no figure this tick{why}: " + ", ".join(report.missing))
+    return lines
+
+
+def result_of(record: ActionRecord, outcome: TickOutcome) -> str:
+    """The result shown: a throttle or restore whose write failed is ``failed``, never
+    ``applied`` (the engine marks it; nothing was written, no cap is in force)."""
+    if record.action != "evict" and record.result == FAILED and not record.preview:
+        return "failed"
+    return action_result(record, outcome)
+
+
+def _action_line(record: ActionRecord, outcome: TickOutcome) -> str:
+    what = f"  {record.action:<8} {record.pod}"
+    if record.action != "evict":
+        limit = (
+            "unlimited (original quota)" if record.cpu_cap is None else f"{record.cpu_cap:.2f} cores"
+        )
+        what += f"  cap {limit}"
+    if record.metric:
+        before = "-" if record.gap_before is None else f"{record.gap_before:.2f}"
+        after = "-" if record.gap_after is None else f"{record.gap_after:.2f}"
+        what += (
+            f"  by {record.rule} on {record.metric} {_value(record.metric, record.value)}"
+            f" vs {_value(record.metric, record.waterline)}, gap {before} -> {after}"
+        )
+    else:
+        what += f"  ({record.reason})"
+    result = result_of(record, outcome)
+    if result == "failed" and record.action != "evict":
+        return f"{what}  [failed: nothing written, see the log]"
+    return f"{what}  [{result}]"
+
+
+def _pods(outcome: TickOutcome) -> list[str]:
+    missing = set(outcome.missing)
     pods = []
     for pod in sorted(outcome.pods, key=lambda p: p.key):
+        if pod.key in missing:
+            pods.append(f"{pod.key} (no cgroup)")
+            continue
         usage = outcome.usage.get(pod.key)
         cpu = "-" if usage is None or usage.cpu is None else f"{usage.cpu:.2f}"
         pod_cap = outcome.caps.get(pod.key)
         pods.append(f"{pod.key} {cpu}" + (f"/{pod_cap:.2f}" if pod_cap is not None else ""))
-    if pods:
-        lines.append("  pods (cpu/cap)  " + "  ".join(pods))
-    return "\n".join(lines)
+    lines = ["  pods (cpu/cap)  " + "  ".join(pods)] if pods else []
+    if missing:
+        lines.append(
+            f"  {len(missing)} of {len(outcome.pods)} pods have no cgroup on this host (not running "
+            "here, or not started yet): not measured, never acted on"
+        )
+        if len(missing) == len(outcome.pods) and outcome.seq == 1:
+            lines.append(
+                "  (to watch the pods running on this machine: waterline local-objects DIR, "
+                "then --objects DIR)"
+            )
+    return lines
 
 
 class ConsoleView:

@@ -21,7 +21,7 @@ class ReportingEvictor:
         self.why = why
         self.log = structlog.get_logger()
 
-    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult:
         self.log.info(
             "eviction not performed", pod=pod.key, grace_seconds=grace_seconds, why=self.why
         )
@@ -32,7 +32,7 @@ class DryRunThrottler:
     def __init__(self) -> None:
         self.log = structlog.get_logger()
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         """Reports success: a dry run shows the decisions as if every write went through."""
         self.log.debug("dry run: quota not written", pod=pod.key, caps=dict(container_caps))
         return True

@@ -2,8 +2,11 @@
 
 * on the pod: ``Throttled``, ``Restored``, ``Evicted`` and ``EvictionBlocked`` (a budget
   refused), each with its reason (rule, action, metric, value, waterline, gap);
-* on the node: ``RuleTriggered`` / ``RuleRestored`` when a rule changes state;
-* on the policy or action: ``InvalidPolicy`` / ``InvalidAction``, naming object and field.
+* on the node: ``RuleTriggered`` / ``RuleRestored`` when a rule changes state.
+
+Invalid policies and actions are only logged by the agents (``agent.node.incluster``):
+their Events (``InvalidPolicy`` / ``InvalidAction``) are the controller's, which owns the
+objects' status.
 
 Decisions where the issue is silent:
 
@@ -13,9 +16,6 @@ Decisions where the issue is silent:
   API server was unreachable the events were dropped, and once it is back the difference
   is reported from the current state (one RuleTriggered for a rule still triggered, none
   for a rule that triggered and restored meanwhile);
-* an invalid object is reported once per distinct error per agent run (the message names
-  the field, so an edit that breaks another field is a new event); the recorder's
-  aggregation keeps a repeat within its window to a count bump.
 
 Flooding is the recorder's job (``agent.kube.events``: per-object token bucket, similar
 messages combined), so a hot node costs a bounded number of writes.
@@ -26,12 +26,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.errors import InvalidObject
 from agent.kube.events import (
     EVICTED,
     EVICTION_BLOCKED,
-    INVALID_ACTION,
-    INVALID_POLICY,
     NORMAL,
     RESTORED,
     RULE_RESTORED,
@@ -39,15 +36,13 @@ from agent.kube.events import (
     THROTTLED,
     WARNING,
     ObjectRef,
-    action_ref,
     node_ref,
     pod_ref,
-    policy_ref,
 )
 from agent.model import analysis
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from agent.model.policy import ACTION_KIND, POLICY_KIND, Rule
+from agent.model.policy import Rule
 from agent.node.tick import TickReport
 from executors.engine import ActionRecord
 
@@ -150,22 +145,4 @@ def tick_events(
         intent = action_event(record, pods)
         if intent is not None:
             out.append(intent)
-    return out
-
-
-def invalid_events(
-    errors: Iterable[InvalidObject], reported: Iterable[str] = ()
-) -> list[EventIntent]:
-    """InvalidPolicy / InvalidAction for every error not reported yet (by its text)."""
-    seen = set(reported)
-    out: list[EventIntent] = []
-    for err in errors:
-        message = str(err)
-        if message in seen:
-            continue
-        seen.add(message)
-        if err.kind == POLICY_KIND:
-            out.append(EventIntent(policy_ref(err.name), WARNING, INVALID_POLICY, message))
-        elif err.kind == ACTION_KIND:
-            out.append(EventIntent(action_ref(err.name), WARNING, INVALID_ACTION, message))
     return out

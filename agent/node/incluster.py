@@ -5,18 +5,24 @@ The decisions are pure (``agent.node.events``, ``agent.node.taint``); this modul
 applies them. When the API server is unreachable (the watches say so):
 
 * the loop keeps collecting and enforcing the last known policies from the cache, with
-  local actions only (throttle, restore);
+  local actions only (throttle, restore); an agent started while it is down acts on the
+  objects the previous run saved in the state directory (``agent.node.saved``);
 * evictions are not attempted (a request per candidate against a dead server would stall
   the tick) and not queued: the next reachable tick decides again on fresh state;
 * events and taint changes are dropped, not queued; rule states and the taint are
   recomputed from the current state once the server is back (a rule still triggered
   gets its RuleTriggered event then, the taint is set or lifted as things stand).
 
-Writes are synchronous within the tick and stop at the first failure of a tick, so a
-server that dies mid-tick costs at most one timeout. The taint is written by a fresh
-GET and a merge patch carrying that resourceVersion, so a concurrent edit of the node's
-taints (another controller, kubectl) is never overwritten: the 409 is retried on the next
-tick.
+Writes are synchronous within the tick, every request bounded by the tick's API time
+budget (``agent.kube.budget``), and stop at the first failure of a tick, so a slow or
+dying server delays the next tick's throttling by the budget at most. The taint is
+written by a fresh GET and a merge patch carrying that resourceVersion, so a concurrent
+edit of the node's taints (another controller, kubectl) is never overwritten: the 409 is
+retried on the next tick.
+
+Invalid policies and actions are logged (once per distinct error); their Events are the
+controller's. The cluster brake (the controller's ``waterline-brake`` ConfigMap) is read
+from the watches and handed to every tick: evictions pause, throttling goes on.
 """
 
 from __future__ import annotations
@@ -28,20 +34,24 @@ from typing import Any
 
 import structlog
 
+from agent.defaults import NAMESPACE
+from agent.kube.budget import BudgetedApi, TickBudget
 from agent.kube.client import KubeApi
-from agent.kube.errors import KubeError
+from agent.kube.errors import KubeError, KubeNotFound
 from agent.kube.events import EventRecorder, KubeEvents
 from agent.kube.nodeview import NodeView, start_node_view
 from agent.kube.patching import merge_patch
-from agent.kube.resources import NODES
+from agent.kube.resources import DAEMONSETS, NODES
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 from agent.model.policy import load_policies
-from agent.node.events import EventIntent, invalid_events, tick_events
+from agent.model.settings import DEFAULT_API_TIME_BUDGET
+from agent.node.events import EventIntent, tick_events
 from agent.node.loop import Objects, TickOutcome
+from agent.node.saved import SavedObjects
 from agent.node.taint import ADD, KEEP, TAINT, decide_taint, has_taint, note_restored, taints_with
-from executors.actuators import Evictor
+from executors.actuators import EvictionAnswer, Evictor
 
 COMPONENT = "waterline-agent"
 
@@ -77,7 +87,7 @@ class ReachableEvictor:
         self.log = logger or structlog.get_logger("waterline.node.cluster")
         self._skipping = False
 
-    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult | EvictionAnswer:
         if not self.reachable():
             if not self._skipping:
                 self.log.warning("API server unreachable: evictions skipped, not queued")
@@ -107,7 +117,6 @@ class ClusterEffects:
         self.log = logger or structlog.get_logger("waterline.node.cluster")
         self.seen: dict[str, str] = {}  # rule states of the last tick
         self.reported: dict[str, str] = {}  # rule states last reported by events
-        self.reported_invalid: set[str] = set()
         self.restored_at: dict[str, float] = {}
         self.dropped = 0
         self._offline = False
@@ -127,7 +136,6 @@ class ClusterEffects:
         )
         pods = {p.key: p for p in outcome.pods}
         intents = tick_events(self.node_name, report, rules, self.reported, pods)
-        intents += invalid_events(policies.errors, self.reported_invalid)
         if not self.reachable():
             self.dropped += len(intents) + (decision.change != KEEP)
             if not self._offline:
@@ -146,7 +154,6 @@ class ClusterEffects:
             return
         if self._write(intents):
             self.reported = dict(report.rules)
-            self.reported_invalid.update(i.message for i in intents if i.ref.kind != "Pod")
 
     def _apply_taint(self, wanted: bool, holding: tuple[str, ...]) -> bool:
         try:
@@ -182,16 +189,52 @@ class ClusterParts:
     effects: ClusterEffects
     view: NodeView
     api: KubeApi
+    #: The tick's API time budget: start it as each tick starts.
+    budget: TickBudget
+    #: True when the agent's own DaemonSet is gone or being deleted (an uninstall), False
+    #: when it is there, None when the API did not say.
+    uninstalled: Callable[[], bool | None]
 
 
-def view_source(view: NodeView) -> Callable[[], Objects]:
+class _Reporter:
+    """Logs what changed in the cluster-wide inputs: invalid policies (once per distinct
+    error) and the brake being set or lifted."""
+
+    def __init__(self, logger: Any) -> None:
+        self.log = logger
+        self.invalid: set[str] = set()
+        self.brake: str | None = None
+
+    def __call__(self, objects: Objects) -> None:
+        errors = {str(e) for e in objects.policies.errors}
+        for error in sorted(errors - self.invalid):
+            self.log.error("invalid policy or action: ignored, the others keep working",
+                           error=error)
+        self.invalid = errors
+        if objects.eviction_brake != self.brake:
+            if objects.eviction_brake is not None:
+                self.log.warning("evictions paused by the cluster brake, throttling goes on",
+                                 reason=objects.eviction_brake)
+            elif self.brake is not None:
+                self.log.info("cluster brake lifted: evictions resume")
+            self.brake = objects.eviction_brake
+
+
+def view_source(
+    view: NodeView, saved: SavedObjects | None = None, logger: Any = None
+) -> Callable[[], Objects]:
     """The cache's snapshot, rebuilt (and policies re-parsed) only when it changed: new
-    or edited policies and actions, and node label changes, apply on the next tick."""
+    or edited policies and actions, node label changes and the brake apply on the next
+    tick. Before the watches are in sync, the objects saved by an earlier run."""
     cached: list[tuple[int, Objects]] = []
+    report = _Reporter(logger or structlog.get_logger("waterline.node.cluster"))
 
     def source() -> Objects:
         if not view.synced:
-            raise RuntimeError("watches not in sync yet")
+            earlier = saved.objects() if saved is not None else None
+            if earlier is None:
+                raise RuntimeError("watches not in sync yet")
+            return earlier
         version = view.version
         if cached and cached[0][0] == version:
             return cached[0][1]
@@ -207,11 +250,26 @@ def view_source(view: NodeView) -> Callable[[], Objects]:
             policies=load_policies(view.policies(), view.actions()),
             namespace_labels=namespace_labels,
             invalid={kind: len(bad) for kind, bad in view.invalid().items()},
+            eviction_brake=view.brake(),
         )
         cached[:] = [(version, objects)]
+        report(objects)
+        if saved is not None and objects.node is not None:
+            saved.save_if_due(view.manifests)
         return objects
 
     return source
+
+
+def agent_uninstalled(api: KubeApi, namespace: str, daemonset: str) -> bool | None:
+    """Is the agent's own DaemonSet gone or being deleted? (None: the API did not say.)"""
+    try:
+        raw = api.request("GET", DAEMONSETS.path(namespace, daemonset), timeout=(3.0, 5.0))
+    except KubeNotFound:
+        return True
+    except KubeError:
+        return None
+    return bool((raw.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def start_cluster(
@@ -220,33 +278,45 @@ def start_cluster(
     dry_run: bool = False,
     watch_args: WatchArgs | None = None,
     clock: Callable[[], float] = time.time,
+    namespace: str = NAMESPACE,
+    daemonset: str = "waterline-agent",
+    state_dir: str | None = None,
+    budget_seconds: Callable[[], float] = lambda: DEFAULT_API_TIME_BUDGET,
 ) -> ClusterParts:
-    """Start the node's watches and build what the loop needs around them."""
+    """Start the node's watches and build what the loop needs around them. ``namespace``
+    and ``daemonset``: where the agent runs (the brake ConfigMap lives there; the
+    DaemonSet tells an uninstall from a restart); ``state_dir``: where the last objects
+    seen are kept for a start without the API server."""
     from executors.eviction import ApiEvictor
 
-    view, informers = start_node_view(api, node_name, watch_args)
+    view, informers = start_node_view(api, node_name, watch_args, namespace=namespace)
 
     def reachable() -> bool:
-        return bool(view.api_reachable)
+        return bool(view.synced and view.api_reachable)
 
-    recorder = EventRecorder(KubeEvents(api), COMPONENT, host=node_name, clock=clock)
+    budget = TickBudget(budget_seconds)
+    writes = BudgetedApi(api, budget)
+    recorder = EventRecorder(KubeEvents(writes), COMPONENT, host=node_name, clock=clock)
     effects = ClusterEffects(
         node_name,
         recorder,
-        lambda wanted: set_taint(api, node_name, wanted),
+        lambda wanted: set_taint(writes, node_name, wanted),
         reachable,
         dry_run=dry_run,
     )
+    saved = SavedObjects(state_dir, node_name) if state_dir else None
 
     def stop() -> None:
         informers.stop()
 
     return ClusterParts(
-        source=view_source(view),
-        evictor=ReachableEvictor(ApiEvictor(api), reachable),
+        source=view_source(view, saved),
+        evictor=ReachableEvictor(ApiEvictor(writes), reachable),
         ready=lambda: bool(view.synced),
         stop=stop,
         effects=effects,
         view=view,
         api=api,
+        budget=budget,
+        uninstalled=lambda: agent_uninstalled(api, namespace, daemonset),
     )

@@ -6,10 +6,16 @@ a ``kind: List``, or a plain list), or a scenario (its ``objects`` are used). Th
 re-read when one of them changes (size or mtime) or appears or goes, so editing a policy
 while the agent runs takes effect on the next tick.
 
+A path that does not exist stops the start (ValueError: the command exits 2); a typo in
+``--objects`` must not start an agent that acts on nothing.
+
 Decisions where the issue is silent:
 
-* a file that cannot be read or parsed keeps its last good content (and is logged once
-  per change): a half-saved edit must not make every policy vanish and restore every pod;
+* a file that cannot be read or parsed (garbage, not UTF-8, nested deeper than 100 levels,
+  an alias bomb, larger than 64 MiB: see ``agent.documents``) is named in the log and
+  counted as an invalid ``file``; every other file keeps acting. A file that was good
+  before keeps its last good content: a half-saved edit must not make every policy
+  vanish and restore every pod;
 * an invalid object is skipped and reported; every other object keeps working;
 * pods without ``spec.nodeName`` are taken as this node's (hand-written local files rarely
   bind pods);
@@ -19,15 +25,17 @@ Decisions where the issue is silent:
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
-import yaml
 
+from agent.documents import DocumentError, load_yaml_all
 from agent.errors import InvalidObject
 from agent.model.objects import Node
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
@@ -36,6 +44,8 @@ from agent.node.loop import Objects
 from collectors.node_stats import parse_meminfo, parse_proc_stat
 
 SUFFIXES = (".yaml", ".yml", ".json")
+#: A node's objects fit in far less; a bigger file is a mistake (a log, a disk image).
+MAX_FILE_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +70,20 @@ def _files(paths: Sequence[str]) -> list[str]:
     return out
 
 
+def read_objects_file(path: str) -> list[Any]:
+    """The documents of one file (YAML; JSON is YAML too). Raises OSError or DocumentError
+    with the reason; a hostile file is refused before it is parsed."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise DocumentError(f"larger than {MAX_FILE_BYTES:,} bytes")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise DocumentError(f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    return load_yaml_all(text)
+
+
 def documents_objects(docs: Sequence[Any]) -> list[Any]:
     """Manifests in parsed documents: plain, ``kind: List``, lists, or a scenario's objects."""
     out: list[Any] = []
@@ -77,8 +101,8 @@ def documents_objects(docs: Sequence[Any]) -> list[Any]:
     return out
 
 
-def host_node(name: str, proc_root: str = "/proc") -> Node:
-    """A Node standing for this host: its online CPUs and total memory."""
+def host_resources(proc_root: str = "/proc") -> tuple[float, float]:
+    """This host's online CPUs and total memory (bytes), from ``proc_root``."""
     cpus = float(os.cpu_count() or 1)
     memory = 0.0
     try:
@@ -88,6 +112,12 @@ def host_node(name: str, proc_root: str = "/proc") -> Node:
             memory = float(parse_meminfo(f.read()).get("MemTotal", 0))
     except (OSError, ValueError):
         pass
+    return cpus, memory
+
+
+def host_node(name: str, proc_root: str = "/proc") -> Node:
+    """A Node standing for this host: its online CPUs and total memory."""
+    cpus, memory = host_resources(proc_root)
     resources = {"cpu": cpus, "memory": memory, "pods": 110.0}
     return Node(
         name=name,
@@ -105,6 +135,9 @@ class FileObjectSource:
     ) -> None:
         if not paths:
             raise ValueError("local mode needs at least one --objects PATH")
+        missing = [p for p in paths if not os.path.exists(p)]
+        if missing:
+            raise ValueError(f"--objects {missing[0]}: no such file or directory")
         self.paths = list(paths)
         self.proc_root = proc_root
         self._wanted = node_name
@@ -113,17 +146,26 @@ class FileObjectSource:
         self._objects: Objects | None = None
         self.node_name = node_name or ""
         self._unreadable: set[str] = set()
+        #: path -> why it could not be parsed (kept until it parses or goes)
+        self.bad_files: dict[str, str] = {}
         self.log = structlog.get_logger()
         self()  # read once now: resolves the node name and reports bad files at start
 
     def _read_file(self, path: str, signature: tuple[int, int]) -> None:
         try:
-            with open(path, encoding="utf-8") as f:
-                docs = list(yaml.safe_load_all(f))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-            kept = "keeping its last good content" if path in self._parsed else "skipped"
-            self.log.error("objects file unreadable", path=path, error=str(err), kept=kept)
+            docs = read_objects_file(path)
+        except (OSError, DocumentError) as err:
+            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+            self.bad_files[path] = reason
+            kept = path in self._parsed
+            self.log.error(
+                "objects file skipped" if not kept else "objects file unreadable",
+                path=path,
+                error=reason,
+                kept="its last good content" if kept else "nothing of it",
+            )
             return
+        self.bad_files.pop(path, None)
         self._parsed[path] = _Parsed(signature, tuple(documents_objects(docs)))
 
     def __call__(self) -> Objects:
@@ -133,6 +175,8 @@ class FileObjectSource:
         for path in files:
             try:
                 st = os.stat(path)
+                if not stat.S_ISREG(st.st_mode):  # a FIFO or a device would block or never end
+                    raise OSError(errno.EINVAL, "not a regular file")
             except OSError as err:
                 unreadable.add(path)
                 if path not in self._unreadable:  # once, not every tick
@@ -150,6 +194,8 @@ class FileObjectSource:
         present = {p for p, _ in signature}
         for gone in [p for p in self._parsed if p not in present]:
             del self._parsed[gone]
+        for gone in [p for p in self.bad_files if p not in present]:
+            del self.bad_files[gone]
         self._signature = key
         self._objects = self._build()
         return self._objects
@@ -157,6 +203,8 @@ class FileObjectSource:
     def _build(self) -> Objects:
         store = ObjectStore()
         invalid: dict[str, int] = {}
+        if self.bad_files or self._unreadable:
+            invalid["file"] = len(self.bad_files) + len(self._unreadable)
         for path, parsed in self._parsed.items():
             for index, raw in enumerate(parsed.objects):
                 try:

@@ -35,7 +35,7 @@ from agent.model.objects import Node, Pod
 from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuThrottler, Evictor
+from executors.actuators import CpuThrottler, EvictionAnswer, Evictor
 from executors.engine import ActionRecord
 
 
@@ -51,6 +51,11 @@ class Objects:
     }
     #: kind -> number of objects rejected as invalid (policies' errors are counted apart)
     invalid: Mapping[str, int] = field(default_factory=dict)
+    #: The cluster brake's reason while it is set (evictions paused), else None.
+    eviction_brake: str | None = None
+    #: Where the objects come from when it is not the live source ("saved": the state
+    #: directory's copy, while the API server has not answered since the start).
+    origin: str = "live"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +125,7 @@ class _Guarded:
     def _count(self, source: str) -> None:
         self.errors[source] = self.errors.get(source, 0) + 1
 
-    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult | EvictionAnswer:
         try:
             return self.evictor.evict(pod, grace_seconds)
         except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
@@ -128,9 +133,9 @@ class _Guarded:
             self.log.error("eviction raised", pod=pod.key, error=repr(err))
             return EvictionResult.FAILED
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         try:
-            written = self.throttler.apply(pod, container_caps)
+            written = self.throttler.apply(pod, container_caps, owner)
         except Exception as err:  # noqa: BLE001
             self._count("throttler")
             self.log.error("throttle raised", pod=pod.key, error=repr(err))
@@ -168,6 +173,8 @@ class NodeLoop:
         sleep: Callable[[float], Any] | None = None,
         evictions_performed: bool = True,
         dry_run: bool = False,
+        prepare: Callable[[Objects], None] | None = None,
+        before_tick: Sequence[Callable[[], None]] = (),
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval}")
@@ -186,6 +193,11 @@ class NodeLoop:
         #: False in local mode: nothing is terminating, so nothing stays "released".
         self.evictions_performed = evictions_performed
         self.dry_run = dry_run
+        #: Run once with the first objects that have the node, before the first decision
+        #: (a restarted agent adopts the caps it left: agent.node.resume).
+        self.prepare = prepare
+        #: Called as each tick starts (the tick's API time budget starts then).
+        self.before_tick = list(before_tick)
         self.seq = 0
         self.log = structlog.get_logger().bind(node=node_name)
         self._failing: tuple[str, int] | None = None  # (error, ticks) of a failing streak
@@ -202,6 +214,8 @@ class NodeLoop:
         error: str | None = None
         guarded = _Guarded(self.evictor, self.throttler, self.log)
         watched: tuple[str, ...] = ()
+        for hook in self.before_tick:
+            hook()
         try:
             objects = self.source()
         except Exception as err:  # noqa: BLE001 - the loop never dies
@@ -214,6 +228,7 @@ class NodeLoop:
             watched = tuple(
                 sorted({r.metric for r in objects.policies.rules_for_node(node.labels)})
             )
+            self._prepare(objects)
             try:
                 collection = self.collector.collect(node, objects.pods)
                 for source, n in collection.errors.items():
@@ -233,6 +248,7 @@ class NodeLoop:
                         namespace_labels=objects.namespace_labels,
                         evictor=guarded,
                         throttler=guarded,
+                        brake=objects.eviction_brake is not None,
                     )
                 except Exception as err:  # noqa: BLE001
                     error = f"decide: {err!r}"
@@ -269,6 +285,15 @@ class NodeLoop:
                 self.log.error("publishing a tick failed", publisher=repr(publish), error=repr(err))
         return outcome
 
+    def _prepare(self, objects: Objects) -> None:
+        prepare, self.prepare = self.prepare, None
+        if prepare is None:
+            return
+        try:
+            prepare(objects)
+        except Exception as err:  # noqa: BLE001 - the loop never dies
+            self.log.error("resuming from the earlier run failed", error=repr(err))
+
     def _log_outcome(self, outcome: TickOutcome) -> None:
         """Actions one event each; a failure streak (API away at start, no node object)
         logged when it starts, once a minute-ish (every 60 ticks) and when it ends."""
@@ -296,6 +321,20 @@ class NodeLoop:
                 tick=outcome.seq,
                 count=len(failed),
                 pods=failed[:10],
+            )
+        report = outcome.report
+        if report.eviction_backoff is not None:
+            self.log.warning(
+                "eviction API fault: this node's eviction rounds back off",
+                tick=outcome.seq,
+                seconds=round(report.eviction_backoff, 1),
+            )
+        if report.limited is not None:
+            self.log.warning(
+                "eviction round stopped by a safety limit; the gap stays open",
+                tick=outcome.seq,
+                limit=report.limited,
+                evict_gaps=report.gaps.get("evict", {}),
             )
 
     # -- the loop ------------------------------------------------------------------------

@@ -50,6 +50,8 @@ class MetricsPublisher:
         if outcome.report is not None:
             for record in outcome.report.actions:
                 m.actions.labels(record.action, action_result(record, outcome)).inc()
+            if outcome.report.limited is not None:
+                m.rounds_limited.labels(outcome.report.limited).inc()
         if outcome.ok:
             m.last_success.set(outcome.at)
         # On a failed tick keep the last good snapshot: the gauges age, the counters tell.

@@ -17,7 +17,7 @@ from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
 from executors.actuators import CpuThrottler, Evictor
-from executors.engine import ActionRecord, NodeState, TickContext, execute
+from executors.engine import ActionRecord, Executor, NodeState, TickContext
 
 
 @dataclass
@@ -29,10 +29,14 @@ class TickReport:
     actions: list[ActionRecord]
     usage: dict[str, float] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
+    #: The safety limit that stopped an eviction round this tick (executors.limits).
+    limited: str | None = None
+    #: Seconds the node's eviction rounds now wait after an API fault this tick.
+    eviction_backoff: float | None = None
 
     def to_report(self, origin: float = 0.0) -> dict[str, Any]:
         at = self.at - origin
-        return {
+        out: dict[str, Any] = {
             "at": int(at) if float(at).is_integer() else round(at, 6),
             "rules": dict(self.rules),
             "waterlines": self.waterlines,
@@ -41,6 +45,11 @@ class TickReport:
             "usage": {m: round(v, 6) for m, v in self.usage.items()},
             "missing": list(self.missing),
         }
+        if self.limited is not None:
+            out["limited"] = {"evict": self.limited}
+        if self.eviction_backoff is not None:
+            out["evictionBackoff"] = round(self.eviction_backoff, 6)
+        return out
 
 
 def _released_by_terminating(state: NodeState, usage: Mapping[str, PodUsage],
@@ -78,7 +87,10 @@ class NodeBrain:
         namespace_labels: Callable[[str], Mapping[str, str]],
         evictor: Evictor,
         throttler: CpuThrottler,
+        brake: bool = False,
     ) -> TickReport:
+        """One sample: analyze it and act. ``brake``: the cluster brake is set (no
+        eviction this tick; throttling goes on)."""
         rules = policies.rules_for_node(node.labels)
         actions: dict[str, Action] = {
             r.action_name: policies.actions[r.action_name] for r in rules if r.action_name in policies.actions
@@ -102,8 +114,10 @@ class NodeBrain:
             actions=actions,
             namespace_labels=namespace_labels,
             settings=self.settings,
+            brake=brake,
         )
-        records = execute(ctx, self.state, evictor, throttler)
+        executor = Executor(ctx, self.state, evictor, throttler)
+        records = executor.run()
         return TickReport(
             at=now,
             rules=dict(analysis.rules),
@@ -112,8 +126,11 @@ class NodeBrain:
             actions=records,
             usage=dict(full),
             missing=list(analysis.missing),
+            limited=executor.limits.limited,
+            eviction_backoff=executor.limits.backoff_delay,
         )
 
     def caps(self) -> dict[str, float]:
-        """The caps in force, by pod."""
-        return {k: r.cap for k, r in self.state.throttled.items()}
+        """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
+        evicting = self.state.evicting
+        return {k: r.cap for k, r in self.state.throttled.items() if k not in evicting}

@@ -19,7 +19,7 @@ class SimulatedEvictionAPI:
         self.gone: set[str] = set()
         self.calls: list[tuple[str, EvictionResult]] = []
 
-    def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult:
         result = self._decide(pod)
         if result is EvictionResult.EVICTED:
             self.gone.add(pod.key)
@@ -47,7 +47,7 @@ class SimulatedThrottler:
         self.caps: dict[str, dict[str, float]] = {}
         self.writes = 0
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         self.caps[pod.key] = dict(container_caps)
         self.writes += 1
         return True

@@ -1,5 +1,9 @@
 """`waterline simulate SCENARIO`: print one JSON report; exit 2 on invalid input.
 
+Exit 2, with one line on stderr, for a scenario that cannot be read or is invalid and for
+an ``--html`` path that cannot be written: the path is tried before the simulation runs,
+so a long run is not wasted on a typo in the report's folder.
+
 ``--policies DIR`` replays the scenario with the policies and actions of DIR in place of
 its own (``agent.simulate.policies``).
 """
@@ -8,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from agent.errors import InvalidObject
@@ -27,7 +32,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def writable(path: str) -> str | None:
+    """Why ``path`` cannot be written, or None. Opening it is the only exact test (root
+    passes every permission check, yet not a read-only mount or a folder); a file made
+    only for the test is removed again."""
+    if os.path.isdir(path):
+        return "it is a directory"
+    existed = os.path.lexists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as err:
+        return err.strerror or str(err)
+    if not existed:
+        os.unlink(path)
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.html:
+        why = writable(args.html)
+        if why is not None:
+            print(f"cannot write the HTML report to {args.html}: {why}", file=sys.stderr)
+            return 2
     try:
         scenario = load_scenario(args.scenario)
     except InvalidObject as err:
@@ -55,5 +82,9 @@ def run(args: argparse.Namespace) -> int:
     if args.html:
         from agent.simulate.html import write_html
 
-        write_html(report, scenario, args.html)
+        try:
+            write_html(report, scenario, args.html)
+        except OSError as err:
+            print(f"cannot write the HTML report to {args.html}: {err.strerror or err}", file=sys.stderr)
+            return 2
     return 0

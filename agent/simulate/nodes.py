@@ -167,7 +167,7 @@ class SimulatedNode:
 
 
 def simulate_nodes(scenario: Scenario) -> dict[str, Any] | None:
-    settings = parse_agent_settings(scenario.config_section("agent"), "Scenario config", "agent")
+    settings = parse_agent_settings(scenario.config_section("agent"))
     policies = strict_policies(scenario)
     if not scenario.samples:
         return None

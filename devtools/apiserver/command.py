@@ -1,14 +1,24 @@
-"""`waterline dev-apiserver`: run the local Kubernetes-shaped API server (for tests and
-demos, never production), loaded with manifests, and write a kubeconfig for it."""
+"""`waterline dev-apiserver`: a workstation's Kubernetes API server for trying policies
+with kubectl, the agent and the controller (never production: no auth, no persistence, one
+process). Loaded with manifests (files or directories), it writes a kubeconfig for itself.
+
+Exit codes: 0 after SIGINT/SIGTERM, 2 when a manifest cannot be read or is refused (the
+message names the file or the object) or the port cannot be bound.
+"""
 
 from __future__ import annotations
 
 import argparse
 import signal
 import sys
+import tempfile
 import threading
+from pathlib import Path
+from typing import Any
 
-from devtools.apiserver.server import DevServer, read_manifests
+from devtools.apiserver.catalog import BUILTINS
+from devtools.apiserver.manifests import files
+from devtools.apiserver.server import DevServer, ManifestError, read_manifests
 from devtools.apiserver.store import Store
 
 
@@ -24,13 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="YAML/JSON manifests to load (repeatable)",
+        help="a YAML/JSON manifest file, or a directory of them, to load at start "
+        "(repeatable; CustomResourceDefinitions are created first)",
     )
     parser.add_argument(
         "--kubeconfig-out",
-        required=True,
+        default=None,
         metavar="PATH",
-        help="write a kubeconfig for this server here",
+        help="write a kubeconfig for this server here (default: waterline-dev-<port>.kubeconfig "
+        "in the temporary directory; the path is printed)",
     )
     parser.add_argument(
         "--pod-grace-cap",
@@ -42,16 +54,57 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bookmark-interval", type=float, default=5.0, metavar="SECONDS")
 
 
+def _load(server: DevServer, objects: list[tuple[str, dict[str, Any]]]) -> int:
+    """Create the objects, CRDs first; ManifestError naming the file of a refused one."""
+    objects = sorted(objects, key=lambda o: o[1].get("kind") != "CustomResourceDefinition")
+    for source, obj in objects:
+        try:
+            server.load([obj])
+        except ManifestError as err:
+            raise ManifestError(f"{source}: {err}") from None
+    return len(objects)
+
+
 def run(args: argparse.Namespace) -> int:
-    store = Store(grace_cap=args.pod_grace_cap)
-    server = DevServer(store, args.host, args.port, args.bookmark_interval)
-    count = 0
-    for path in args.objects:
-        count += server.load(read_manifests(path))
+    try:
+        objects = [
+            (str(file), obj)
+            for path in args.objects
+            for file in files(path)
+            for obj in read_manifests(file)
+        ]
+        server = DevServer(
+            Store(BUILTINS, grace_cap=args.pod_grace_cap),
+            args.host,
+            args.port,
+            args.bookmark_interval,
+        )
+    except ManifestError as err:
+        print(f"dev-apiserver: {err}", file=sys.stderr)
+        return 2
+    except OSError as err:
+        print(
+            f"dev-apiserver: cannot listen on {args.host}:{args.port}: {err.strerror or err}",
+            file=sys.stderr,
+        )
+        return 2
+    server.seed_namespaces()
+    try:
+        count = _load(server, objects)
+    except ManifestError as err:
+        print(f"dev-apiserver: {err}", file=sys.stderr)
+        server.httpd.server_close()
+        return 2
     server.start()
-    server.write_kubeconfig(args.kubeconfig_out)
+    kubeconfig = Path(
+        args.kubeconfig_out
+        or Path(tempfile.gettempdir()) / f"waterline-dev-{server.port}.kubeconfig"
+    )
+    server.write_kubeconfig(kubeconfig)
     print(
-        f"dev-apiserver (NOT for production) serving {server.url} with {count} objects; kubeconfig: {args.kubeconfig_out}",
+        f"dev-apiserver (NOT for production) serving {server.url} with {count} objects; "
+        f"kubeconfig: {kubeconfig}\n"
+        f"  export KUBECONFIG={kubeconfig}",
         flush=True,
     )
     done = threading.Event()
@@ -59,5 +112,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: done.set())
     done.wait()
     server.stop()
+    if not args.kubeconfig_out:
+        kubeconfig.unlink(missing_ok=True)
     print("dev-apiserver stopped", file=sys.stderr)
     return 0

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.model.objects import budget_status, parse_pdb, parse_pod
+from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.selectors import field_value
-from devtools.apiserver.store import ApiStatus, Store
+from devtools.apiserver.store import Store
 
 TOO_MANY = "Cannot evict pod as it would violate the pod's disruption budget."
 

@@ -22,47 +22,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.kube.resources import KNOWN, Resource
+from devtools.apiserver.catalog import BUILTINS, ApiResource, plain
+from devtools.apiserver.errors import ApiStatus
+from devtools.apiserver.patches import merge_patch
 
-#: Built-in kinds that are namespaced even when a manifest leaves the namespace out.
-NAMESPACED_KINDS = frozenset(
-    {
-        "Deployment",
-        "ReplicaSet",
-        "StatefulSet",
-        "DaemonSet",
-        "Job",
-        "CronJob",
-        "ReplicationController",
-        "ConfigMap",
-        "Secret",
-        "Service",
-        "ServiceAccount",
-    }
-)
+#: Called with (resource, new object, old object or None) before a write is committed,
+#: inside the store's lock: returns the object to store or raises ApiStatus (admission).
+Admit = Callable[[ApiResource, dict[str, Any], Mapping[str, Any] | None], dict[str, Any]]
+#: Computes the patched object from the current one (a copy it may change).
+Patcher = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-class ApiStatus(Exception):
-    """An error answer, rendered as a metav1.Status."""
-
-    def __init__(
-        self, code: int, reason: str, message: str, causes: list[dict[str, str]] | None = None
-    ) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message, self.causes = code, reason, message, causes or []
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "code": self.code,
-        }
-        if self.causes:
-            out["details"] = {"causes": self.causes}
-        return out
+def _admit_all(
+    _res: ApiResource, new: dict[str, Any], _old: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    return new
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,23 +59,10 @@ def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
     return meta
 
 
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
-
-
 class Store:
     def __init__(
         self,
-        resources: Iterable[Resource] = KNOWN,
+        resources: Iterable[Resource | ApiResource] = (*BUILTINS, *KNOWN),
         history: int = 10_000,
         clock: Callable[[], float] = time.time,
         grace_cap: float = 0.0,
@@ -114,18 +75,46 @@ class Store:
         self.cond = threading.Condition()
         self.version = 0
         self.resources: dict[tuple[str, str, str], Resource] = {}
+        self.catalog: dict[tuple[str, str, str], ApiResource] = {}
+        #: Bumped whenever the served resources change (discovery and OpenAPI caches).
+        self.catalog_generation = 0
         self.objects: dict[Resource, dict[tuple[str, str], dict[str, Any]]] = {}
         self.history: deque[Change] = deque(maxlen=history)
         #: Watches must start after this version (older ones are compacted away).
         self.compacted = 0
+        #: Called with every committed change, inside the lock (CRDs serve their kinds).
+        self.listeners: list[Callable[[Change], None]] = []
         for resource in resources:
             self.register(resource)
 
     # -- resources ----------------------------------------------------------------------
-    def register(self, resource: Resource) -> None:
+    def register(self, resource: Resource | ApiResource) -> None:
+        """Serve a resource (again: a new description replaces the old, the objects stay
+        when the Resource is the same)."""
+        info = resource if isinstance(resource, ApiResource) else None
+        res = info.resource if info else resource
+        assert isinstance(res, Resource)
         with self.cond:
-            self.resources[(resource.group, resource.version, resource.plural)] = resource
-            self.objects.setdefault(resource, {})
+            key = (res.group, res.version, res.plural)
+            known = self.catalog.get(key)
+            if info is None:  # a bare Resource keeps the richer description it already has
+                info = known if known is not None and known.resource == res else plain(res)
+            previous = self.resources.get(key)
+            if previous is not None and previous != res:
+                self.objects.pop(previous, None)
+            self.resources[key] = res
+            self.catalog[key] = info
+            self.catalog_generation += 1
+            self.objects.setdefault(res, {})
+
+    def unregister(self, key: tuple[str, str, str]) -> None:
+        """Stop serving a resource and forget its objects (a deleted CRD)."""
+        with self.cond:
+            res = self.resources.pop(key, None)
+            self.catalog.pop(key, None)
+            self.catalog_generation += 1
+            if res is not None:
+                self.objects.pop(res, None)
 
     def resource(self, group: str, version: str, plural: str) -> Resource:
         found = self.resources.get((group, version, plural))
@@ -133,34 +122,25 @@ class Store:
             raise ApiStatus(404, "NotFound", "the server could not find the requested resource")
         return found
 
+    def info(self, resource: Resource) -> ApiResource:
+        return self.catalog.get((resource.group, resource.version, resource.plural)) or plain(
+            resource
+        )
+
     def resource_for(self, obj: Mapping[str, Any]) -> Resource:
-        """The resource of a manifest by apiVersion and kind; unknown kinds are registered
-        on the fly (plural = lower-case kind + "s"; namespaced when the object has a
-        namespace)."""
+        """The resource of a manifest by apiVersion and kind; ApiStatus 404 when none is
+        served (a custom resource whose CRD is not loaded yet)."""
         api_version, kind = str(obj.get("apiVersion") or "v1"), str(obj.get("kind") or "")
         group, _, version = api_version.rpartition("/")
-        for res in self.resources.values():
-            if res.group == group and res.version == version and res.kind == kind:
-                return res
-        namespaced = kind in NAMESPACED_KINDS or bool((obj.get("metadata") or {}).get("namespace"))
-        resource = Resource(group, version, kind.lower() + "s", kind, namespaced, True)
-        self.register(resource)
-        return resource
-
-    def register_crd(self, crd: Mapping[str, Any]) -> None:
-        spec = crd.get("spec") or {}
-        names = spec.get("names") or {}
-        for version in spec.get("versions") or []:
-            self.register(
-                Resource(
-                    str(spec.get("group")),
-                    str(version.get("name")),
-                    str(names.get("plural")),
-                    str(names.get("kind")),
-                    spec.get("scope") == "Namespaced",
-                    "status" in (version.get("subresources") or {}),
-                )
-            )
+        with self.cond:
+            for res in self.resources.values():
+                if res.group == group and res.version == version and res.kind == kind:
+                    return res
+        raise ApiStatus(
+            404,
+            "NotFound",
+            f'no resource serves kind "{kind}" in version "{api_version}" (load its CustomResourceDefinition first)',
+        )
 
     # -- reads --------------------------------------------------------------------------
     def get(self, resource: Resource, namespace: str, name: str) -> dict[str, Any]:
@@ -199,7 +179,13 @@ class Store:
             return [c for c in self.history if c.version > version]
 
     # -- writes -------------------------------------------------------------------------
-    def create(self, resource: Resource, namespace: str, obj: Mapping[str, Any]) -> dict[str, Any]:
+    def create(
+        self,
+        resource: Resource,
+        namespace: str,
+        obj: Mapping[str, Any],
+        admit: Admit = _admit_all,
+    ) -> dict[str, Any]:
         obj = copy.deepcopy(dict(obj))
         meta = _meta(obj)
         if not meta.get("name") and meta.get("generateName"):
@@ -223,6 +209,7 @@ class Store:
                 "apiVersion": resource.api_version,
                 "kind": resource.kind,
             }
+            created = admit(self.info(resource), created, None)
             return self._commit(resource, "ADDED", None, created)
 
     def replace(
@@ -232,6 +219,7 @@ class Store:
         name: str,
         obj: Mapping[str, Any],
         subresource: str = "",
+        admit: Admit = _admit_all,
     ) -> dict[str, Any]:
         """PUT: 409 when the body's resourceVersion is set and stale; unconditional when unset."""
         body = copy.deepcopy(dict(obj))
@@ -249,30 +237,40 @@ class Store:
                     "Conflict",
                     f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been modified; please apply your changes to the latest version and try again',
                 )
-            return self._update(resource, old, body, subresource)
+            return self._update(resource, old, body, subresource, admit)
 
     def patch(
         self,
         resource: Resource,
         namespace: str,
         name: str,
-        patch: Mapping[str, Any],
+        patcher: Patcher | Mapping[str, Any],
         subresource: str = "",
+        admit: Admit = _admit_all,
     ) -> dict[str, Any]:
+        """Apply ``patcher`` (a function of the current object, or a JSON merge patch) to
+        the current object; 409 when the patch set a metadata.resourceVersion other than
+        the current one (a precondition)."""
+        if not callable(patcher):
+            body = patcher
+            patcher = lambda old: merge_patch(old, body)  # noqa: E731
         with self.cond:
             old = self._current(resource, namespace, name)
-            wanted = (
-                (patch.get("metadata") or {}).get("resourceVersion")
-                if isinstance(patch.get("metadata"), dict)
-                else None
-            )
+            new = patcher(copy.deepcopy(old))
+            if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+                raise ApiStatus(
+                    422,
+                    "Invalid",
+                    f'{resource.kind} "{name}": the patch left no object with metadata',
+                )
+            wanted = new["metadata"].get("resourceVersion")
             if wanted and str(wanted) != old["metadata"]["resourceVersion"]:
                 raise ApiStatus(
                     409,
                     "Conflict",
                     f'Operation cannot be fulfilled on {resource.plural} "{name}": the object has been modified',
                 )
-            return self._update(resource, old, merge_patch(old, patch), subresource)
+            return self._update(resource, old, new, subresource, admit)
 
     def delete(
         self, resource: Resource, namespace: str, name: str, uid: str = ""
@@ -288,6 +286,16 @@ class Store:
             del self.objects[resource][self._key(resource, namespace, name)]
             gone = copy.deepcopy(old)
             return self._commit(resource, "DELETED", old, gone, stored=False)
+
+    def delete_namespaced(self, namespace: str) -> None:
+        """Delete every object in a namespace at once (what the namespace controller does
+        when a namespace is deleted, without the Terminating phase)."""
+        with self.cond:
+            for resource, objects in list(self.objects.items()):
+                for ns, name in [k for k in objects if resource.namespaced and k[0] == namespace]:
+                    self.terminating.pop((ns, name), None)
+                    with contextlib.suppress(ApiStatus):
+                        self.delete(resource, ns, name)
 
     def delete_pod(
         self, namespace: str, name: str, grace: int | None, uid: str = ""
@@ -339,7 +347,12 @@ class Store:
         return old
 
     def _update(
-        self, resource: Resource, old: dict[str, Any], new: dict[str, Any], subresource: str
+        self,
+        resource: Resource,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        subresource: str,
+        admit: Admit = _admit_all,
     ) -> dict[str, Any]:
         """Identity and system fields stay; the status subresource writes only status and
         the main resource never writes status (when the resource has the subresource)."""
@@ -366,6 +379,8 @@ class Store:
             if key in old["metadata"]:
                 meta[key] = old["metadata"][key]
         new["apiVersion"], new["kind"] = resource.api_version, resource.kind
+        new = admit(self.info(resource), new, old)
+        meta = new["metadata"]  # admission may have copied it
         if {k: v for k, v in new.items() if k not in ("metadata", "status")} != {
             k: v for k, v in old.items() if k not in ("metadata", "status")
         }:
@@ -389,14 +404,11 @@ class Store:
             )
         if self.history.maxlen and len(self.history) == self.history.maxlen:
             self.compacted = self.history[0].version
-        self.history.append(
-            Change(
-                self.version,
-                kind,
-                resource,
-                copy.deepcopy(old) if old else None,
-                copy.deepcopy(new),
-            )
+        change = Change(
+            self.version, kind, resource, copy.deepcopy(old) if old else None, copy.deepcopy(new)
         )
+        self.history.append(change)
+        for listener in self.listeners:
+            listener(change)
         self.cond.notify_all()
         return copy.deepcopy(new)

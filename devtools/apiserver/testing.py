@@ -29,11 +29,18 @@ def serve(
     bookmark_interval: float = 0.2,
     history: int = 10_000,
     client_args: ClientArgs | None = None,
+    refuse_invalid: bool = False,
 ) -> Iterator[Running]:
     """Start a dev server on an ephemeral loopback port, load ``objects``, yield it with
-    an official-client API built from the kubeconfig it wrote."""
+    an official-client API built from the kubeconfig it wrote.
+
+    Unlike a real server (and ``waterline dev-apiserver``), it stores custom resources
+    that break their CRD's schema (with a Warning header) unless ``refuse_invalid``: tests
+    seed such objects to check the agent's and the controller's own validation."""
     server = DevServer(
-        Store(history=history, grace_cap=grace_cap), bookmark_interval=bookmark_interval
+        Store(history=history, grace_cap=grace_cap),
+        bookmark_interval=bookmark_interval,
+        refuse_invalid=refuse_invalid,
     )
     server.load(objects)
     server.start()

@@ -22,13 +22,16 @@ BestEffort pods, the most expensive first, just enough to bring the node to the 
 the kernel holds them at their caps. Phase 2 (the load goes): the web pod goes idle and the
 batch jobs pause; after two samples at or below the line, the caps are raised step by step
 and finally the original quota (-1) is written back, exactly. The demo then checks every
-quota file, kills every process, removes every cgroup and file it made (also on Ctrl-C or
-SIGTERM) and exits 0 when everything behaved.
+quota file, kills every process, removes every cgroup and file it made (also on Ctrl-C,
+SIGTERM or SIGHUP) and exits 0 when everything behaved. Killed outright (SIGKILL), it
+cannot clean up: its busy processes die with it (``PR_SET_PDEATHSIG``), and the next demo
+removes the cgroups and files named after a demo pid that no longer runs.
 
 Where cgroups are not writable (not root, cgroup v2 only, read-only mount), the demo says
 why and replays an embedded scenario through ``waterline simulate``'s engine instead.
 
 Modules: ``pods`` (the demo's pods and the objects the agent reads), ``cgroups`` (the
-cgroup tree, its busy processes and the kernel's per-pod CPU figure), ``live`` (the
-narrated run), ``replay`` (the fallback) and ``command``.
+cgroup tree, its busy processes and the kernel's per-pod CPU figure), ``leftovers`` (an
+earlier demo's remains), ``live`` (the narrated run), ``replay`` (the fallback) and
+``command``.
 """

@@ -12,16 +12,32 @@ limits, in one file read, where a process's own CPU times would miss what it sta
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import psutil
 
 from devtools.demo.pods import DemoPod
 
 BUSY = ["/bin/sh", "-c", "while :; do :; done"]
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+_LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child only calls into it
+
+
+def die_with_parent(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn`` making the child die with its parent, however the parent ends
+    (SIGKILL included): the kernel sends it SIGKILL then (``PR_SET_PDEATHSIG``, kept across
+    exec). If the parent is already gone when it is set, the child exits at once."""
+
+    def arm() -> None:
+        _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arm
 
 
 def v1_roots(cgroup_root: str, proc_root: str) -> tuple[str, str, str | None]:
@@ -96,13 +112,16 @@ class CgroupTree:
                 self.write(rel, "cpu.cfs_quota_us", quota)
 
     def start(self, pod: DemoPod) -> None:
-        """A busy process that joins the container's cgroups before it runs."""
+        """A busy process that joins the container's cgroups before it runs, and dies
+        with this process (kill -9 of the demo included)."""
         procs_files = [
             os.path.join(root, pod.container_rel(self.kubelet_root), "cgroup.procs")
             for root in self.roots
         ]
+        arm = die_with_parent(os.getpid())
 
         def join() -> None:
+            arm()
             for path in procs_files:
                 with open(path, "w", encoding="ascii") as f:
                     f.write(str(os.getpid()))
@@ -119,7 +138,7 @@ class CgroupTree:
         """Kill the pod's process and everything it started; wait until they are gone."""
         proc = self.procs.pop(name, None)
         if proc is not None:
-            _kill(_with_descendants(proc))
+            kill_and_wait(_with_descendants(proc))
 
     def cpu_seconds(self, pod: DemoPod) -> float:
         return int(self.read(self.acct_root, pod.rel(self.kubelet_root), "cpuacct.usage")) / 1e9
@@ -148,7 +167,7 @@ class CgroupTree:
         for name in list(self.procs):
             self.signal(name, signal.SIGCONT)
             self.stop(name)
-        _kill(self.stragglers())
+        kill_and_wait(self.stragglers())
         left = []
         for rel in reversed(self.made):
             for root in self.roots:
@@ -175,7 +194,7 @@ def _with_descendants(proc: psutil.Process) -> list[psutil.Process]:
         return [proc]
 
 
-def _kill(procs: Iterable[psutil.Process], timeout: float = 10.0) -> None:
+def kill_and_wait(procs: Iterable[psutil.Process], timeout: float = 10.0) -> None:
     """SIGKILL (which also ends a stopped process) and wait; our children are reaped."""
     procs = list(procs)
     for proc in procs:

@@ -13,22 +13,49 @@ from devtools.demo.replay import replay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cgroup-root", default=CGROUP_ROOT)
-    parser.add_argument("--proc-root", default=PROC_ROOT)
     parser.add_argument(
-        "--load-ticks", type=int, default=12, help="ticks of load (default %(default)s)"
+        "--cgroup-root",
+        default=CGROUP_ROOT,
+        metavar="PATH",
+        help="where the cgroup hierarchies are mounted (default %(default)s)",
     )
     parser.add_argument(
-        "--max-restore-ticks", type=int, default=15, help="give up restoring after this many ticks"
+        "--proc-root",
+        default=PROC_ROOT,
+        metavar="PATH",
+        help="the /proc to read mounts and CPU figures from (default %(default)s)",
     )
-    parser.add_argument("--interval", type=float, default=1.0)
+    parser.add_argument(
+        "--load-ticks",
+        type=int,
+        default=12,
+        metavar="N",
+        help="ticks of load (default %(default)s)",
+    )
+    parser.add_argument(
+        "--max-restore-ticks",
+        type=int,
+        default=15,
+        metavar="N",
+        help="give up restoring after this many ticks (default %(default)s)",
+    )
+    parser.add_argument(
+        "--interval",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds between the agent's ticks (default %(default)s)",
+    )
     parser.add_argument(
         "--replay",
         action="store_true",
         help="replay the embedded scenario even where cgroups are writable",
     )
     parser.add_argument(
-        "--log-level", default="warning", choices=("debug", "info", "warning", "error")
+        "--log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="the agent's log lines shown beside the console view (default %(default)s)",
     )
 
 

@@ -1,6 +1,7 @@
-"""The live demo, narrated: measure what the busy pods get here, set the waterline from
-it, run the real local-mode loop through a load phase and an idle phase, check every
-quota file, and clean up whatever happens (Ctrl-C and SIGTERM included)."""
+"""The live demo, narrated: remove what an earlier, killed demo left, measure what the
+busy pods get here, set the waterline from it, run the real local-mode loop through a load
+phase and an idle phase, check every quota file, and clean up whatever happens (Ctrl-C,
+SIGTERM and SIGHUP included)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain
 from devtools.demo.cgroups import CgroupTree, KernelMeter
+from devtools.demo.leftovers import remove_leftovers
 from devtools.demo.pods import DemoPod, demo_objects
 
 
@@ -65,11 +67,9 @@ def live_demo(
     args: argparse.Namespace, cpu_root: str, acct_root: str, memory_root: str | None
 ) -> int:
     kubelet_root = f"waterline-demo-{os.getpid()}"
-    session = Session(
-        args,
-        CgroupTree(cpu_root, acct_root, memory_root, kubelet_root),
-        tempfile.mkdtemp(prefix="waterline-demo-"),
-    )
+    tree = CgroupTree(cpu_root, acct_root, memory_root, kubelet_root)
+    _remove_leftovers(tree.roots)
+    session = Session(args, tree, tempfile.mkdtemp(prefix=f"{kubelet_root}-"))
     ok = False
     try:
         with _terminate_as_interrupt():
@@ -81,6 +81,19 @@ def live_demo(
     finally:
         clean = _clean_up(session)
     return 0 if ok and clean else 1
+
+
+def _remove_leftovers(roots: list[str]) -> None:
+    """An earlier demo that was killed before it could clean up: its cgroups, processes
+    and scratch folder go first."""
+    removed = remove_leftovers(roots)
+    if removed:
+        say(
+            f"removed what an earlier demo left: {', '.join(removed.cgroups + removed.workdirs)} "
+            f"({removed.processes} processes killed)"
+        )
+    if removed.left:
+        say(f"could not remove: {', '.join(removed.left)}")
 
 
 def _run(s: Session) -> bool:
@@ -179,16 +192,19 @@ def _clean_up(s: Session) -> bool:
 
 @contextlib.contextmanager
 def _terminate_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends the demo like Ctrl-C does: through the clean-up."""
+    """SIGTERM and SIGHUP (the terminal closed) end the demo like Ctrl-C does: through
+    the clean-up. (SIGKILL cannot be caught: the busy processes die with the demo by
+    themselves, and the next demo removes the cgroups.)"""
 
     def handler(_signum: int, _frame: Any) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 def run_ticks(

@@ -177,7 +177,7 @@ def agent_command(objects: Path, state: Path, kubelet_root: str, *extra: str) ->
     ]  # fmt: skip
 
 
-def test_a_killed_agent_restores_from_its_state_file_when_started_again(
+def test_a_killed_local_agent_s_caps_are_adopted_then_released_on_exit(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
     batch = DemoPod("batch", "BestEffort", None)
@@ -207,6 +207,8 @@ def test_a_killed_agent_restores_from_its_state_file_when_started_again(
         cwd=ROOT, capture_output=True, timeout=60,
     )  # fmt: skip
     assert again.returncode == 0, again.stderr.decode()[-2000:]
+    # The next start adopts the cap (it stays in force); local mode releases on exit.
+    assert b"caps adopted from the state file" in again.stderr
+    assert b"caps released" in again.stderr and b"local mode" in again.stderr
     assert tree.quota(batch) == "-1"
     assert state_pods(state) == {}
-    assert b"restored pods throttled earlier" in again.stderr

@@ -15,6 +15,7 @@ import pytest
 import structlog
 import yaml
 
+from agent.cluster.access import controller_access
 from agent.cluster.config import parse_config
 from agent.cluster.controller import Controller, ControllerDeps
 from agent.cluster.resources import WATCHED
@@ -110,7 +111,9 @@ class Replica:
         config: dict[str, Any] | None = None,
         dry_run: bool = False,
     ) -> None:
-        self.api = build_api(str(env.kubeconfig), args=ClientArgs(pool_size=32))
+        # The controller's access table enforced: an undeclared call fails the test.
+        self.access = controller_access(LEASE_NS, LEASE_NAME)
+        self.api = build_api(str(env.kubeconfig), args=ClientArgs(pool_size=32), access=self.access)
         deps = ControllerDeps(
             self.api,
             identity,
@@ -140,6 +143,7 @@ class Replica:
         self.thread.join(15)
         assert not self.thread.is_alive()
         self.api.close()
+        assert self.access.refused == [], "calls outside agent/cluster/access.py"
 
 
 @pytest.fixture
@@ -209,7 +213,9 @@ def test_two_replicas_one_acts_arbitrates_migrates_and_hands_over(cluster: Runni
         # the eviction went through the subresource, and only the leader acted
         assert not pod_exists(env, "web-1") and pod_exists(env, "api-1")
         evictions = [
-            p for meth, p in env.server.requests if meth == "POST" and p.endswith("/eviction")
+            p.split("?")[0]
+            for meth, p in env.server.requests
+            if meth == "POST" and p.split("?")[0].endswith("/eviction")
         ]
         assert [p.rsplit("/", 2)[-2] for p in evictions] == ["web-1"]
         assert leader.evictions() == 1 and follower.evictions() == 0
@@ -257,7 +263,7 @@ def test_dry_run_plans_and_writes_nothing(cluster: Running) -> None:
         for name in ("job-evict", "job-wait", "job-ghost", "job-lonely"):
             assert status(env, name) == {}
         assert pod_exists(env, "web-1") and pod_exists(env, "web-2")
-        assert not any(p.endswith("/eviction") for _, p in env.server.requests)
+        assert not any(p.split("?")[0].endswith("/eviction") for _, p in env.server.requests)
     finally:
         replica.halt()
 
@@ -334,7 +340,7 @@ def test_planners_act_only_when_enabled(
     with serve(crds + doc["objects"]) as env:
         deps = ControllerDeps(env.api, "solo", election=ELECTION)
         ctl = Controller(deps, parse_config(config), interval=60)
-        ctl.writer.is_leader = lambda: True  # a round without the election threads
+        ctl.writer.time_left = lambda: 10.0  # a round without the election threads
         now = parse_time(doc["now"])
         assert now is not None
         ctl.round(ObjectStore.from_dicts(doc["objects"]), now)

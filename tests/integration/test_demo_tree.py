@@ -1,11 +1,14 @@
 """The demo leaves nothing behind: every process in its cgroups is killed, whoever
-started it, and every cgroup is removed (real cgroup v1, real processes)."""
+started it, and every cgroup is removed (real cgroup v1, real processes); a demo killed
+outright (SIGKILL) takes its busy processes with it, and the next demo removes its
+cgroups; a hung-up one (SIGHUP) cleans up as on Ctrl-C."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import psutil
@@ -65,3 +68,91 @@ def test_stop_kills_a_process_with_everything_it_started(tree: CgroupTree) -> No
     assert "forking" not in tree.procs
     assert not shell.is_running()
     assert not any(c.is_running() for c in children)
+
+
+# -- a demo that dies --------------------------------------------------------------------
+
+
+def _demo_roots() -> list[str]:
+    from agent.defaults import CGROUP_ROOT, PROC_ROOT
+    from devtools.demo.cgroups import v1_roots
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create cgroups")
+    try:
+        cpu, acct, memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
+    except ValueError as err:
+        pytest.skip(str(err))
+    return sorted({cpu, acct, memory or cpu})
+
+
+def _start_demo(*argv: str) -> subprocess.Popen[str]:
+    """A live demo in the background, returned once its pods are busy (phase 1)."""
+    demo = subprocess.Popen(  # noqa: S603
+        [sys.executable, "-m", "agent", "demo", *argv],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    assert demo.stdout is not None
+    seen = []
+    deadline = time.monotonic() + 30
+    for line in demo.stdout:
+        seen.append(line)
+        if "== phase 1" in line or time.monotonic() > deadline:
+            break
+    assert any("== phase 1" in line for line in seen), "".join(seen)
+    return demo
+
+
+def _tasks(roots: list[str], name: str) -> set[int]:
+    pids: set[int] = set()
+    for root in roots:
+        for path, _dirs, _files in os.walk(os.path.join(root, name)):
+            with open(os.path.join(path, "cgroup.procs"), encoding="ascii") as f:
+                pids.update(int(p) for p in f.read().split())
+    return pids
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_killed_demo_leaves_no_process_and_the_next_demo_removes_its_cgroups() -> None:
+    roots = _demo_roots()
+    demo = _start_demo("--load-ticks", "120", "--interval", "0.5")
+    name = f"waterline-demo-{demo.pid}"
+    busy = _tasks(roots, name)
+    assert len(busy) == 3, busy  # web, batch-a, batch-b
+
+    demo.kill()  # SIGKILL: no clean-up code runs
+    demo.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while any(_running(p) for p in busy) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [p for p in busy if _running(p)], "busy processes outlived the demo"
+    assert _tasks(roots, name) == set()
+    assert all(os.path.isdir(os.path.join(root, name)) for root in roots)  # only the cgroups stay
+
+    after = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "agent", "demo", "--load-ticks", "1", "--max-restore-ticks", "1",
+         "--interval", "0.2"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert f"removed what an earlier demo left: {name}" in after.stdout, after.stdout
+    assert "cleaned up: every process killed, every cgroup and file removed" in after.stdout
+    assert not any(n.startswith("waterline-demo-") for root in roots for n in os.listdir(root))
+
+
+def test_a_hung_up_demo_cleans_up_like_ctrl_c() -> None:
+    roots = _demo_roots()
+    demo = _start_demo("--load-ticks", "120", "--interval", "0.5")
+    name = f"waterline-demo-{demo.pid}"
+    busy = _tasks(roots, name)
+    demo.send_signal(signal.SIGHUP)
+    out, _ = demo.communicate(timeout=30)
+    assert "interrupted: cleaning up" in out
+    assert "cleaned up: every process killed, every cgroup and file removed" in out
+    assert not [p for p in busy if _running(p)]
+    assert not any(os.path.exists(os.path.join(root, name)) for root in roots)

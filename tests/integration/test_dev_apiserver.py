@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -25,11 +26,12 @@ from agent.kube.resources import EVENTS, LEASES, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from devtools.apiserver.server import DevServer, read_manifests
+from devtools.apiserver.server import DevServer, Fault, read_manifests
 from devtools.apiserver.testing import pdb, pod, serve
 from executors.eviction import ApiEvictor
 
 pytestmark = pytest.mark.integration
+CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
 POLICY = {
     "apiVersion": "qos.waterline.io/v1alpha1",
@@ -170,21 +172,28 @@ def test_graceful_eviction_leaves_the_pod_terminating_then_gone() -> None:
 
 def test_api_evictor_maps_outcomes_and_guards_the_uid() -> None:
     with serve(
-        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1)]
+        [pod("p"), pod("q", labels={"app": "q"}), pdb("q", {"app": "q"}, minAvailable=1), pod("r")]
     ) as env:
         evictor = ApiEvictor(env.api)
         raw = get_object(env.api, PODS, "p", "default")
         stale = Pod("default", "p", "not-the-current-uid")
-        assert (
-            evictor.evict(stale, 0) is EvictionResult.GONE
-        )  # a successor with the same name is spared
+        # a successor with the same name is spared
+        assert evictor.evict(stale, 0).result is EvictionResult.GONE
         assert (
             get_object(env.api, PODS, "p", "default")["metadata"]["uid"] == raw["metadata"]["uid"]
         )
-        assert (
-            evictor.evict(Pod("default", "p", raw["metadata"]["uid"]), 0) is EvictionResult.EVICTED
+        assert evictor.evict(Pod("default", "p", raw["metadata"]["uid"]), 0).result is (
+            EvictionResult.EVICTED
         )
-        assert evictor.evict(Pod("default", "q", "default/q"), 0) is EvictionResult.BLOCKED_BY_PDB
+        assert evictor.evict(Pod("default", "q", "default/q"), 0).result is (
+            EvictionResult.BLOCKED_BY_PDB
+        )
+        # the API's own failures: a 500 and a throttling 429 (no budget cause) are `failed`
+        for status in (500, 429):
+            env.server.inject(Fault("/pods/r/eviction", method="POST", status=status))
+            assert evictor.evict(Pod("default", "r", "default/r"), 0).result is (
+                EvictionResult.FAILED
+            )
 
 
 def test_stale_replace_is_a_conflict_and_merge_patch_applies() -> None:
@@ -298,16 +307,21 @@ def test_watch_from_a_compacted_version_gets_410_and_bookmarks_flow() -> None:
 
 
 def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: Path) -> None:
-    manifests = tmp_path / "objects.yaml"
-    manifests.write_text(
+    manifests = tmp_path / "objects"
+    manifests.mkdir()
+    (manifests / "a.yaml").write_text(
         yaml.safe_dump_all(
             [NODE, {"apiVersion": "v1", "kind": "List", "items": [pod("x"), POLICY]}]
         )
     )
+    action = {**ACTION, "spec": {"coolDownSeconds": 300, "eviction": {}}}  # the CRD's rule
+    (manifests / "b.json").write_text(json.dumps(action))
+    (manifests / "notes.txt").write_text("not a manifest: ignored")
     assert [o["kind"] for o in read_manifests(manifests)] == [
         "Node",
         "Pod",
         "NodeQOSEnsurancePolicy",
+        "AvoidanceAction",
     ]
     kubeconfig = tmp_path / "kubeconfig"
     proc = subprocess.Popen(
@@ -319,7 +333,9 @@ def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: P
             "--port",
             "0",
             "--objects",
-            str(manifests),
+            str(manifests),  # before the CRDs it needs: CRDs are created first
+            "--objects",
+            str(CRDS),
             "--kubeconfig-out",
             str(kubeconfig),
         ],
@@ -329,16 +345,49 @@ def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: P
     try:
         assert proc.stdout is not None
         banner = proc.stdout.readline()
-        assert "NOT for production" in banner and "3 objects" in banner
+        assert "NOT for production" in banner and "9 objects" in banner  # 5 CRDs + 4
         api = build_api(str(kubeconfig))
         assert [
             i["metadata"]["name"]
             for i in list_objects(api, PODS, Selectors(field_selector="spec.nodeName=node-1")).items
         ] == ["x"]
+        assert [p["metadata"]["name"] for p in list_objects(api, POLICIES).items] == ["cpu-guard"]
         api.close()
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "complaint"),
+    [
+        ("a: [", "bad.yaml: not valid YAML/JSON"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {}\n",
+            "bad.yaml document 1: metadata.name is required",
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {a: .nan}\n",
+            "is not a JSON number",
+        ),
+        (
+            yaml.safe_dump(POLICY),
+            "bad.yaml: NodeQOSEnsurancePolicy cpu-guard: no resource serves kind",
+        ),
+    ],
+)
+def test_dev_apiserver_command_names_a_bad_manifest(
+    tmp_path: Path, content: str, complaint: str
+) -> None:
+    (tmp_path / "bad.yaml").write_text(content)
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "dev-apiserver", "--objects", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 2
+    assert complaint in done.stderr and "Traceback" not in done.stderr
 
 
 def test_server_stop_ends_open_watches() -> None:

@@ -107,7 +107,10 @@ class FakePod:
         return {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid},
+            "metadata": {"name": self.name, "namespace": self.namespace, "uid": self.uid,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": f"{self.name}-rs",
+                                              "uid": f"rs-{self.uid}", "controller": True}]},
             "spec": {
                 "nodeName": NODE,
                 "priority": 0,
@@ -189,7 +192,7 @@ POLICIES = [
         "metadata": {"name": "evict-batch"},
         "spec": {
             "coolDownSeconds": 0,
-            "eviction": {"terminationGracePeriodSeconds": 0},
+            "eviction": {"terminationGracePeriodSeconds": 1},
             # BestEffort only: what an eviction releases counts against the CPU gaps too,
             # and a pod left to throttle is needed for the cap series.
             "scope": {"qosClasses": ["BestEffort"]},
@@ -483,9 +486,7 @@ def _series(stack: Stack, expr: str) -> tuple[str, int, str]:
     return "success", len(body["data"]["result"]), ""
 
 
-def test_every_dashboard_query_returns_series(
-    stack: Stack, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_every_dashboard_query_returns_series(stack: Stack) -> None:
     queries = dashboard_queries()
     deadline = time.monotonic() + DEADLINE
     while True:
@@ -495,11 +496,12 @@ def test_every_dashboard_query_returns_series(
         if invalid or not waiting or time.monotonic() > deadline:
             break
         time.sleep(1)
-    with capsys.disabled():
-        print(f"\nPrometheus check: {len(results)} dashboard queries")
-        for title, expr, status, count, error in results:
-            print(f"  {count:3d} series  {title}: {expr}" if status == "success"
-                  else f"  ERROR       {title}: {expr}: {error}")  # fmt: skip
+    # The table is for `make prometheus-check` (pytest -s); `make test` keeps it captured
+    # (shown only if the test fails).
+    print(f"\nPrometheus check: {len(results)} dashboard queries")
+    for title, expr, status, count, error in results:
+        print(f"  {count:3d} series  {title}: {expr}" if status == "success"
+              else f"  ERROR       {title}: {expr}: {error}")  # fmt: skip
     errors = [f"{r[0]}: {r[4]}" for r in results if r[2] != "success"]
     assert not errors, "invalid dashboard queries:\n" + "\n".join(errors)
     missing = "\n".join(f"{r[0]}: {r[1]}" for r in waiting)
@@ -628,6 +630,12 @@ ALERT_CASES: dict[str, tuple[dict[str, str], int, int, dict[str, str]]] = {
          'waterline_actions_total{node="n2", job="waterline-agent", action="evict", '
          'result="evicted"}': "0+2x30"},
         5, 25, {},
+    ),
+    "WaterlineEvictionsLimited": (  # the brake is the controller's alert, not this one
+        {f'waterline_eviction_rounds_limited_total{{{N1}, limit="evictionRateLimit"}}': "0+1x40",
+         'waterline_eviction_rounds_limited_total{node="n2", job="waterline-agent", '
+         'limit="clusterBrake"}': "0+5x40"},
+        10, 25, {"node": "n1", "limit": "evictionRateLimit"},
     ),
     "WaterlineThrottleHeldLong": (
         {f'waterline_pod_cpu_cap_cores{{{N1}, namespace="batch", pod="b-1"}}': "0.5x70"},

@@ -11,6 +11,7 @@ import structlog
 from structlog.testing import capture_logs
 
 from agent.errors import InvalidObject
+from agent.model.settings import parse_agent_settings
 from agent.node import command
 from agent.node.command import ConfigFile, read_config
 
@@ -33,9 +34,9 @@ def test_reads_the_agent_section(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "field"),
     [
-        ("agent:\n  executeExcessPercent: 150\n", "executeExcessPercent"),
-        ("agent:\n  extCpuResource: ''\n", "extCpuResource"),
-        ("agent:\n  executeExessPercent: 1\n", "executeExessPercent"),
+        ("agent:\n  executeExcessPercent: 150\n", "agent.executeExcessPercent"),
+        ("agent:\n  extCpuResource: ''\n", "agent.extCpuResource"),
+        ("agent:\n  executeExessPercent: 1\n", "agent.executeExessPercent"),
         ("agent: [1]\n", "agent"),
     ],
 )
@@ -45,7 +46,18 @@ def test_bad_config_names_the_field(tmp_path: Path, text: str, field: str) -> No
     with pytest.raises(InvalidObject) as err:
         read_config(str(path))
     assert err.value.field == field
-    assert field in str(err.value)
+    assert field in str(err.value) and ", got " in str(err.value)
+
+
+def test_the_agent_section_reads_like_the_engines_sections() -> None:
+    """One format for every config section: ``config <section>: <field> <problem>, got <value>``."""
+    with pytest.raises(InvalidObject) as err:
+        parse_agent_settings({"executeExcessPercent": 150})
+    assert str(err.value) == "config agent: executeExcessPercent must be between 0 and 100, got 150"
+    with pytest.raises(InvalidObject) as err:
+        parse_agent_settings({"executeExessPercent": 1})
+    assert str(err.value).startswith("config agent: executeExessPercent is not a known field (known: ")
+    assert str(err.value).endswith(", got 1")
 
 
 def test_agent_exits_2_on_a_bad_config(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -63,7 +75,7 @@ def test_agent_exits_2_on_a_bad_config(tmp_path: Path, capfd: pytest.CaptureFixt
         structlog.reset_defaults()  # run() configured logging for the whole process
     out, err = capfd.readouterr()
     line = next(x for x in (out + err).splitlines() if "bad configuration" in x)
-    assert "field=executeExcessPercent" in line and "got -1" in line
+    assert "field=agent.executeExcessPercent" in line and "got -1" in line
 
 
 def test_live_reload_keeps_the_last_good_settings_on_a_bad_edit(tmp_path: Path) -> None:

@@ -196,7 +196,7 @@ def test_duplicate_job_names_and_bad_priority_class_are_rejected() -> None:
 # -- ordering --------------------------------------------------------------------------------
 
 BIG = ArbitrationArgs(
-    max_migrating_per_node=None, max_migrating_per_workload=100, max_unavailable_per_workload=100
+    max_migrating_per_node=None, max_migrating_per_workload=100, max_unavailable_per_workload=99
 )
 
 
@@ -269,6 +269,7 @@ def test_order_batch_job_with_migrating_pods_first() -> None:
     train = ("Job", "train")
     objs = [
         workload("Job", "train", 3),
+        workload("ReplicaSet", "web", 5),
         pod("t1", owner=train, priority=1000, qos="Guaranteed"),
         pod("t2", owner=train, priority=1000, qos="Guaranteed"),
         pod("w", priority=0),
@@ -374,7 +375,7 @@ def test_max_migrating_per_node_counts_running_and_passed_jobs() -> None:
         job("j-b", "b", created="2025-12-31T23:02:00Z"),
         job("j-c", "c", created="2025-12-31T23:01:00Z"),
     ]
-    args = ArbitrationArgs(max_migrating_per_workload=100, max_unavailable_per_workload=100)
+    args = ArbitrationArgs(max_migrating_per_workload=100, max_unavailable_per_workload=99)
     assert reasons(run(objs, args)) == (["j-a", "j-c"], {"j-b": "MaxMigratingPerNode"}, {})
 
 
@@ -382,7 +383,7 @@ def test_running_job_of_a_gone_pod_counts_in_its_namespace_not_on_a_node() -> No
     gone = job("j-gone", "evicted", phase="Running")
     gone["status"]["nodeName"] = "n1"  # where the pod goes, not where it was
     objs = [workload("Deployment", "web", 100), pod("a", "n1"), gone, job("j-a", "a")]
-    limits = {"max_migrating_per_workload": 100, "max_unavailable_per_workload": 100}
+    limits = {"max_migrating_per_workload": 100, "max_unavailable_per_workload": 99}
     assert run(objs, ArbitrationArgs(max_migrating_per_node=1, **limits)).passed == ("j-a",)
     blocked = ArbitrationArgs(max_migrating_per_namespace=1, **limits)
     assert reasons(run(objs, blocked))[1] == {"j-a": "MaxMigratingPerNamespace"}
@@ -403,7 +404,7 @@ def test_max_migrating_per_namespace() -> None:
     args = ArbitrationArgs(
         max_migrating_per_namespace=1,
         max_migrating_per_workload=100,
-        max_unavailable_per_workload=100,
+        max_unavailable_per_workload=99,
     )
     assert reasons(run(objs, args)) == (["j-a", "j-c"], {"j-b": "MaxMigratingPerNamespace"}, {})
 
@@ -522,7 +523,7 @@ def test_second_job_for_a_migrating_pod_waits() -> None:
     args = ArbitrationArgs(
         max_migrating_per_node=None,
         max_migrating_per_workload=100,
-        max_unavailable_per_workload=100,
+        max_unavailable_per_workload=99,
     )
     assert reasons(run(objs, args)) == (
         ["j-b1"],
@@ -539,7 +540,7 @@ def test_select_limit_after_n_passed() -> None:
         process_queue_qps=1,
         job_select_ratio=2,
         max_migrating_per_workload=100,
-        max_unavailable_per_workload=100,
+        max_unavailable_per_workload=99,
     )
     passed, waiting, _ = reasons(run(objs, args))
     assert passed == ["j4", "j3"]
@@ -562,7 +563,7 @@ def test_select_limit_only_for_jobs_that_pass_the_filters() -> None:
         job_select_ratio=1,
         max_migrating_per_node=1,
         max_migrating_per_workload=100,
-        max_unavailable_per_workload=100,
+        max_unavailable_per_workload=99,
     )
     assert reasons(run(objs, args))[1] == {"j-b": "MaxMigratingPerNode", "j-c": "SelectLimit"}
 
@@ -618,7 +619,9 @@ def test_a_running_job_whose_pod_is_gone_counts_on_the_node_it_left():
                 "status": {"phase": phase}}
 
     def pod(name):
+        # One replica: it may be migrated only because its owner accepted that.
         return {"kind": "Pod", "metadata": {"name": name, "namespace": "default", "uid": name,
+                                           "annotations": {"qos.waterline.io/evictable": "true"},
                                            "ownerReferences": [{"kind": "ReplicaSet", "name": f"{name}-rs",
                                                                 "uid": f"{name}-rs", "controller": True}]},
                 "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},

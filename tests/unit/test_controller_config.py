@@ -43,7 +43,8 @@ def test_sections_reach_their_engine_and_enabled_is_taken_out() -> None:
         (
             {"reservations": {}},
             "config: reservations is not a known field "
-            "(known: arbitration, defrag, queues, daemonset), got {}",
+            "(known: arbitration, defrag, queues, daemonset, clusterEvictionBudget, migration), "
+            "got {}",
         ),
         ({"queues": 3}, "config: queues must be a mapping, got 3"),
         (

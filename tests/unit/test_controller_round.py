@@ -27,7 +27,7 @@ def controller() -> tuple[Controller, list[tuple[str, str]]]:
     def evict(pod: Pod, source: str = "migration") -> None:
         evicted.append((pod.key, source))
 
-    ctl.writer.is_leader = lambda: True  # type: ignore[method-assign]
+    ctl.writer.time_left = lambda: 10.0  # type: ignore[method-assign]
     ctl.writer.evict = evict  # type: ignore[method-assign,assignment]
     return ctl, evicted
 
@@ -48,3 +48,14 @@ def test_queue_preemption_evicts_when_enabled_and_pauses_on_an_invalid_queue() -
         ctl.round(store, now)
     assert evicted == []
     assert any("queues skipped" in e["event"] for e in logs)
+
+
+def test_a_round_that_could_not_write_or_read_is_a_failure() -> None:
+    ctl, _ = controller()
+    ctl.cache.set_reachable("pods", True)
+    assert ctl._round_trouble() is None
+    ctl.writer.failures = 2
+    assert ctl._round_trouble() == "2 write(s) failed"
+    assert ctl._round_trouble() is None  # counted once per round
+    ctl.cache.set_reachable("pods", False)
+    assert "the API server cannot be read" in (ctl._round_trouble() or "")

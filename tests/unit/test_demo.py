@@ -29,3 +29,38 @@ def test_the_waterline_leaves_the_batch_pods_sixty_percent(
     web: float, batch: float, line: float
 ) -> None:
     assert waterline_for(web, batch) == pytest.approx(line)
+
+
+def test_every_demo_option_says_what_it_is() -> None:
+    import argparse
+
+    from devtools.demo.command import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    options = [a for a in parser._actions if a.option_strings and a.dest != "help"]
+    assert options and all(a.help for a in options), [a.dest for a in options if not a.help]
+
+
+def test_a_leftover_belongs_to_a_demo_that_no_longer_runs(tmp_path) -> None:
+    import os
+    import subprocess
+
+    from devtools.demo.leftovers import demo_running, remove_leftovers
+
+    other = subprocess.Popen(["sleep", "30"])  # alive, but not a demo
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    try:
+        assert demo_running(os.getpid())
+        assert not demo_running(other.pid)
+        assert not demo_running(gone.pid)
+        for pid in (os.getpid(), gone.pid):
+            (tmp_path / f"waterline-demo-{pid}-abc").mkdir()
+        (tmp_path / "unrelated").mkdir()
+        removed = remove_leftovers([], str(tmp_path))  # no cgroup roots: scratch folders only
+        assert removed.workdirs == [f"waterline-demo-{gone.pid}-abc"]
+        assert {p.name for p in tmp_path.iterdir()} == {f"waterline-demo-{os.getpid()}-abc", "unrelated"}
+    finally:
+        other.kill()
+        other.wait()

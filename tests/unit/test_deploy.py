@@ -9,6 +9,11 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
+import os
+import re
+import shutil
+import subprocess
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,15 +24,22 @@ import pytest
 import yaml
 
 from agent import defaults
+from collectors.layout import kubepods_path
+from tests.deploy_manifests import DEPLOY as COMPONENTS_BASE
+from tests.deploy_manifests import agent_args, agent_daemonset, agent_mounts, component_names
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 CONFIG = ROOT / "config"
-#: The oldest Kubernetes minor we install on (CEL validation rules are GA from 1.29).
-KUBE_VERSION = "1.29.0"
+#: The oldest Kubernetes minor we install on: CEL validation rules are GA from 1.29, and
+#: the admission policy on the agent's node patches (ValidatingAdmissionPolicy v1, the
+#: node name in service account tokens) needs 1.30.
+KUBE_VERSION = "1.30.0"
 GROUP = defaults.API_GROUP
 #: PodMonitor and PrometheusRule have no Kubernetes schema here (checked by their own test).
 OPERATOR_GROUP = "monitoring.coreos.com/"
+#: Where the agent's container sees the host's /proc (its own /proc stays its own).
+HOST_PROC = "/host/proc"
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -118,7 +130,14 @@ def test_kustomization_installs_every_manifest() -> None:
 
 
 def test_namespaced_objects_live_in_the_waterline_namespace() -> None:
-    cluster_scoped = {"Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"}
+    cluster_scoped = {
+        "Namespace",
+        "CustomResourceDefinition",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
     for doc in _all_manifests():
         if doc["kind"] not in cluster_scoped:
             assert doc["metadata"].get("namespace") == defaults.NAMESPACE, doc["metadata"]["name"]
@@ -141,9 +160,13 @@ def _agent_container() -> dict[str, Any]:
 def test_agent_command_image_and_node_name() -> None:
     c = _agent_container()
     assert c["image"] == defaults.IMAGE
-    assert c["args"] == ["agent", f"--node-name=$({defaults.NODE_NAME_ENV})"]
+    node_name = f"--node-name=$({defaults.NODE_NAME_ENV})"
+    assert c["args"] == ["agent", node_name, f"--proc-root={HOST_PROC}"]
     env = {e["name"]: e for e in c["env"]}
     assert env[defaults.NODE_NAME_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    # its namespace (the brake ConfigMap, its own DaemonSet) from the downward API
+    assert env[defaults.POD_NAMESPACE_ENV]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert _one("DaemonSet")["metadata"]["name"] == defaults.AGENT_DAEMONSET
 
 
 def test_agent_arguments_parse_to_the_mounted_paths() -> None:
@@ -180,8 +203,9 @@ def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
 @pytest.mark.parametrize(
     ("mount_path", "host_path", "writable"),
     [
-        (defaults.PROC_ROOT, "/proc", False),
-        (defaults.CGROUP_ROOT, "/sys/fs/cgroup", True),
+        (HOST_PROC, "/proc", False),
+        (defaults.CGROUP_ROOT, "/sys/fs/cgroup", False),
+        ("/sys/fs/cgroup/kubepods.slice", "/sys/fs/cgroup/kubepods.slice", True),
         (defaults.STATE_DIR, defaults.STATE_DIR, True),
     ],
 )
@@ -191,11 +215,82 @@ def test_agent_host_mounts(mount_path: str, host_path: str, writable: bool) -> N
     assert bool(mount.get("readOnly")) is not writable
 
 
-def test_agent_writes_only_cgroups_state_and_tmp() -> None:
-    writable = {path for path, (m, _) in _mounts().items() if not m.get("readOnly")}
-    assert writable == {defaults.CGROUP_ROOT, defaults.STATE_DIR, "/tmp"}
+def test_agent_state_directory_is_made_on_first_start() -> None:
     state = _mounts()[defaults.STATE_DIR][1]
     assert state["hostPath"]["type"] == "DirectoryOrCreate"  # first start on a fresh node
+
+
+# -- the agent's host mounts, for every cgroup layout (deploy/components/) ---------------
+
+#: deploy/daemonset.yaml and each of deploy/components/: (cgroup version, kubelet's driver).
+LAYOUTS: dict[str | None, tuple[int, str]] = {
+    None: (2, "systemd"),
+    "cgroup-v2-cgroupfs": (2, "cgroupfs"),
+    "cgroup-v1-systemd": (1, "systemd"),
+    "cgroup-v1-cgroupfs": (1, "cgroupfs"),
+}
+V1_READ = ("cpu", "cpuacct", "memory")  # the hierarchies the collectors read on v1
+
+
+def _kubepods(version: int, driver: str) -> str:
+    """Where the agent's own layout code looks for kubepods: in the cpu controller's
+    hierarchy (v1) or the unified one (v2), spelled as kubelet's driver spells it."""
+    hierarchy = f"{defaults.CGROUP_ROOT}/cpu" if version == 1 else defaults.CGROUP_ROOT
+    return f"{hierarchy}/{kubepods_path(driver)}"
+
+
+def test_every_component_is_a_known_layout() -> None:
+    assert set(component_names()) == {c for c in LAYOUTS if c}
+
+
+@pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
+def test_agent_writes_only_kubepods_state_and_tmp(component: str | None) -> None:
+    version, driver = LAYOUTS[component]
+    ds = agent_daemonset(component)
+    kubernetes_validate.validate(ds, KUBE_VERSION, strict=True)
+    mounts = agent_mounts(ds)
+    assert len({m.name for m in mounts}) == len({m.path for m in mounts}) == len(mounts)
+    writable = {m.path for m in mounts if not m.read_only}
+    assert writable == {_kubepods(version, driver), defaults.STATE_DIR, "/tmp"}
+    cgroup = [m for m in mounts if m.path.startswith(defaults.CGROUP_ROOT)]
+    for m in cgroup:  # at the host's own paths; never created on a node that lacks them
+        assert (m.host_path, m.host_type) == (m.path, "Directory")
+    read_only = {m.path for m in cgroup if m.read_only}
+    if version == 2:
+        assert read_only == {defaults.CGROUP_ROOT}
+    else:  # read-only one hierarchy at a time: the tmpfs's read-only stops at its own mount
+        assert read_only == {f"{defaults.CGROUP_ROOT}/{h}" for h in V1_READ}
+    (kubepods,) = [m.path for m in cgroup if not m.read_only]
+    assert any(kubepods.startswith(f"{top}/") for top in read_only)
+
+
+@pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
+def test_agent_reads_the_hosts_proc_beside_its_own(component: str | None) -> None:
+    ds = agent_daemonset(component)
+    mounts = agent_mounts(ds)
+    (proc,) = [m for m in mounts if m.host_path == "/proc"]
+    assert (proc.path, proc.read_only) == (HOST_PROC, True)
+    assert not [m for m in mounts if m.path == "/proc" or m.path.startswith("/proc/")]
+    assert f"--proc-root={HOST_PROC}" in agent_args(ds)
+
+
+@pytest.mark.parametrize("component", [c for c in LAYOUTS if c])
+def test_components_render_the_same_through_kubectl_kustomize(
+    component: str, tmp_path: Path
+) -> None:
+    """The patch reading in tests/deploy_manifests.py agrees with kustomize's own."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed: components checked by our own patch reader only")
+    base = os.path.relpath(COMPONENTS_BASE, tmp_path)
+    overlay = {"resources": [base], "components": [f"{base}/components/{component}"]}
+    (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
+    out = subprocess.run(  # noqa: S603
+        [kubectl, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    (ds,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "DaemonSet"]
+    assert agent_mounts(ds) == agent_mounts(agent_daemonset(component))
 
 
 def test_agent_least_privilege() -> None:
@@ -205,8 +300,18 @@ def test_agent_least_privilege() -> None:
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["capabilities"] == {"drop": ["ALL"]}
-    assert not pod.get("hostNetwork") and not pod.get("hostPID") and not pod.get("hostIPC")
+    assert not pod.get("hostNetwork") and not pod.get("hostIPC")
     assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+
+
+@pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
+def test_agent_shares_the_hosts_pid_namespace(component: str | None) -> None:
+    """The tasks of the pods' cgroups (cgroup.procs) are listed in the reader's pid
+    namespace only, and their schedstat is read at the same pids under the host's /proc:
+    every layout runs in the host's pid namespace and reads the host's /proc."""
+    ds = agent_daemonset(component)
+    assert ds["spec"]["template"]["spec"]["hostPID"] is True
+    assert [m.path for m in agent_mounts(ds) if m.host_path == "/proc"] == [HOST_PROC]
 
 
 def test_agent_runs_on_every_node_and_is_node_critical() -> None:
@@ -216,6 +321,14 @@ def test_agent_runs_on_every_node_and_is_node_critical() -> None:
     assert not pod.get("nodeSelector") and not pod.get("affinity")
     assert c["resources"]["requests"]["cpu"] and c["resources"]["requests"]["memory"]
     assert c["resources"]["limits"]["memory"]
+
+
+def test_make_image_builds_the_image_the_manifests_run() -> None:
+    """`make image` tags IMAGE_REPOSITORY:<pyproject's version>; deploy/ runs defaults.IMAGE."""
+    makefile = (ROOT / "Makefile").read_text()
+    (repository,) = re.findall(r"^IMAGE_REPOSITORY \?= (\S+)$", makefile, re.MULTILINE)
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert f"{repository}:{version}" == defaults.IMAGE
 
 
 def test_controller_deployment_and_lease() -> None:
@@ -232,109 +345,19 @@ def test_controller_deployment_and_lease() -> None:
     assert "volumes" not in deploy["spec"]["template"]["spec"]
 
 
-# -- RBAC: exactly the verbs the programs use ------------------------------------------
-
-
-def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
-    """(apiGroup, resource, verb, resourceName or '*') for every rule."""
-    out = set()
-    for rule in rules:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in rule["verbs"]:
-                    for name in rule.get("resourceNames") or ["*"]:
-                        out.add((group, resource, verb, name))
-    return out
-
-
-def _expand(table: dict[tuple[str, str], str]) -> set[tuple[str, str, str, str]]:
-    return {(g, r, v, "*") for (g, r), verbs in table.items() for v in verbs.split()}
-
-
-AGENT_GRANTS = _expand(
-    {
-        ("", "pods"): "get list watch",
-        ("", "namespaces"): "get list watch",
-        ("policy", "poddisruptionbudgets"): "get list watch",
-        ("", "nodes"): "get list watch patch",
-        ("", "pods/eviction"): "create",
-        (GROUP, "nodeqosensurancepolicies"): "list watch",
-        (GROUP, "avoidanceactions"): "list watch",
-        ("", "events"): "create patch",
-        ("events.k8s.io", "events"): "create patch",
-    }
-)
-
-CONTROLLER_GRANTS = _expand(
-    {
-        (GROUP, "podmigrationjobs"): "get list watch create update patch",
-        (GROUP, "podmigrationjobs/status"): "update patch",
-        (GROUP, "reservations"): "get list watch create update patch delete",
-        (GROUP, "reservations/status"): "update patch",
-        (GROUP, "queues"): "get list watch",
-        (GROUP, "queues/status"): "update patch",
-        ("", "pods"): "list watch",
-        ("", "pods/eviction"): "create",
-        ("", "nodes"): "list watch patch",
-        ("apps", "deployments"): "get list watch",
-        ("apps", "replicasets"): "get list watch",
-        ("apps", "statefulsets"): "get list watch",
-        ("batch", "jobs"): "get list watch",
-        ("", "namespaces"): "list watch",
-        ("policy", "poddisruptionbudgets"): "list watch",
-        ("scheduling.k8s.io", "priorityclasses"): "list watch",
-        ("", "events"): "create patch",
-        ("events.k8s.io", "events"): "create patch",
-    }
-)
-
-LEASE_GRANTS = {
-    ("coordination.k8s.io", "leases", "create", "*"),
-    ("coordination.k8s.io", "leases", "get", defaults.CONTROLLER_LEASE_NAME),
-    ("coordination.k8s.io", "leases", "update", defaults.CONTROLLER_LEASE_NAME),
-}
-
-
-@pytest.mark.parametrize(
-    ("kind", "name", "expected"),
-    [
-        ("ClusterRole", "waterline-agent", AGENT_GRANTS),
-        ("ClusterRole", "waterline-controller", CONTROLLER_GRANTS),
-        ("Role", "waterline-controller-leader-election", LEASE_GRANTS),
-    ],
-)
-def test_rbac_grants_exactly_what_is_used(kind: str, name: str, expected: set[Any]) -> None:
-    assert _grants(_one(kind, name)["rules"]) == expected
+# -- RBAC (exactly the calls in code: tests/unit/test_rbac.py) ------------------------
 
 
 def test_no_wildcards_and_no_pod_deletes() -> None:
+    """Pods leave through the Eviction API; the one exception is the controller's own
+    reservation placeholders, in its own namespace (a Role, never a ClusterRole)."""
     for doc in _all_manifests():
+        own_namespace = doc["kind"] == "Role" and doc["metadata"]["name"] == "waterline-controller"
         for rule in doc.get("rules", []):
             for key in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule[key], f"{doc['metadata']['name']}: wildcard {key}"
-            assert not ({"pods", "nodes"} & set(rule["resources"]) and "delete" in rule["verbs"])
-
-
-@pytest.mark.parametrize(
-    ("workload", "role_kind", "role"),
-    [
-        ("DaemonSet", "ClusterRole", "waterline-agent"),
-        ("Deployment", "ClusterRole", "waterline-controller"),
-        ("Deployment", "Role", "waterline-controller-leader-election"),
-    ],
-)
-def test_each_program_is_bound_to_its_role(workload: str, role_kind: str, role: str) -> None:
-    account = _one(workload)["spec"]["template"]["spec"]["serviceAccountName"]
-    _one("ServiceAccount", account)
-    bindings = [
-        d
-        for d in _all_manifests()
-        if d["kind"].endswith("RoleBinding")
-        and d["roleRef"]
-        == {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role}
-    ]
-    subjects = [s for b in bindings for s in b["subjects"]]
-    assert {"kind": "ServiceAccount", "name": account, "namespace": defaults.NAMESPACE} in subjects
+            deletes = {"pods", "nodes"} & set(rule["resources"]) and "delete" in rule["verbs"]
+            assert not deletes or (own_namespace and set(rule["resources"]) == {"pods"})
 
 
 # -- CRDs --------------------------------------------------------------------------------
@@ -346,7 +369,7 @@ CRD_KINDS = {
     "Reservation": "reservations",
     "Queue": "queues",
 }
-WITH_STATUS = {"PodMigrationJob", "Reservation", "Queue"}
+WITH_STATUS = {"PodMigrationJob", "Reservation", "Queue", "NodeQOSEnsurancePolicy", "AvoidanceAction"}
 
 
 def _schema(kind: str) -> dict[str, Any]:

@@ -206,7 +206,7 @@ class _RefusingThrottler(SimulatedThrottler):
         super().__init__()
         self.refuse = refuse
 
-    def apply(self, pod, container_caps):
+    def apply(self, pod, container_caps, owner=""):
         if pod.key in self.refuse:
             return False
         return super().apply(pod, container_caps)
@@ -223,3 +223,49 @@ def test_a_cap_that_could_not_be_written_is_neither_recorded_nor_credited():
     assert report.actions[1].gap_before == pytest.approx(1.0)  # a released nothing
     assert brain.caps() == {"default/b": pytest.approx(1.0)}
     assert set(throttler.caps) == {"default/b"}
+
+
+def test_a_changed_action_raises_caps_below_its_new_floor():
+    """Issue 15 item 5: minCPURatio 5 -> 20 on a running action lifts a cap held below the
+    new floor to it (and no lower cap is written meanwhile, the rule still triggered)."""
+    pods = [parse_pod(pod("a"))]
+    usage = {"default/a": PodUsage(cpu=3.0)}
+    brain = NodeBrain()
+    low = _policies("cpu_total_usage", "4", action("t", throttle={"minCPURatio": 5}))
+    _, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, low)
+    assert brain.caps() == {"default/a": pytest.approx(0.4)}  # 5% of 8 cores
+    high = _policies("cpu_total_usage", "4", action("t", throttle={"minCPURatio": 20}))
+    report, _, _ = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, high, throttler=throttler)
+    assert [(a.action, a.reason, a.cpu_cap) for a in report.actions] == [
+        ("restore", "floor raised", pytest.approx(1.6))
+    ]
+    assert brain.caps() == {"default/a": pytest.approx(1.6)}
+    assert throttler.pod_cap("default/a") == pytest.approx(1.6)
+    # A floor at or above the ceiling hands the original back.
+    full = _policies("cpu_total_usage", "4", action("t", throttle={"minCPURatio": 100}))
+    report, _, _ = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, full, throttler=throttler)
+    assert [(a.action, a.cpu_cap) for a in report.actions] == [("restore", None)]
+    assert brain.caps() == {} and throttler.caps == {}
+
+
+def test_an_action_that_stops_throttling_hands_its_caps_back():
+    pods = [parse_pod(pod("a"))]
+    usage = {"default/a": PodUsage(cpu=3.0)}
+    brain = NodeBrain()
+    _, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage,
+                            _policies("cpu_total_usage", "4", action("t", throttle={})))
+    assert brain.caps()
+    evict_only = _policies("cpu_total_usage", "4", action("t", eviction={}))
+    report, _, _ = _tick(brain, pods, {"cpu_total_usage": 3.0}, usage, evict_only, throttler=throttler)
+    assert [(a.action, a.reason) for a in report.actions] == [("restore", "action removed")]
+    assert brain.caps() == {} and throttler.caps == {}
+
+
+def test_a_gone_pod_is_forgotten_by_the_throttler_too():
+    pods = [parse_pod(pod("a"))]
+    brain = NodeBrain()
+    pols = _policies("cpu_total_usage", "4", action("t", throttle={}))
+    _, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, {"default/a": PodUsage(cpu=3.0)}, pols)
+    assert "default/a" in throttler.caps
+    report, _, _ = _tick(brain, [], {"cpu_total_usage": 7.0}, {}, pols, throttler=throttler)
+    assert report.actions == [] and brain.caps() == {} and throttler.caps == {}

@@ -1,5 +1,5 @@
-"""The one field reader: the error format, and the one duration parser with its two
-readings (PodMigrationJob spec.ttl; Reservation spec.ttl and defrag coolDownTime)."""
+"""The one field reader: the error format, and the one duration parser with its one
+reading (PodMigrationJob and Reservation spec.ttl, defrag coolDownTime)."""
 
 from __future__ import annotations
 
@@ -30,29 +30,53 @@ def test_config_values_map_keys_refuse_unknown_ones_and_read_null_as_the_default
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("300s", 300), ("5m", 300), ("1h30m", 5400), ("1.5h", 5400), ("250ms", 0.25), (90, 90)],
+    [
+        ("300s", 300),
+        ("5m", 300),
+        ("1h30m", 5400),
+        ("1.5h", 5400),
+        ("250ms", 0.25),
+        (90, 90),
+        ("90", 90),
+        ("0", 0),
+        (0, 0),
+        ("1.5", 1.5),
+    ],
 )
-def test_durations_read_alike_either_way(text: object, seconds: float) -> None:
+def test_one_reading_for_every_duration(text: object, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
-    assert parse_duration(text, bare_numbers=True) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("0", 0.0), ("90", 90.0), ("", 0.0)])
-def test_bare_numbers_are_seconds_in_the_reservation_reading(text: str, seconds: float) -> None:
-    assert parse_duration(text, bare_numbers=True) == seconds
-    with pytest.raises(ValueError):  # a PodMigrationJob's ttl needs units (issue 11)
-        parse_duration(text)
-
-
-@pytest.mark.parametrize("text", ["-1", "1d", "h", "1h 30m", "-5m", True, None, -5, float("nan")])
-def test_durations_refused_either_way(text: object) -> None:
+@pytest.mark.parametrize(
+    "text",
+    ["", " ", "-1", "1d", "h", "1h 30m", "-5m", "inf", "nan", True, None, -5, float("nan"), float("inf")],
+)
+def test_durations_refused(text: object) -> None:
     with pytest.raises(ValueError, match=", got "):
         parse_duration(text)
-    with pytest.raises(ValueError, match=", got "):
-        parse_duration(text, bare_numbers=True)
 
 
-def test_infinity_only_in_the_reservation_reading() -> None:
-    assert parse_duration(float("inf"), bare_numbers=True) == float("inf")
-    with pytest.raises(ValueError):
-        parse_duration(float("inf"))
+@pytest.mark.parametrize("kind", ["PodMigrationJob", "Reservation"])
+def test_ttl_zero_reads_the_same_for_every_kind(kind: str) -> None:
+    """Issue 11: a PodMigrationJob's ``ttl: "0"`` was refused while a Reservation's was
+    accepted; both now mean "never expires"."""
+    from agent.model.migration import parse_pod_migration_job
+    from agent.model.reservation import parse_reservation
+
+    if kind == "PodMigrationJob":
+        job = parse_pod_migration_job(
+            {"metadata": {"name": "j"}, "spec": {"podRef": {"namespace": "d", "name": "p"}, "ttl": "0"}}
+        )
+        assert job.ttl_seconds == 0.0
+    else:
+        res = parse_reservation(
+            {
+                "metadata": {"name": "r"},
+                "spec": {
+                    "template": {"spec": {"containers": []}},
+                    "owners": [{"object": {"namespace": "d", "name": "p"}}],
+                    "ttl": "0",
+                },
+            }
+        )
+        assert res.ttl is None and res.expiry() is None

@@ -3,6 +3,8 @@ waterlines, and one mark per action with its reason on hover."""
 
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from agent.scenario import load_scenario
 from agent.simulate.html import render_html
 from agent.simulate.sections import build_report
@@ -49,3 +51,44 @@ def test_cluster_engines_get_tables():
     for job in ("job-t2", "job-w2", "job-w1", "job-a1", "job-gone"):
         assert f"<td>{job}</td>" in html
     assert "MaxMigratingPerNode" in html and "MissingPod" in html
+
+
+def test_a_one_sample_scenario_gets_bars_and_listed_actions_not_a_dot():
+    report = build_report(load_scenario(SCENARIOS / "node-memory-evict.yaml"))
+    html = render_html(report, "t")
+    pictures = _svgs(html)
+    assert all(p.get("class") == "gauge" for p in pictures.values())
+    memory = pictures["memory_total_usage"]
+    assert not memory.findall(f"{SVG}polyline") and not memory.findall(f"{SVG}circle")
+    [bar] = memory.findall(f"{SVG}rect[@class='usage']")
+    [line] = memory.findall(f"{SVG}path")
+    assert line.get("class") == "waterline evict"
+    bar_end = float(bar.get("x")) + float(bar.get("width"))
+    line_x = float(line.get("d").split(",")[0][1:])
+    assert line_x < bar_end  # 28 GiB waterline inside the 30 GiB usage bar
+    assert "evict 28.00Gi (gap 2.00Gi)" in ET.tostring(memory, encoding="unicode")
+    # the three evictions: one labelled mark each, side by side, reasons on hover
+    marks = html.split('<ol class="marks">')[1].split("</ol>")[0]
+    assert marks.count("<li") == 3
+    assert "evict default/be-a <b>blocked-by-pdb</b>" in marks
+    assert 'title="evict default/be-b; result evicted; rule mem-guard/mem-high' in marks
+
+
+def test_defrag_shows_sources_freed_nodes_and_bars_before_and_after():
+    report = build_report(load_scenario(SCENARIOS / "defrag-sources-targets.yaml"))
+    html = render_html(report)
+    assert "source nodes: a, b; freed nodes: a;" in html
+    assert "<td>source, freed</td>" in html and "<td>source, not freed</td>" in html
+    assert "<td>NoTarget default/q</td>" in html and "<td>target</td>" in html
+    bars = {}
+    start = 0
+    while (begin := html.find('<svg xmlns="http://www.w3.org/2000/svg" width="260"', start)) != -1:
+        end = html.index("</svg>", begin) + len("</svg>")
+        svg = ET.fromstring(html[begin:end])
+        bars[svg.get("data-node")] = {r.get("class"): float(r.get("width")) for r in svg.iter(f"{SVG}rect") if r.get("class")}
+        start = end
+    utilization = report["defrag"]["utilization"]
+    assert set(bars) == set(utilization["before"])
+    for node, widths in bars.items():
+        assert widths["before"] == pytest.approx(utilization["before"][node] / 100 * 260, abs=0.1)
+        assert widths["after"] == pytest.approx(utilization["after"][node] / 100 * 260, abs=0.1)

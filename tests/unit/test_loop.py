@@ -51,7 +51,9 @@ def pod_manifest(name: str, uid: str, qos: str = "BestEffort", cid: str = "c1") 
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": uid},
+        "metadata": {"name": name, "namespace": "default", "uid": uid,
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                          "name": "rs", "uid": "rs", "controller": True}]},
         "spec": {"nodeName": "n1", "containers": [{"name": "main", "resources": resources}]},
         "status": {
             "phase": "Running",
@@ -115,7 +117,7 @@ class RecordingThrottler:
         self.restored: list[str] = []
         self.fail_for = fail_for or set()
 
-    def apply(self, pod: Pod, container_caps: Mapping[str, float]) -> bool:
+    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
         if pod.key in self.fail_for:
             raise PermissionError("read-only cgroup")
         self.applied[pod.key] = dict(container_caps)

@@ -1,9 +1,9 @@
 """The migration state machine: pure transitions on a fake clock, then the executor with a
-recording writer over a snapshot (every phase and reason, TTL, paused, 429, 404)."""
+recording writer over a snapshot (every phase and reason, TTL, paused, 429, 404; the
+placeholder's life, the drain taint, the landing, the Events)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -16,17 +16,9 @@ from agent.model.eviction import EvictionResult
 from agent.model.objects import parse_pod
 from agent.model.store import ObjectStore
 from tests.unit.builders import NOW, node, pod
+from tests.unit.migration_fakes import Recorder, job, placeholder, reservation
 
 T0 = NOW  # the job's creationTimestamp
-
-
-def job(mode: str = m.EVICT_DIRECTLY, phase: str = "", **spec: Any) -> m.PodMigrationJob:
-    raw: dict[str, Any] = {
-        "metadata": {"name": "j1", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"podRef": {"namespace": "default", "name": "web-1"}, "mode": mode, **spec},
-        "status": {"phase": phase} if phase else {},
-    }
-    return m.parse_pod_migration_job(raw)
 
 
 POD = parse_pod(pod("web-1", node_name="n1", requests={"cpu": "1"}))
@@ -144,91 +136,130 @@ def test_paused_stays_where_it_is_and_never_times_out() -> None:
     assert step is not None and (step.phase, step.actions) == (m.RUNNING, ())
 
 
-def test_abort_annotation_aborts_and_releases() -> None:
-    step = mg.advance(job(mode=m.RESERVATION_FIRST, phase=m.RUNNING), world(abort_requested=True))
+HOLDER = parse_pod(placeholder(node_name="n2", phase="Running"))
+
+
+def test_abort_annotation_aborts_and_releases_reservation_and_placeholder() -> None:
+    running = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING)
+    step = mg.advance(
+        running,
+        world(abort_requested=True, reservation_phase=r.PENDING, placeholder=HOLDER),
+    )
     assert step is not None and (step.phase, step.reason) == (m.ABORTED, m.REASON_ABORTED_BY_USER)
-    assert step.actions == (mg.RELEASE_RESERVATION,)
+    assert step.actions == (mg.RELEASE_RESERVATION, mg.REMOVE_PLACEHOLDER)
+    nothing_held = mg.advance(running, world(abort_requested=True))
+    assert nothing_held is not None and nothing_held.actions == ()
 
 
-def test_reservation_first_walks_create_schedule_evict_wait_complete() -> None:
+def test_reservation_first_walks_reserve_place_evict_release_land() -> None:
     running = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING)
     create = mg.advance(running, world())
     assert create is not None and (create.reason, create.actions) == (
         m.REASON_WAIT_RESERVATION,
         (mg.CREATE_RESERVATION,),
     )
-    schedule = mg.advance(running, world(reservation_phase=r.PENDING))
-    assert schedule is not None and schedule.actions == (mg.SCHEDULE_RESERVATION,)
-    evict = mg.advance(running, world(reservation_phase=r.AVAILABLE, reservation_node="n2"))
-    assert evict is not None and (evict.reason, evict.actions, evict.node_name) == (
+    place = mg.advance(running, world(reservation_phase=r.PENDING))
+    assert place is not None and place.actions == (mg.PLACE_RESERVATION,)
+    # the placeholder is bound but the kubelet has not started it: wait, do nothing
+    pending = replace(HOLDER, phase="Pending")
+    wait = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=pending))
+    assert wait is not None and wait.actions == ()
+    assert wait.message == "waiting for the placeholder on n2 to run"
+    # it runs: the reservation is Available, then the eviction, in one step
+    evict = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=HOLDER))
+    assert evict is not None and (evict.reason, evict.actions) == (
         m.REASON_EVICTING,
-        (mg.EVICT,),
-        "n2",
+        (mg.MARK_AVAILABLE, mg.EVICT),
     )
+    assert (evict.node_name, evict.target_node) == ("n2", "n2")
+    available = mg.advance(running, world(reservation_phase=r.AVAILABLE, placeholder=HOLDER))
+    assert available is not None and available.actions == (mg.EVICT,)
+    # evicted: the placeholder holds the room until a replacement appears
+    on_target = replace(running, node_name="n2", target_node="n2")
     gone = world(
-        pod=None, controller_exists=True, reservation_phase=r.AVAILABLE, reservation_node="n2"
+        pod=None, controller_exists=True, reservation_phase=r.AVAILABLE, placeholder=HOLDER
     )
-    wait = mg.advance(running, gone)
-    assert wait is not None and wait.reason == m.REASON_WAIT_REPLACEMENT
-    done = mg.advance(running, replace(gone, replacement_node="n2"))
+    wait = mg.advance(on_target, gone)
+    assert wait is not None and (wait.reason, wait.actions) == (m.REASON_WAIT_REPLACEMENT, ())
+    appeared = mg.advance(on_target, replace(gone, replacement_seen=True))
+    assert appeared is not None and appeared.actions == (mg.REMOVE_PLACEHOLDER,)
+    assert appeared.reason == m.REASON_WAIT_REPLACEMENT and appeared.target_node == "n2"
+    # it runs on the target: done, landed recorded
+    landed = replace(gone, placeholder=None, replacement_seen=True, replacement_node="n2")
+    done = mg.advance(on_target, landed)
     assert done is not None and (done.phase, done.actions) == (
         m.SUCCEEDED,
         (mg.COMPLETE_RESERVATION,),
     )
-    # a 404 on the eviction completes the reservation too
+    assert (done.landed_node, done.target_node, done.node_name) == ("n2", "n2", "n2")
+    # or elsewhere, the placeholder still there: it goes too
+    elsewhere = mg.advance(on_target, replace(gone, replacement_seen=True, replacement_node="n5"))
+    assert elsewhere is not None and elsewhere.actions == (
+        mg.COMPLETE_RESERVATION,
+        mg.REMOVE_PLACEHOLDER,
+    )
+    assert (elsewhere.landed_node, elsewhere.target_node) == ("n5", "n2")
+    # a 404 on the eviction completes the reservation and removes the placeholder
     after = mg.after_eviction(running, evict, EvictionResult.GONE)
-    assert after.actions == (mg.COMPLETE_RESERVATION,)
+    assert after.actions == (mg.COMPLETE_RESERVATION, mg.REMOVE_PLACEHOLDER)
+
+
+def test_a_drains_job_taints_its_source_before_it_evicts() -> None:
+    drain = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING, created_by="defrag")
+    step = mg.advance(drain, world(reservation_phase=r.AVAILABLE, placeholder=HOLDER))
+    assert step is not None and step.actions == (mg.TAINT_SOURCE, mg.EVICT)
+    direct = job(phase=m.RUNNING, created_by="defrag")
+    step = mg.advance(direct, world())
+    assert step is not None and step.actions == (mg.TAINT_SOURCE, mg.EVICT)
+
+
+def test_a_failed_placeholder_is_removed_and_placed_again() -> None:
+    running = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING)
+    refused = replace(HOLDER, phase="Failed")  # the kubelet refused it (OutOfcpu)
+    step = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=refused))
+    assert step is not None and (step.phase, step.actions) == (m.RUNNING, (mg.REMOVE_PLACEHOLDER,))
+    going = replace(HOLDER, deletion_time=T0)
+    step = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=going))
+    assert step is not None and step.actions == ()
+    step = mg.advance(running, world(reservation_phase=r.PENDING))
+    assert step is not None and step.actions == (mg.PLACE_RESERVATION,)
 
 
 def test_reservation_lost_or_on_the_same_node() -> None:
     running = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING)
     for phase in (r.EXPIRED, r.FAILED):
-        step = mg.advance(running, world(reservation_phase=phase))
+        step = mg.advance(running, world(reservation_phase=phase, placeholder=HOLDER))
         assert step is not None and (step.phase, step.reason) == (
             m.FAILED,
             m.REASON_MISSING_RESERVATION,
         )
+        assert step.actions == (mg.RELEASE_RESERVATION, mg.REMOVE_PLACEHOLDER)
     same = mg.advance(running, world(reservation_phase=r.AVAILABLE, reservation_node="n1"))
     assert same is not None and (same.phase, same.reason) == (
         m.ABORTED,
         m.REASON_RESERVATION_UNSCHEDULABLE,
     )
+    on_own_node = replace(HOLDER, node_name="n1")
+    same = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=on_own_node))
+    assert same is not None and same.phase == m.ABORTED
+    assert same.actions == (mg.RELEASE_RESERVATION, mg.REMOVE_PLACEHOLDER)
+
+
+def test_a_pod_that_keeps_data_on_its_node_fails_before_any_eviction() -> None:
+    running = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING)
+    step = mg.advance(
+        running,
+        world(storage_reason='LocalStorage emptyDir "cache"', reservation_phase=r.PENDING),
+    )
+    assert step is not None and (step.phase, step.reason) == (
+        m.FAILED,
+        m.REASON_FORBIDDEN_MIGRATE_POD,
+    )
+    assert 'LocalStorage emptyDir "cache"' in step.message and "evictable" in step.message
+    assert step.actions == (mg.RELEASE_RESERVATION,)
 
 
 # -- the executor over a snapshot --------------------------------------------------------
-
-
-class Recorder:
-    def __init__(self, evict_answer: EvictionResult = EvictionResult.EVICTED) -> None:
-        self.calls: list[tuple[str, Any, Any]] = []
-        self.evict_answer = evict_answer
-
-    def job_status(self, name: str, status: Mapping[str, Any]) -> bool:
-        self.calls.append(("job_status", name, dict(status)))
-        return True
-
-    def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool:
-        self.calls.append(("job_annotations", name, dict(annotations)))
-        return True
-
-    def create_reservation(self, body: Mapping[str, Any]) -> bool:
-        self.calls.append(("create_reservation", body["metadata"]["name"], body))
-        return True
-
-    def reservation_status(self, name: str, status: Mapping[str, Any]) -> bool:
-        self.calls.append(("reservation_status", name, dict(status)))
-        return True
-
-    def delete_reservation(self, name: str) -> bool:
-        self.calls.append(("delete_reservation", name, None))
-        return True
-
-    def evict(self, p: Any) -> tuple[EvictionResult, str] | None:
-        self.calls.append(("evict", p.key, None))
-        return self.evict_answer, ""
-
-    def kinds(self) -> list[str]:
-        return [c[0] for c in self.calls]
 
 
 def cluster(*extra: dict[str, Any]) -> ObjectStore:
@@ -282,27 +313,30 @@ def test_executor_waits_for_a_replacement_of_the_recorded_owner() -> None:
     view = mg.ClusterView.build(ObjectStore.from_dicts([*base, rs, replacement]))
     step = mg.MigrationExecutor(rec).run(running, annotations, view, T0 + 30)
     assert step is not None and (step.phase, step.node_name) == (m.SUCCEEDED, "n2")
-    assert rec.calls[-1] == (
-        "job_status",
-        "j1",
-        {
-            "phase": m.SUCCEEDED,
-            "reason": m.REASON_COMPLETED,
-            "message": "pod default/web-1 moved to n2",
-            "nodeName": "n2",
-        },
-    )
+    status = rec.calls[-1][2]
+    assert {k: status[k] for k in ("phase", "reason", "message", "nodeName", "landedNode")} == {
+        "phase": m.SUCCEEDED,
+        "reason": m.REASON_COMPLETED,
+        "message": "pod default/web-1 moved to n2",
+        "nodeName": "n2",
+        "landedNode": "n2",
+    }
+    # an EvictDirectly move has no target: where it landed is known, not whether it is right
+    assert status["targetNode"] is None
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+        (m.CONDITION_LANDED, "Unknown", m.REASON_NO_TARGET)
+    ]
 
 
 def test_executor_reservation_first_end_to_end_on_snapshots() -> None:
-    rec = Recorder()
+    rec = events = Recorder()
     ex = mg.MigrationExecutor(rec)
     view = mg.ClusterView.build(cluster())
     step = ex.start(
         job(mode=m.RESERVATION_FIRST, phase="Pending"), view.pods["default/web-1"], view, T0 + 1
     )
     assert step is not None and "create_reservation" in rec.kinds() and "evict" not in rec.kinds()
-    body = next(c[2] for c in rec.calls if c[0] == "create_reservation")
+    body = rec.of("create_reservation")[0][2]
     assert body["spec"]["owners"] == [
         {
             "controller": {
@@ -313,30 +347,171 @@ def test_executor_reservation_first_end_to_end_on_snapshots() -> None:
             }
         }
     ]
+    assert body["metadata"]["ownerReferences"][0]["uid"] == "uid-job-j1"  # gone with its job
     assert r.parse_reservation(body).owns(view.pods["default/web-1"])  # the CR parses
-    annotations = next(c[2] for c in rec.calls if c[0] == "job_annotations")
+    annotations = rec.of("job_annotations")[0][2]
     running = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING)
-    # next round: the reservation exists, Pending -> the stand-in scheduler picks n2
-    # (n3 is full, n1 is the pod's own node)
-    created = {
-        **body,
-        "metadata": {**body["metadata"], "creationTimestamp": "2026-01-01T00:00:01Z"},
-    }
-    view = mg.ClusterView.build(cluster(created))
+
+    # next round: the reservation exists, Pending: its placeholder goes to n2 (n3 is full,
+    # n1 is the pod's own node), below the pod's priority, owned by the reservation
+    view = mg.ClusterView.build(cluster(reservation()))
     rec.calls.clear()
     step = ex.run(running, annotations, view, T0 + 60)
-    assert rec.calls[0][0] == "reservation_status" and rec.calls[0][2]["nodeName"] == "n2"
-    assert step is not None and step.node_name == "n2"
-    # then: Available -> evict
-    available = {
-        **created,
-        "status": {"phase": "Available", "nodeName": "n2", "allocatable": {"cpu": "1"}},
-    }
-    view = mg.ClusterView.build(cluster(available))
+    assert rec.kinds() == [
+        "create_priority_class",
+        "create_placeholder",
+        "reservation_status",
+        "job_status",
+    ]
+    pc = rec.of("create_priority_class")[0][2]
+    assert (pc["metadata"]["name"], pc["value"], pc["preemptionPolicy"]) == (
+        "waterline-reservation--1",
+        -1,
+        "Never",
+    )
+    holder = rec.of("create_placeholder")[0][2]
+    assert holder["metadata"]["namespace"] == "waterline-system"
+    assert holder["metadata"]["labels"]["qos.waterline.io/reservation"] == "pmj-j1"
+    assert holder["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "qos.waterline.io/v1alpha1",
+            "kind": "Reservation",
+            "name": "pmj-j1",
+            "uid": "uid-res",
+            "controller": True,
+        }
+    ]
+    spec = holder["spec"]
+    assert (spec["nodeName"], spec["priorityClassName"], spec["priority"]) == (
+        "n2",
+        "waterline-reservation--1",
+        -1,
+    )
+    assert spec["containers"][0]["image"] == "registry.k8s.io/pause:3.10"
+    assert spec["containers"][0]["resources"] == {"requests": {"cpu": "1000m"}}
+    assert rec.of("reservation_status")[0][2]["nodeName"] == "n2"
+    assert step is not None and (step.reason, step.node_name) == (m.REASON_WAIT_RESERVATION, "n2")
+
+    # the placeholder is bound, not running yet: nothing to do
+    running = replace(running, reason=step.reason, message=step.message, node_name="n2")
+    view = mg.ClusterView.build(
+        cluster(reservation("j1", r.PENDING, "n2"), placeholder(phase="Pending"))
+    )
+    rec.calls.clear()
+    wait = ex.run(running, annotations, view, T0 + 90)
+    assert wait is not None and wait.actions == () and rec.calls == []  # nothing changed
+
+    # it runs: Available, then the eviction
+    view = mg.ClusterView.build(cluster(reservation("j1", r.PENDING, "n2"), placeholder()))
     rec.calls.clear()
     step = ex.run(running, annotations, view, T0 + 120)
-    assert rec.kinds() == ["evict", "job_status"]
+    assert rec.kinds() == ["reservation_status", "evict", "job_status"]
+    available = rec.of("reservation_status")[0][2]
+    assert (available["phase"], available["nodeName"], available["placeholder"]["name"]) == (
+        "Available",
+        "n2",
+        "placeholder-pmj-j1",
+    )
+    assert step is not None and (step.reason, step.target_node) == (m.REASON_WAIT_REPLACEMENT, "n2")
+    assert rec.of("job_status")[0][2]["targetNode"] == "n2"
+    # an Event on the job, the pod and the node of each step
+    assert {e[0] for e in events.recorded if e[2] == m.REASON_WAIT_REPLACEMENT} == {
+        "PodMigrationJob/j1",
+        "Pod/web-1",
+        "Node/n1",
+    }
+
+
+def test_executor_removes_the_placeholder_when_the_replacement_appears() -> None:
+    rec = events = Recorder()
+    ex = mg.MigrationExecutor(rec)
+    started = T0 + 100
+    annotations = mg.Tracked(
+        "uid-web-1", "ReplicaSet", "web-1-owner", "uid-web-1-owner", "n1", started
+    ).annotations()
+    running = job(
+        mode=m.RESERVATION_FIRST,
+        phase=m.RUNNING,
+        status={"reason": m.REASON_WAIT_REPLACEMENT, "nodeName": "n2", "targetNode": "n2"},
+    )
+    replacement = pod("web-1-x2", node_name="n5", started="2026-01-01T00:02:00Z")
+    replacement["metadata"]["ownerReferences"][0]["uid"] = "uid-web-1-owner"
+    replacement["status"]["phase"] = "Pending"  # appeared, not yet scheduled
+    replacement["spec"].pop("nodeName")
+    objects = [
+        node("n1"),
+        node("n2"),
+        node("n5"),
+        rs_object(),
+        reservation("j1", r.AVAILABLE, "n2"),
+    ]
+    view = mg.ClusterView.build(ObjectStore.from_dicts([*objects, placeholder(), replacement]))
+    step = ex.run(running, annotations, view, started + 30)
+    assert rec.kinds() == ["delete_placeholder", "job_status"]
+    assert rec.calls[0][1:] == ("waterline-system/placeholder-pmj-j1", "uid-placeholder-j1")
+    assert step is not None and step.phase == m.RUNNING
+
+    # the replacement runs on n5, not the target: done, landed elsewhere
+    replacement["spec"]["nodeName"], replacement["status"]["phase"] = "n5", "Running"
+    view = mg.ClusterView.build(ObjectStore.from_dicts([*objects, replacement]))
+    rec.calls.clear()
+    step = ex.run(replace(running, message=step.message), annotations, view, started + 60)
+    assert rec.kinds() == ["reservation_status", "job_status"]
+    status = rec.of("job_status")[0][2]
+    assert (status["phase"], status["landedNode"], status["targetNode"]) == (
+        m.SUCCEEDED,
+        "n5",
+        "n2",
+    )
+    assert [(c["type"], c["status"], c["reason"]) for c in status["conditions"]] == [
+        (m.CONDITION_LANDED, "False", m.REASON_LANDED_ELSEWHERE)
+    ]
+    assert ("Node/n5", "Normal", m.REASON_COMPLETED) in [e[:3] for e in events.recorded]
+
+
+def rs_object() -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {"name": "web-1-owner", "namespace": "default", "uid": "uid-web-1-owner"},
+    }
+
+
+def test_executor_taints_a_drains_source_and_never_evicts_without_the_taint() -> None:
+    drain = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING, created_by="defrag")
+    view = mg.ClusterView.build(cluster(reservation("j1", r.AVAILABLE, "n2"), placeholder()))
+    rec = Recorder()
+    step = mg.MigrationExecutor(rec).run(drain, {}, view, T0 + 60)
+    assert rec.kinds() == ["node_taint", "evict", "job_status"]
+    assert rec.calls[0][1:] == ("n1", ("qos.waterline.io/draining", "NoSchedule", True))
     assert step is not None and step.reason == m.REASON_WAIT_REPLACEMENT
+    refused = Recorder(refuse=("node_taint",))
+    step = mg.MigrationExecutor(refused).run(drain, {}, view, T0 + 60)
+    assert refused.kinds() == ["node_taint", "job_status"]
+    assert step is not None and (step.phase, step.reason) == (m.RUNNING, m.REASON_TAINT_FAILED)
+
+
+def test_two_jobs_of_one_round_do_not_take_the_same_gap() -> None:
+    """n2 has room for one 1-CPU pod: the second job's placeholder goes elsewhere."""
+    objects = [
+        node("n1", cpu="4"),
+        node("n2", cpu="4"),
+        node("n3", cpu="4"),
+        pod("fill-2", node_name="n2", requests={"cpu": "2.5"}),
+        pod("fill-3", node_name="n3", requests={"cpu": "2"}),
+        pod("web-1", node_name="n1", requests={"cpu": "1"}),
+        pod("web-2", node_name="n1", requests={"cpu": "1"}),
+        reservation("j1"),
+        reservation("j2", uid="uid-res-2"),
+    ]
+    view = mg.ClusterView.build(ObjectStore.from_dicts(objects))
+    rec = Recorder()
+    ex = mg.MigrationExecutor(rec)
+    hint = {mg.TARGET_NODE_ANNOTATION: "n2"}
+    for name, pod_name in (("j1", "web-1"), ("j2", "web-2")):
+        one = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING, name=name, pod_name=pod_name)
+        ex.run(one, hint, view, T0 + 60)
+    assert [c[2]["spec"]["nodeName"] for c in rec.of("create_placeholder")] == ["n2", "n3"]
 
 
 def test_executor_unschedulable_reservation_keeps_running() -> None:

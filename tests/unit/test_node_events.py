@@ -1,22 +1,20 @@
-"""A tick's Kubernetes Events: pod actions, rule changes on the node, invalid objects."""
+"""A tick's Kubernetes Events: pod actions and rule changes on the node (invalid objects are
+only logged by the agent: their Events are the controller's)."""
 
 from __future__ import annotations
 
-from agent.errors import InvalidObject
-from agent.kube.events import action_ref, node_ref, policy_ref
+from agent.kube.events import node_ref
 from agent.model.analysis import NORMAL, RESTORED, TRIGGERED
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Node, Pod
 from agent.model.policy import (
-    ACTION_KIND,
-    POLICY_KIND,
     Action,
     CpuThrottle,
     Policy,
     PolicySet,
     Rule,
 )
-from agent.node.events import invalid_events, tick_events
+from agent.node.events import tick_events
 from agent.node.incluster import ClusterEffects, ReachableEvictor
 from agent.node.loop import TickOutcome
 from agent.node.taint import TAINT
@@ -103,21 +101,6 @@ def test_rule_changes_are_node_events_against_the_last_reported_states() -> None
     )
 
 
-def test_invalid_objects_are_reported_once_on_the_object_naming_the_field() -> None:
-    errors = [
-        InvalidObject(POLICY_KIND, "guard", "spec.objectiveEnsurances[0].actionName",
-                      "AvoidanceAction 'x' does not exist or is invalid"),
-        InvalidObject(ACTION_KIND, "x", "spec.coolDownSeconds", "must be >= 0, got -1"),
-    ]  # fmt: skip
-    got = invalid_events(errors)
-    assert [(e.ref, e.reason) for e in got] == [
-        (policy_ref("guard"), "InvalidPolicy"),
-        (action_ref("x"), "InvalidAction"),
-    ]
-    assert got[1].message == "AvoidanceAction x: spec.coolDownSeconds must be >= 0, got -1"
-    assert invalid_events(errors, [e.message for e in got]) == []
-
-
 # -- the shell: applied per tick, dropped (not queued) while the API is away ------------
 
 
@@ -170,7 +153,7 @@ def test_reachable_evictor_fails_fast_while_the_api_is_away() -> None:
     calls: list[str] = []
 
     class Api:
-        def evict(self, pod: Pod, grace_seconds: int) -> EvictionResult:
+        def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult:
             calls.append(pod.key)
             return EvictionResult.EVICTED
 

@@ -2,7 +2,13 @@ import pytest
 
 from agent.errors import InvalidObject
 from agent.model.objects import parse_pod
-from agent.model.policy import load_policies, never_candidate_reason, parse_action, parse_policy
+from agent.model.policy import (
+    load_policies,
+    never_candidate_reason,
+    never_evicted_reason,
+    parse_action,
+    parse_policy,
+)
 from tests.unit.builders import action, pod, policy, rule
 
 
@@ -132,3 +138,35 @@ def test_scope_filters():
     assert not scope.admits(parse_pod(pod("p", priority=101)), {"team": "batch"})
     assert not scope.admits(parse_pod(pod("p", labels={"tier": "critical"})), {"team": "batch"})
     assert not scope.admits(parse_pod(pod("p", requests={"cpu": "1"})), {"team": "batch"})  # Burstable
+
+
+def test_eviction_limits_and_grace_period():
+    parsed = parse_action(action("a", eviction={"maxPodsPerRound": 3, "terminationGracePeriodSeconds": 1}))
+    assert parsed.eviction is not None
+    assert (parsed.eviction.max_pods_per_round, parsed.eviction.termination_grace_period_seconds) == (3, 1)
+    unset = parse_action(action("a", eviction={})).eviction
+    assert unset is not None and (unset.max_pods_per_round, unset.termination_grace_period_seconds) == (None, None)
+    for bad, message in [
+        ({"maxPodsPerRound": 0}, "spec.eviction.maxPodsPerRound must be >= 1, got 0"),
+        ({"maxPodsPerRound": 1001}, "spec.eviction.maxPodsPerRound must be <= 1000, got 1001"),
+        ({"maxPodsPerRound": "2"}, "spec.eviction.maxPodsPerRound must be an integer, got '2'"),
+        ({"terminationGracePeriodSeconds": 0}, "spec.eviction.terminationGracePeriodSeconds must be >= 1, got 0"),
+        ([], "spec.eviction must be a mapping, got []"),
+    ]:
+        with pytest.raises(InvalidObject) as err:
+            parse_action(action("a", eviction=bad))  # type: ignore[arg-type]
+        assert str(err.value) == f"AvoidanceAction a: {message}"
+
+
+def test_ownerless_pods_are_throttled_but_never_evicted_unless_annotated():
+    bare = pod("bare")
+    bare["metadata"]["ownerReferences"] = []
+    assert never_candidate_reason(parse_pod(bare)) is None
+    assert "no controller owner" in (never_evicted_reason(parse_pod(bare)) or "")
+    not_controller = pod("nc")
+    not_controller["metadata"]["ownerReferences"][0]["controller"] = False
+    assert never_evicted_reason(parse_pod(not_controller)) is not None
+    assert never_evicted_reason(parse_pod(pod("owned"))) is None
+    assert never_evicted_reason(parse_pod(
+        {**bare, "metadata": {**bare["metadata"], "annotations": {"qos.waterline.io/evictable": "true"}}}
+    )) is None

@@ -85,7 +85,7 @@ def test_throttle_then_restore_exactly(tmp_path: Path, version: int) -> None:
     tree, container = _tree(tmp_path, version)
     state_dir = tmp_path / "state"
     throttler = CgroupThrottler(tree.mounts, QuotaState(str(state_dir)))
-    throttler.apply(POD, {"a": 0.2, "b": 0.5}, tag="throttle")
+    throttler.apply(POD, {"a": 0.2, "b": 0.5}, owner="throttle")
     c1, c2 = container.format("c1"), container.format("c2")
     if version == 1:
         assert (tree.quota(c1), tree.quota(c2)) == ("20000", "50000")
@@ -167,8 +167,8 @@ def test_reconcile_forgets_gone_pods_restores_unneeded_and_keeps_the_rest(tmp_pa
     state_dir = str(tmp_path / "state")
     throttler = CgroupThrottler(tree.mounts, QuotaState(state_dir))
     other = make_pod("batch", "u-2", "BestEffort", {"x": "containerd://d1"})
-    throttler.apply(POD, {"a": 0.2}, tag="keep-me")
-    throttler.apply(other, {"x": 0.2}, tag="deleted-action")
+    throttler.apply(POD, {"a": 0.2}, owner="keep-me")
+    throttler.apply(other, {"x": 0.2}, owner="deleted-action")
     state = QuotaState(state_dir)
     state.put(
         ThrottledPod(

@@ -13,7 +13,14 @@ Decisions made where DESIGN.md is silent (what an SRE on a large cluster would e
 * "A batch Job already has pods migrating" is read at the start of the round (Running
   jobs); jobs passing during the round do not reorder it.
 * Non-retryable failures are decided before the ordering: a failed job counts against no
-  limit, so where it would have sat in the walk changes nothing.
+  limit, so where it would have sat in the walk changes nothing. ForbiddenMigratePod
+  covers ownerless, DaemonSet, mirror, protected-annotated and system-critical pods
+  (``plan.FORBIDDEN``, checked in that order: the message names the first that applies).
+* The retryable checks run in DESIGN's order: PodAlreadyMigrating, ExpectedReplicas (one
+  replica, or an unavailable limit equal to the replicas after resolving a percentage,
+  unless the pod is annotated ``qos.waterline.io/evictable: "true"``), MaxMigratingTotal
+  (Running jobs, one per job, plus those passed this round), then the node, namespace
+  and workload limits.
 * ``spec.paused`` jobs are left alone and reported waiting as ``Paused``; a second job for
   a pod already migrating (Running, or passed earlier this round) waits as
   ``PodAlreadyMigrating`` rather than evicting the pod twice.

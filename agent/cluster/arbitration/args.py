@@ -17,6 +17,7 @@ CONFIG_KEYS = {
     "interval": "interval",
     "processQueueQPS": "process_queue_qps",
     "jobSelectRatio": "job_select_ratio",
+    "maxMigratingTotal": "max_migrating_total",
     "maxMigratingPerNode": "max_migrating_per_node",
     "maxMigratingPerNamespace": "max_migrating_per_namespace",
     "maxMigratingPerWorkload": "max_migrating_per_workload",
@@ -24,6 +25,7 @@ CONFIG_KEYS = {
 }
 #: Keys where null is a value: no limit (node, namespace), the default by replicas (workload).
 NULLABLE = (
+    "maxMigratingTotal",
     "maxMigratingPerNode",
     "maxMigratingPerNamespace",
     "maxMigratingPerWorkload",
@@ -40,6 +42,8 @@ class ArbitrationArgs:
     interval: float = 60.0
     process_queue_qps: float = 3.0
     job_select_ratio: float = 1.2
+    #: Running jobs cluster-wide (passed ones included); None: no bound.
+    max_migrating_total: int | None = None
     max_migrating_per_node: int | None = 2
     max_migrating_per_namespace: int | None = None
     #: None: 10% of replicas above 10, 2 for 4..10, else 1.
@@ -63,6 +67,7 @@ class ArbitrationArgs:
         _CONFIG.number(self.interval, "interval", above=0)
         _CONFIG.number(self.process_queue_qps, "processQueueQPS", above=0)
         _CONFIG.number(self.job_select_ratio, "jobSelectRatio", above=0)
+        _count_limit(self.max_migrating_total, "maxMigratingTotal")
         _count_limit(self.max_migrating_per_node, "maxMigratingPerNode")
         _count_limit(self.max_migrating_per_namespace, "maxMigratingPerNamespace")
         _workload_limit(self.max_migrating_per_workload, "maxMigratingPerWorkload")

@@ -26,6 +26,10 @@ from agent.model.migration import PodMigrationJob
 from agent.model.objects import QOS_RANK, Pod
 from agent.model.store import ObjectStore
 
+#: A pod so annotated may be migrated even when its workload has one replica (or no room
+#: for an unavailable pod): its owner accepted the disruption.
+EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
+
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
@@ -96,16 +100,29 @@ def migration_priority(job: PodMigrationJob, priority_classes: Mapping[str, int]
     return 0
 
 
+#: Pods that must never be migrated (the job fails ForbiddenMigratePod), in the order
+#: checked: (applies, why).
+FORBIDDEN: tuple[tuple[Callable[[Pod], bool], str], ...] = (
+    (lambda p: not p.owners, "has no owner to recreate it"),
+    (
+        lambda p: p.is_daemonset or getattr(workload_ref(p), "kind", "") == "DaemonSet",
+        "belongs to a DaemonSet",
+    ),
+    (lambda p: p.is_mirror, "is a mirror (static) pod"),
+    (lambda p: p.is_protected, "is annotated qos.waterline.io/protected: \"true\""),
+    (
+        lambda p: p.is_system_critical,
+        "is system-critical (priority >= 2000000000)",
+    ),
+)
+
+
 def _non_retryable(job: PodMigrationJob, pod: Pod | None) -> Verdict | None:
     if pod is None or (job.pod_uid and job.pod_uid != pod.uid):
         return Verdict(m.REASON_MISSING_POD, f"pod {job.pod_key} does not exist")
-    if not pod.owners:
-        return Verdict(m.REASON_FORBIDDEN_MIGRATE_POD, f"pod {pod.key} has no owner to recreate it")
-    ref = workload_ref(pod)
-    if pod.is_daemonset or (ref is not None and ref.kind == "DaemonSet"):
-        return Verdict(m.REASON_FORBIDDEN_MIGRATE_POD, f"pod {pod.key} belongs to a DaemonSet")
-    if pod.is_mirror:
-        return Verdict(m.REASON_FORBIDDEN_MIGRATE_POD, f"pod {pod.key} is a mirror (static) pod")
+    for applies, why in FORBIDDEN:
+        if applies(pod):
+            return Verdict(m.REASON_FORBIDDEN_MIGRATE_POD, f"pod {pod.key} {why}")
     return None
 
 
@@ -122,7 +139,10 @@ class _Budget:
         #: |unavailable or migrating| = len(unavailable) + this.
         self.available_migrating: Counter[str] = Counter()
         self.batch_jobs: set[str] = set()
+        #: Running jobs cluster-wide, plus those passed this round.
+        self.total = 0
         for job in running:
+            self.total += 1
             pod = index.pods.get(job.pod_key)
             if pod is not None and job.pod_uid and job.pod_uid != pod.uid:
                 pod = None  # the pod was replaced; the old one is what is migrating
@@ -139,6 +159,11 @@ class _Budget:
             if batch is not None:
                 self.batch_jobs.add(batch)
 
+    def passed(self, pod: Pod, workload: str | None) -> None:
+        """A job passed this round: it counts as migrating from now on."""
+        self.total += 1
+        self.add(pod, workload)
+
     def add(self, pod: Pod, workload: str | None) -> None:
         self.pods.add(pod.key)
         if pod.node_name:
@@ -154,11 +179,40 @@ class _Budget:
         return count - 1 if candidate.key in workload.unavailable else count
 
 
+def _expected_replicas(cand: JobCandidate, budget: _Budget, args: ArbitrationArgs) -> Verdict | None:
+    """A workload of one replica, or whose unavailable limit equals its replicas (read
+    literally), would lose all it may lose at once: it waits unless the pod is annotated
+    evictable."""
+    if cand.pod.annotations.get(EVICTABLE_ANNOTATION) == "true":
+        return None
+    workload = budget.index.workloads[cand.workload]
+    replicas = workload.replicas
+    limit = resolve_workload_limit(args.max_unavailable_per_workload, replicas)
+    if replicas == 1 or limit == replicas:
+        return Verdict(
+            m.REASON_EXPECTED_REPLICAS,
+            f"{workload.key} has {replicas} replica(s) and may have {limit} unavailable; "
+            f'annotate the pod {EVICTABLE_ANNOTATION}: "true" to migrate it anyway',
+        )
+    return None
+
+
 def _retryable(cand: JobCandidate, budget: _Budget, args: ArbitrationArgs) -> Verdict | None:
-    """The first retryable limit the candidate hits (counts never include the candidate)."""
+    """The first retryable check the candidate fails, in DESIGN's order:
+    PodAlreadyMigrating, ExpectedReplicas, MaxMigratingTotal, then the node, namespace and
+    workload limits (counts never include the candidate)."""
     pod = cand.pod
     if pod.key in budget.pods:
         return Verdict(m.REASON_POD_ALREADY_MIGRATING, f"pod {pod.key} is already being migrated")
+    verdict = _expected_replicas(cand, budget, args)
+    if verdict is not None:
+        return verdict
+    limit = args.max_migrating_total
+    if limit is not None and budget.total >= limit:
+        return Verdict(
+            m.REASON_MAX_MIGRATING_TOTAL,
+            f"{budget.total} jobs already migrating cluster-wide (max {limit})",
+        )
     limit = args.max_migrating_per_node
     if limit is not None and pod.node_name and budget.per_node[pod.node_name] >= limit:
         return Verdict(
@@ -246,5 +300,5 @@ def _walk(
             waiting[cand.job.name] = verdict
             continue
         passed.append(cand.job.name)
-        budget.add(cand.pod, cand.workload)
+        budget.passed(cand.pod, cand.workload)
     return passed

@@ -15,10 +15,14 @@ nvidia.com/gpu). The plan is a list of ``<pod, source node, target node>`` tripl
   first (then by name); never sources, cordoned or NotReady nodes.
 * Pods of a source, largest request first (then namespace/name): DaemonSet pods, mirror
   pods and pods already terminating stay and do not keep the node from being freed; every
-  other pod must be migratable (a controller owner that is not a DaemonSet, not a mirror
-  pod, not annotated protected, namespace allowed by ``evictableNamespaces``) and must
-  find a target that passes every placement check (agent/cluster/placement.py, with the
-  protection threshold) -- otherwise nothing moves off that source.
+  other pod must pass the evictor filters (``evictor``: a controller owner that is not a
+  DaemonSet, not a mirror pod, not annotated protected, namespace allowed by
+  ``evictableNamespaces``, no local storage and no claim on a volume tied to the node
+  unless annotated ``qos.waterline.io/evictable: "true"``, not a reservation's
+  placeholder) and must find a target that passes every placement check
+  (agent/cluster/placement.py, with the protection threshold) -- otherwise nothing moves
+  off that source. The pods that may not move are reported with their reason
+  (``not_migratable``; ``skipped`` names the first of a source).
 * The snapshot is updated as the plan grows: a target's utilization, pods, pod count and
   reservations include what was planned onto it, and the target order follows it.
 * Nodes with no allocatable of the resource take no part (neither source nor target) and
@@ -31,12 +35,21 @@ the share (0..1) of free capacity, over Ready and schedulable nodes, that sits o
 whose free capacity is smaller than the median pod request (median over active pods that
 request the resource). Free capacity excludes what reservations hold.
 
-Files: ``args`` (DefragArgs), ``targets`` (the sorted target set), ``plan`` (the plan).
+Files: ``args`` (DefragArgs), ``evictor`` (the evictor filters), ``targets`` (the sorted
+target set), ``plan`` (the plan).
 """
 
 from __future__ import annotations
 
 from agent.cluster.defrag.args import DefragArgs
+from agent.cluster.defrag.evictor import (
+    EVICTABLE_ANNOTATION,
+    PLACEHOLDER_LABEL,
+    Storage,
+    is_placeholder,
+    storage_reason,
+    why_not_migratable,
+)
 from agent.cluster.defrag.plan import (
     LAST_DEFRAG_ANNOTATION,
     DefragPlan,
@@ -53,13 +66,19 @@ ENGINE = Engine("defrag", DefragArgs, plan)
 
 __all__ = [
     "ENGINE",
+    "EVICTABLE_ANNOTATION",
     "LAST_DEFRAG_ANNOTATION",
+    "PLACEHOLDER_LABEL",
     "DefragArgs",
     "DefragPlan",
     "Migration",
+    "Storage",
     "fragmentation",
+    "is_placeholder",
     "migratable",
     "plan",
     "plan_defrag",
     "stays",
+    "storage_reason",
+    "why_not_migratable",
 ]

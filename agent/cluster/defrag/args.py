@@ -46,9 +46,7 @@ class DefragArgs:
     def from_config(cls, raw: Mapping[str, Any] | None) -> DefragArgs:
         values = config_values(KEY, raw, CONFIG_KEYS)
         if "cool_down_seconds" in values:
-            values["cool_down_seconds"] = _CONFIG.duration(
-                values["cool_down_seconds"], "coolDownTime", bare_numbers=True
-            )
+            values["cool_down_seconds"] = _CONFIG.duration(values["cool_down_seconds"], "coolDownTime")
         if "evictable_namespaces" in values:
             values.update(_evictable(values.pop("evictable_namespaces")))
         return cls(**values).validate()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cluster.defrag.args import DefragArgs
+from agent.cluster.defrag.evictor import Storage, why_not_migratable
 from agent.cluster.defrag.targets import Targets
 from agent.cluster.engine import EPSILON
 from agent.cluster.placement import Hold, NodeState, Snapshot, holds_by_node
@@ -36,6 +37,9 @@ class DefragPlan:
     acted: bool = False
     #: Nodes below lowThresholds left out, and sources not freed: node -> reason.
     skipped: Mapping[str, str] = field(default_factory=dict)
+    #: Pods that kept a source from being freed because they may not move: pod -> reason
+    #: (the evictor filters', ``agent.cluster.defrag.evictor``).
+    not_migratable: Mapping[str, str] = field(default_factory=dict)
     utilization_before: Mapping[str, float] = field(default_factory=dict)
     utilization_after: Mapping[str, float] = field(default_factory=dict)
     fragmentation_before: float = 0.0
@@ -47,15 +51,8 @@ def stays(pod: Pod) -> bool:
     return pod.is_daemonset or pod.is_mirror or pod.is_terminating
 
 
-def migratable(pod: Pod, args: DefragArgs) -> bool:
-    ctl = pod.controller
-    return (
-        ctl is not None
-        and ctl.kind != "DaemonSet"
-        and not pod.is_mirror
-        and not pod.is_protected
-        and args.namespace_allowed(pod.namespace)
-    )
+def migratable(pod: Pod, args: DefragArgs, storage: Storage | None = None) -> bool:
+    return why_not_migratable(pod, args, storage or Storage()) is None
 
 
 def _cooling(node: Node, now: float, cool_down: float) -> bool:
@@ -94,6 +91,7 @@ def plan(snapshot: ObjectStore, args: DefragArgs, now: float) -> DefragPlan:
         args,
         now,
         holds_by_node(snapshot.reservations, now),
+        Storage(snapshot.claims, snapshot.volumes),
     )
 
 
@@ -103,6 +101,7 @@ def plan_defrag(
     args: DefragArgs,
     now: float,
     holds: Mapping[str, list[Hold]] | None = None,
+    storage: Storage | None = None,
 ) -> DefragPlan:
     """Plan the migrations. Pure: the inputs are not changed (holds are copied)."""
     resource = args.resource_type
@@ -121,9 +120,16 @@ def plan_defrag(
     acted = len(sources) > args.number_of_nodes
     migrations: list[Migration] = []
     freed: list[str] = []
+    not_migratable: dict[str, str] = {}
     if acted:
-        planner = _Planner.over(snapshot, states, sources, args, copied_holds)
+        planner = _Planner.over(snapshot, states, sources, args, copied_holds, storage)
         for source in sources:
+            blocked = planner.unmovable(source)
+            if blocked:
+                not_migratable.update(blocked)
+                key, why = next(iter(blocked.items()))
+                skipped[source.name] = f"NotMigratable {key}: {why}"
+                continue
             moved, reason = planner.drain(source)
             if reason is not None:
                 skipped[source.name] = reason
@@ -136,6 +142,7 @@ def plan_defrag(
         freed_nodes=tuple(freed),
         acted=acted,
         skipped=skipped,
+        not_migratable=not_migratable,
         utilization_before=before,
         utilization_after={s.name: s.utilization(resource) for s in states},
         fragmentation_before=frag_before,
@@ -195,6 +202,7 @@ class _Planner:
     targets: Targets
     args: DefragArgs
     reservation_owners: Callable[[Pod], bool]
+    storage: Storage = field(default_factory=Storage)
     unplaceable: dict[tuple[Any, ...], float] = field(default_factory=dict)
 
     @classmethod
@@ -205,6 +213,7 @@ class _Planner:
         sources: Sequence[NodeState],
         args: DefragArgs,
         holds: Mapping[str, list[Hold]],
+        storage: Storage | None = None,
     ) -> _Planner:
         """A pass whose targets are the Ready, schedulable nodes that are not sources."""
         source_names = {s.name for s in sources}
@@ -218,7 +227,11 @@ class _Planner:
         )
         all_holds = [h for hs in holds.values() for h in hs]
         return cls(
-            snapshot, targets, args, lambda pod: any(h.reservation.owns(pod) for h in all_holds)
+            snapshot,
+            targets,
+            args,
+            lambda pod: any(h.reservation.owns(pod) for h in all_holds),
+            storage or Storage(),
         )
 
     def _known_unplaceable(self, pod: Pod, sig: tuple[Any, ...] | None) -> bool:
@@ -231,15 +244,23 @@ class _Planner:
             need = pod.request(self.args.resource_type)
             self.unplaceable[sig] = min(need, self.unplaceable.get(sig, need))
 
+    def unmovable(self, source: NodeState) -> dict[str, str]:
+        """The pods that must leave ``source`` but may not move: pod -> reason, in pod order."""
+        out: dict[str, str] = {}
+        for pod in sorted(source.pods, key=lambda p: p.key):
+            if not stays(pod):
+                reason = why_not_migratable(pod, self.args, self.storage)
+                if reason is not None:
+                    out[pod.key] = reason
+        return out
+
     def drain(self, source: NodeState) -> tuple[list[Migration], str | None]:
-        """Place every pod that must leave ``source``, or nothing: on the first pod that
-        cannot move, undo this source's placements and say why."""
+        """Place every pod that must leave ``source`` (all migratable: ``unmovable`` is
+        asked first), or nothing: on the first pod that finds no target, undo this
+        source's placements and say why."""
         args, targets, snapshot = self.args, self.targets, self.snapshot
         resource = args.resource_type
         movers = [p for p in source.pods if not stays(p)]
-        for pod in movers:
-            if not migratable(pod, args):
-                return [], f"NotMigratable {pod.key}"
         movers.sort(key=lambda p: _key(POD_ORDER, p, resource))
         sigs = [None if self.reservation_owners(p) else _signature(p, resource) for p in movers]
         for pod, sig in zip(movers, sigs, strict=True):

@@ -6,10 +6,16 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cluster.engine import EPSILON
+from agent.cluster.defrag.evictor import PLACEHOLDER_LABEL, Storage, storage_reason
+from agent.cluster.migrator.placeholder import (
+    is_placeholder_pod,
+    label_value,
+    quantity,
+    toleration,
+)
 from agent.cluster.migrator.steps import (
     ABORT_ANNOTATION,
     CREATED_BY_LABEL,
@@ -25,7 +31,7 @@ from agent.cluster.migrator.steps import (
 from agent.cluster.placement import Snapshot, holds_by_node, why_not
 from agent.model import migration as m
 from agent.model import reservation as r
-from agent.model.objects import Pod, Toleration
+from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 
 
@@ -46,17 +52,51 @@ class ClusterView:
     pods: Mapping[str, Pod]
     running_by_owner: Mapping[str, tuple[Pod, ...]]
     reservations: Mapping[str, r.Reservation]
+    #: Pods not terminating, by controller uid (has a replacement appeared?).
+    by_owner: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
+    #: Placeholder pods by their reservation label value (a live one over a terminating).
+    placeholders: Mapping[str, Pod] = field(default_factory=dict)
+    storage: Storage = field(default_factory=Storage)
+    #: The placement snapshot the round's targets are chosen on, built on first use and
+    #: kept current as placeholders are placed (so two jobs do not take one gap).
+    _placement: list[Snapshot] = field(default_factory=list)
 
     @classmethod
     def build(cls, store: ObjectStore) -> ClusterView:
         pods = {p.key: p for p in store.pods}
-        by_owner: dict[str, list[Pod]] = {}
+        running: dict[str, list[Pod]] = {}
+        alive: dict[str, list[Pod]] = {}
+        placeholders: dict[str, Pod] = {}
         for pod in store.pods:
             ctl = pod.controller
-            if ctl is not None and ctl.uid and pod.phase == "Running" and not pod.is_terminating:
-                by_owner.setdefault(ctl.uid, []).append(pod)
-        reservations = {res.name: res for res in store.reservations}
-        return cls(store, pods, {k: tuple(v) for k, v in by_owner.items()}, reservations)
+            if is_placeholder_pod(pod):
+                value = pod.labels[PLACEHOLDER_LABEL]
+                if value not in placeholders or placeholders[value].is_terminating:
+                    placeholders[value] = pod
+            if ctl is None or not ctl.uid or pod.is_terminating:
+                continue
+            alive.setdefault(ctl.uid, []).append(pod)
+            if pod.phase == "Running":
+                running.setdefault(ctl.uid, []).append(pod)
+        return cls(
+            store,
+            pods,
+            {k: tuple(v) for k, v in running.items()},
+            {res.name: res for res in store.reservations},
+            {k: tuple(v) for k, v in alive.items()},
+            placeholders,
+            Storage(store.claims, store.volumes),
+        )
+
+    def placement(self, now: float) -> Snapshot:
+        """Ready, schedulable nodes with what is bound to them and reserved at ``now``."""
+        if not self._placement:
+            store = self.store
+            nodes = [n for n in store.nodes.values() if n.ready and not n.unschedulable]
+            self._placement.append(
+                Snapshot.build(nodes, store.pods, holds_by_node(self.reservations.values(), now))
+            )
+        return self._placement[0]
 
 
 def observe(
@@ -75,6 +115,7 @@ def observe(
         tracked = tracked_from_pod(pod)
     exists = False
     replacement = ""
+    seen = False
     if tracked is not None and tracked.owner_uid:
         if tracked.owner_kind in WATCHED_CONTROLLER_KINDS:
             exists = tracked.owner_uid in view.store.workloads
@@ -84,15 +125,23 @@ def observe(
             if other.uid != tracked.pod_uid and _created_since(other, tracked.started_at):
                 replacement = other.node_name
                 break
-    res = view.reservations.get(reservation_name(job.name))
+        seen = bool(replacement) or any(
+            other.uid != tracked.pod_uid and _created_since(other, tracked.started_at)
+            for other in view.by_owner.get(tracked.owner_uid, ())
+        )
+    name = reservation_name(job.name)
+    res = view.reservations.get(name)
     return (
         World(
             now=now,
             pod=pod,
             controller_exists=exists,
             replacement_node=replacement,
+            replacement_seen=seen,
             reservation_phase=res.effective_phase(now) if res else "",
             reservation_node=res.node_name if res else "",
+            placeholder=view.placeholders.get(label_value(name)),
+            storage_reason=(storage_reason(pod, view.storage) or "") if pod else "",
             abort_requested=annotations.get(ABORT_ANNOTATION) == "true",
         ),
         tracked,
@@ -109,31 +158,16 @@ def choose_target(pod: Pod, view: ClusterView, now: float, preferred: str = "") 
     """The node a reservation for ``pod``'s replacement goes to: ``preferred`` when it
     passes every placement check, else the least requested (CPU share, then name) Ready,
     schedulable node other than the pod's own that does. None when none fits."""
-    store = view.store
-    nodes = [
-        n
-        for n in store.nodes.values()
-        if n.ready and not n.unschedulable and n.name != pod.node_name
+    snapshot = view.placement(now)
+    state = snapshot.states.get(preferred)
+    if state is not None and preferred != pod.node_name and why_not(pod, state) is None:
+        return preferred
+    free = [
+        s for s in snapshot.states.values() if s.name != pod.node_name and why_not(pod, s) is None
     ]
-    snapshot = Snapshot.build(nodes, store.pods, holds_by_node(view.reservations.values(), now))
-    free = [s for s in snapshot.states.values() if why_not(pod, s) is None]
     if not free:
         return None
-    if any(s.name == preferred for s in free):
-        return preferred
     return min(free, key=lambda s: (s.utilization("cpu"), s.name)).name
-
-
-def quantity(resource: str, amount: float) -> str:
-    """A resource amount as a Kubernetes quantity string (CPU in millicores)."""
-    if resource == "cpu":
-        return f"{round(amount * 1000)}m"
-    return str(round(amount)) if abs(amount - round(amount)) < EPSILON else repr(amount)
-
-
-def _toleration(t: Toleration) -> dict[str, str]:
-    fields = (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect))
-    return {k: v for k, v in fields if v}
 
 
 def reservation_body(job: m.PodMigrationJob, pod: Pod, tracked: Tracked) -> dict[str, Any]:
@@ -149,7 +183,7 @@ def reservation_body(job: m.PodMigrationJob, pod: Pod, tracked: Tracked) -> dict
     if pod.node_selector:
         spec["nodeSelector"] = dict(pod.node_selector)
     if pod.tolerations:
-        spec["tolerations"] = [_toleration(t) for t in pod.tolerations]
+        spec["tolerations"] = [toleration(t) for t in pod.tolerations]
     owner = (
         {
             "controller": {
@@ -162,13 +196,18 @@ def reservation_body(job: m.PodMigrationJob, pod: Pod, tracked: Tracked) -> dict
         if tracked.owner_uid
         else {"object": {"namespace": pod.namespace, "name": pod.name}}
     )
+    metadata: dict[str, Any] = {
+        "name": reservation_name(job.name),
+        "labels": {CREATED_BY_LABEL: "migration", JOB_LABEL: label_value(job.name)},
+    }
+    if job.uid:  # deleted with its job by the garbage collector, its placeholder with it
+        metadata["ownerReferences"] = [
+            {"apiVersion": m.API_VERSION, "kind": m.KIND, "name": job.name, "uid": job.uid}
+        ]
     return {
         "apiVersion": m.API_VERSION,
         "kind": r.KIND,
-        "metadata": {
-            "name": reservation_name(job.name),
-            "labels": {CREATED_BY_LABEL: "migration", JOB_LABEL: job.name[:63]},
-        },
+        "metadata": metadata,
         "spec": {
             "template": {"metadata": {"namespace": pod.namespace}, "spec": spec},
             "owners": [owner],

@@ -4,7 +4,7 @@ Only what Waterline decides on is kept: at 150,000 pods the typed models of the 
 client cost gigabytes, these cost a small fraction. Every ``parse_*`` raises
 ``InvalidObject`` naming the object and the field.
 
-One module per concern (``pods``, ``nodes``, ``owners``, ``budgets``; ``common`` holds what
+One module per concern (``pods``, ``nodes``, ``owners``, ``budgets``, ``volumes``; ``common`` holds what
 their parsers share); import the names from here.
 """
 
@@ -41,6 +41,14 @@ from agent.model.objects.pods import (
     Toleration,
     parse_pod,
 )
+from agent.model.objects.volumes import (
+    PV_KIND,
+    PVC_KIND,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    parse_persistent_volume,
+    parse_persistent_volume_claim,
+)
 
 __all__ = [
     "BEST_EFFORT",
@@ -51,6 +59,8 @@ __all__ = [
     "HOSTNAME_LABEL",
     "MIRROR_ANNOTATION",
     "PROTECTED_ANNOTATION",
+    "PVC_KIND",
+    "PV_KIND",
     "QOS_CLASSES",
     "QOS_RANK",
     "SYSTEM_CRITICAL_PRIORITY",
@@ -60,6 +70,8 @@ __all__ = [
     "Namespace",
     "Node",
     "OwnerRef",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
     "Pod",
     "PodAffinityTerm",
     "PodDisruptionBudget",
@@ -73,6 +85,8 @@ __all__ = [
     "parse_namespace",
     "parse_node",
     "parse_pdb",
+    "parse_persistent_volume",
+    "parse_persistent_volume_claim",
     "parse_pod",
     "parse_workload",
 ]

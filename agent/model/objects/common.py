@@ -18,6 +18,26 @@ def metadata(raw: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+def listed(value: object, path: str) -> list[Any]:
+    """A list field of an object (None reads as empty); anything else is refused with its
+    path, so a hand-written ``containers: 5`` names the field instead of failing in
+    Python's words ("'int' object is not iterable")."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{path}: must be a list, got {value!r}")
+    return value
+
+
+def mapping(value: object, path: str) -> Mapping[str, Any]:
+    """A mapping field of an object (None reads as empty); anything else is refused."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: must be a mapping, got {value!r}")
+    return value
+
+
 def str_map(value: object) -> dict[str, str]:
     if not isinstance(value, dict):
         return {}

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.objects.common import Resources, guarded, metadata, str_map
+from agent.model.objects.common import Resources, guarded, listed, mapping, metadata, str_map
 from agent.model.quantity import parse_resource_list
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -45,12 +45,12 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
     name = str(meta.get("name") or "")
     if not name:
         raise InvalidObject("Node", "", "metadata.name", "must be set")
-    spec = raw.get("spec") or {}
-    status = raw.get("status") or {}
 
     def body() -> Node:
+        spec = mapping(raw.get("spec"), "spec")
+        status = mapping(raw.get("status"), "status")
         ready = True
-        for cond in status.get("conditions") or []:
+        for cond in listed(status.get("conditions"), "status.conditions"):
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
         try:
@@ -71,7 +71,7 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
             capacity=capacity,
             taints=tuple(
                 Taint(str(t.get("key") or ""), str(t.get("value") or ""), str(t.get("effect") or ""))
-                for t in spec.get("taints") or []
+                for t in listed(spec.get("taints"), "spec.taints")
                 if isinstance(t, dict)
             ),
             unschedulable=bool(spec.get("unschedulable")),

@@ -57,13 +57,20 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
     spec = raw.get("spec") or {}
+    if not isinstance(spec, dict):
+        raise InvalidObject(kind, f"{namespace}/{name}", "spec", f"must be a mapping, got {spec!r}")
+    owners = meta.get("ownerReferences") or []
+    if not isinstance(owners, list):
+        raise InvalidObject(
+            kind, f"{namespace}/{name}", "metadata.ownerReferences", f"must be a list, got {owners!r}"
+        )
     replicas = spec.get("replicas")
     if kind == "Job":
         replicas = spec.get("parallelism", replicas)
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
         raise InvalidObject(kind, f"{namespace}/{name}", "spec.replicas", f"must be an integer, got {replicas!r}")
     owner = None
-    for i, o in enumerate(meta.get("ownerReferences") or []):
+    for i, o in enumerate(owners):
         if not isinstance(o, dict):
             raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", "expected a mapping")
         ref = parse_owner(o, f"metadata.ownerReferences[{i}]")

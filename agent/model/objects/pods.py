@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.objects.common import Resources, guarded, metadata, str_map
+from agent.model.objects.common import Resources, guarded, listed, metadata, str_map
 from agent.model.objects.nodes import Taint
 from agent.model.objects.owners import OwnerRef, parse_owner
 from agent.model.quantity import parse_resource_list
@@ -94,6 +94,12 @@ class Pod:
     node_affinity: NodeSelector | None = None
     anti_affinity: tuple[PodAffinityTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    #: Volumes whose data lives on the node (``hostPath "logs"``, ``emptyDir "cache"``; an
+    #: emptyDir in memory is not one): the evictor filters read them.
+    local_volumes: tuple[str, ...] = ()
+    #: The PersistentVolumeClaims the pod mounts (generic ephemeral volumes included, by
+    #: the name Kubernetes gives their claim: ``<pod>-<volume>``).
+    claims: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -238,6 +244,32 @@ def _parse_affinity(spec: Mapping[str, Any], path: str) -> tuple[NodeSelector | 
     return node_sel, tuple(terms)
 
 
+def _parse_volumes(raw: object, pod_name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(local volumes, claim names) of ``spec.volumes``. Lenient: an entry that is not a
+    mapping is skipped, so a pod is never dropped (and its capacity never lost) for it."""
+    if not isinstance(raw, list):
+        return (), ()
+    local: list[str] = []
+    claims: list[str] = []
+    for volume in raw:
+        if not isinstance(volume, dict):
+            continue
+        name = str(volume.get("name") or "")
+        empty_dir = volume.get("emptyDir")
+        if volume.get("hostPath") is not None:
+            local.append(f'hostPath "{name}"')
+        elif empty_dir is not None and (
+            not isinstance(empty_dir, dict) or empty_dir.get("medium") != "Memory"
+        ):
+            local.append(f'emptyDir "{name}"')
+        claim = volume.get("persistentVolumeClaim")
+        if isinstance(claim, dict) and claim.get("claimName"):
+            claims.append(str(claim["claimName"]))
+        elif volume.get("ephemeral") is not None:
+            claims.append(f"{pod_name}-{name}")
+    return tuple(local), tuple(claims)
+
+
 def _is_ready(status: Mapping[str, Any]) -> bool:
     conditions = status.get("conditions")
     if not isinstance(conditions, list):
@@ -266,14 +298,14 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     def body() -> Pod:
         containers = tuple(
             _parse_container(c, f"spec.containers[{i}]")
-            for i, c in enumerate(spec.get("containers") or [])
+            for i, c in enumerate(listed(spec.get("containers"), "spec.containers"))
         )
         init = tuple(
             _parse_container(c, f"spec.initContainers[{i}]")
-            for i, c in enumerate(spec.get("initContainers") or [])
+            for i, c in enumerate(listed(spec.get("initContainers"), "spec.initContainers"))
         )
         ids: dict[str, str] = {}
-        for cs in status.get("containerStatuses") or []:
+        for cs in listed(status.get("containerStatuses"), "status.containerStatuses"):
             if isinstance(cs, dict) and cs.get("containerID"):
                 ids[str(cs.get("name"))] = str(cs["containerID"])
         if ids:
@@ -293,6 +325,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
         if qos not in QOS_RANK:
             raise ValueError(f"status.qosClass: must be one of {list(QOS_CLASSES)}, got {qos!r}")
         node_sel, anti = _parse_affinity(spec, "spec.affinity")
+        local_volumes, claims = _parse_volumes(spec.get("volumes"), name)
         tolerations = tuple(
             Toleration(
                 str(t.get("key") or ""),
@@ -300,7 +333,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
                 str(t.get("value") or ""),
                 str(t.get("effect") or ""),
             )
-            for t in spec.get("tolerations") or []
+            for t in listed(spec.get("tolerations"), "spec.tolerations")
             if isinstance(t, dict)
         )
         return Pod(
@@ -312,7 +345,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             annotations=str_map(meta.get("annotations")),
             owners=tuple(
                 parse_owner(o, f"metadata.ownerReferences[{i}]")
-                for i, o in enumerate(meta.get("ownerReferences") or [])
+                for i, o in enumerate(listed(meta.get("ownerReferences"), "metadata.ownerReferences"))
             ),
             priority=priority,
             priority_class_name=str(spec.get("priorityClassName") or ""),
@@ -330,6 +363,8 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             node_affinity=node_sel,
             anti_affinity=anti,
             tolerations=tolerations,
+            local_volumes=local_volumes,
+            claims=claims,
         )
 
     return guarded("Pod", label, "", body)

@@ -2,8 +2,9 @@
 
 Beyond SIMULATE.md's keys: ``acted`` (false when numberOfNodes gated the plan),
 ``skipped`` (node -> why it was not a source or was not freed: Critical, CoolingDown,
-HoldsReservation, ``NotMigratable ns/pod``, ``NoTarget ns/pod``) and ``fragmentation``
-{before, after} as a share in 0..1."""
+HoldsReservation, ``NotMigratable ns/pod: <reason>``, ``NoTarget ns/pod``),
+``notMigratable`` (pod -> the evictor filter's reason, for every pod that kept a source
+from being freed) and ``fragmentation`` {before, after} as a share in 0..1."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ def render(plan: DefragPlan, args: DefragArgs) -> dict[str, Any]:
         "freedNodes": list(plan.freed_nodes),
         "acted": plan.acted,
         "skipped": dict(sorted(plan.skipped.items())),
+        "notMigratable": dict(sorted(plan.not_migratable.items())),
         "utilization": {
             "before": {n: _percent(u) for n, u in plan.utilization_before.items()},
             "after": {n: _percent(u) for n, u in plan.utilization_after.items()},

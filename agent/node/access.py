@@ -1,0 +1,50 @@
+"""The node agent's access table: every API call it makes (``agent.kube.access``).
+
+* watches: ``agent.kube.nodeview.node_watches`` (its node's pods, its node, namespaces,
+  PodDisruptionBudgets, the policies and actions), list + watch each, cluster-wide (RBAC
+  cannot name one node per agent: the field selectors narrow what is sent, not what is
+  allowed), and the cluster brake ConfigMap (get, list, watch; only that one, in the
+  Waterline namespace);
+* the interference taint: get and patch of nodes (``agent.node.incluster.set_taint``;
+  deploy/ also ships an admission policy that limits the patch to the agent's own node
+  and to that taint);
+* evictions (pods/eviction create) and the Events of its actions (create, patch);
+* its own DaemonSet (get; only that one, in the Waterline namespace): on SIGTERM/SIGHUP,
+  gone or being deleted means an uninstall, and the agent releases every cap.
+
+``tests/unit/test_rbac.py`` compares this table with deploy/rbac.yaml both ways and runs
+the agent's cluster side against the dev API server with the table enforced.
+"""
+
+from __future__ import annotations
+
+from agent.defaults import AGENT_DAEMONSET, BRAKE_CONFIGMAP, NAMESPACE
+from agent.kube.access import AccessTable, grant, watches
+from agent.kube.nodeview import node_watches
+from agent.kube.resources import CONFIGMAPS, DAEMONSETS, EVENTS, NODES, PODS
+
+PROGRAM = "waterline-agent"
+
+
+def agent_access() -> AccessTable:
+    return AccessTable(
+        PROGRAM,
+        "agent/node/access.py",
+        [
+            *watches(r for r, _ in node_watches("") if r is not CONFIGMAPS),
+            *[
+                grant(CONFIGMAPS, verb, namespace=NAMESPACE, name=BRAKE_CONFIGMAP, why="brake")
+                for verb in ("get", "list", "watch")
+            ],
+            grant(NODES, "get", why="read the taints before patching them"),
+            grant(NODES, "patch", why="the interference taint"),
+            grant(PODS, "create", "eviction", why="evictions"),
+            grant(EVENTS, "create", why="events of its actions"),
+            grant(EVENTS, "patch", why="repeated events"),
+            grant(DAEMONSETS, "get", namespace=NAMESPACE, name=AGENT_DAEMONSET,
+                  why="its own DaemonSet: an uninstall releases every cap"),
+        ],
+    )
+
+
+__all__ = ["PROGRAM", "agent_access"]

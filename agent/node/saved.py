@@ -1,0 +1,119 @@
+"""The last objects the agent saw, kept in its state directory.
+
+An agent started while the API server is down has nothing to decide on: its watches
+cannot list. It then acts on the objects the previous run saved (its node, its pods, the
+namespaces, policies and actions), so the node stays guarded by local throttling from
+the first tick (evictions wait for the API). Saved when the watches are first in sync
+and then at most once a ``min_interval`` while the objects change; written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from agent.errors import InvalidObject
+from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
+from agent.model.store import ObjectStore
+from agent.node.loop import Objects
+from executors.quota_state import atomic_write
+
+SAVED_FILE = "objects.json"
+FORMAT_VERSION = 1
+SAVE_INTERVAL = 60.0
+
+
+class SavedObjects:
+    def __init__(
+        self,
+        state_dir: str,
+        node_name: str,
+        min_interval: float = SAVE_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        logger: Any = None,
+    ) -> None:
+        self.path = os.path.join(state_dir, SAVED_FILE)
+        self.node_name = node_name
+        self.min_interval = min_interval
+        self.clock = clock
+        self.log = logger or structlog.get_logger()
+        self._saved_at: float | None = None
+        self._loaded: Objects | None = None
+        self._tried = False
+
+    # -- saving ----------------------------------------------------------------------
+    def save_if_due(self, manifests: Callable[[], Sequence[Mapping[str, Any]]]) -> bool:
+        """Save now if nothing was saved yet or ``min_interval`` has passed."""
+        now = self.clock()
+        if self._saved_at is not None and now - self._saved_at < self.min_interval:
+            return False
+        self._saved_at = now
+        doc = {"version": FORMAT_VERSION, "node": self.node_name, "savedAt": time.time(),
+               "objects": list(manifests())}
+        try:
+            atomic_write(self.path, json.dumps(doc, separators=(",", ":")).encode())
+        except (OSError, TypeError, ValueError) as err:
+            self.log.warning("could not save the objects for a start without the API",
+                             path=self.path, error=str(err))
+            return False
+        return True
+
+    # -- loading ---------------------------------------------------------------------
+    def objects(self) -> Objects | None:
+        """The saved objects (read once), or None when there are none usable."""
+        if not self._tried:
+            self._tried = True
+            self._loaded = self._load()
+        return self._loaded
+
+    def _load(self) -> Objects | None:
+        try:
+            with open(self.path, encoding="utf-8") as f:
+                doc = json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as err:
+            self.log.warning("saved objects unreadable", path=self.path, error=str(err))
+            return None
+        if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
+            return None
+        if doc.get("node") != self.node_name or not isinstance(doc.get("objects"), list):
+            return None
+        objects = build_objects(doc["objects"], self.node_name)
+        if objects is not None:
+            age = time.time() - float(doc.get("savedAt") or 0)
+            self.log.warning(
+                "API server not answering since the start: acting on the objects saved "
+                f"{age:.0f} s ago (throttling only) until it does",
+                path=self.path, pods=len(objects.pods),
+                policies=len(objects.policies.policies),
+            )  # fmt: skip
+        return objects
+
+
+def build_objects(manifests: Sequence[object], node_name: str) -> Objects | None:
+    """Objects from slim manifests; None without the node. Objects that do not parse
+    any more (a newer format) are skipped."""
+    store = ObjectStore()
+    for index, raw in enumerate(manifests):
+        try:
+            store.add(raw, f"saved[{index}]")
+        except (InvalidObject, ValueError, TypeError, KeyError, AttributeError):
+            continue
+    node = store.nodes.get(node_name)
+    if node is None:
+        return None
+    policies = load_policies(store.raw.get(POLICY_KIND, []), store.raw.get(ACTION_KIND, []))
+    namespaces = dict(store.namespaces)
+
+    def namespace_labels(namespace: str) -> Mapping[str, str]:
+        ns = namespaces.get(namespace)
+        return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
+
+    pods = tuple(p for p in store.pods if p.node_name == node_name)
+    return Objects(node, pods, policies, namespace_labels, origin="saved")

@@ -1,0 +1,80 @@
+"""Restarts resume, they do not reset: a starting agent adopts the caps its state file names.
+
+The throttler's state file (``executors.quota_state``) holds, per throttled pod, the
+original quotas, the cap last written and the action and rule that held it. At the first
+tick with objects the engine's memory is rebuilt from it, so the caps stay in force (the
+kernel still enforces them; nothing is written) and are handed back through throttle-up
+when the node is cool, step by step: a rolling update causes no burst of interference.
+
+Decision where DESIGN.md is silent: the rule hysteresis is not persisted. A rule that
+holds an adopted cap starts *triggered* (it was triggered when it capped the pod); a hot
+node keeps it so and the cap stays, a cool one restores it after ``restoreThreshold``
+samples, and throttle-up raises the cap. Without this a restarted rule would be
+``normal``, which never feeds throttle-up, and the cap would stay for ever.
+
+Handed back at once instead (the caller restores them): pods no longer on the node
+(their cgroup went with them), records without a cap or without an action, and caps at
+or above the pod's ceiling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from agent.model.analysis import NORMAL, TRIGGERED, RuleTracker
+from agent.model.objects import Node, Pod
+from agent.model.registry import CPU
+from executors.engine import EPSILON, NodeState, ThrottleRecord, parse_owner_tag
+from executors.quota_state import ThrottledPod
+
+
+@dataclass(frozen=True, slots=True)
+class HeldCap:
+    """A cap the state file says is in force."""
+
+    uid: str
+    namespace: str
+    name: str
+    cap: float | None  # cores, over the containers written; None: none recorded
+    action: str
+    rule: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def held_caps(pods: Mapping[str, ThrottledPod]) -> list[HeldCap]:
+    out = []
+    for uid, record in sorted(pods.items()):
+        caps = [c.cap for c in record.containers.values() if c.cap is not None]
+        action, rule = parse_owner_tag(record.tag)
+        out.append(HeldCap(uid, record.namespace, record.name, sum(caps) if caps else None,
+                           action, rule))
+    return out
+
+
+@dataclass
+class Adoption:
+    adopted: list[str] = field(default_factory=list)  # pod keys
+    released: list[HeldCap] = field(default_factory=list)  # to restore now
+
+
+def adopt(state: NodeState, held: Iterable[HeldCap], pods: Iterable[Pod], node: Node) -> Adoption:
+    """Put the held caps of pods still on the node into the engine's memory; the rest
+    are returned to be handed back."""
+    by_uid = {p.uid: p for p in pods}
+    result = Adoption()
+    for cap in held:
+        pod = by_uid.get(cap.uid)
+        ceiling = (pod.limits.get(CPU) or node.cpu_cores) if pod is not None else 0.0
+        if pod is None or cap.cap is None or not cap.action or cap.cap >= ceiling - EPSILON:
+            result.released.append(cap)
+            continue
+        state.throttled[pod.key] = ThrottleRecord(cap.cap, ceiling, cap.action, cap.rule, pod.uid)
+        tracker = state.trackers.get(cap.rule)
+        if cap.rule and (tracker is None or tracker.status == NORMAL):
+            state.trackers[cap.rule] = RuleTracker(TRIGGERED)
+        result.adopted.append(pod.key)
+    return result

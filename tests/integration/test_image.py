@@ -1,0 +1,451 @@
+"""The container image (``make image``) run the way deploy/ runs it.
+
+The agent tests run the image in a container with the host mounts, host namespaces,
+arguments and security context of the agent's DaemonSet, read from deploy/daemonset.yaml
+and the deploy/components/ patch for this host's cgroup layout, so they cannot drift apart.
+``waterline agent --local`` throttles real busy processes in the kubelet-shaped cgroup v1
+tree of tests/integration/conftest.py, the kernel's ``cpuacct.usage`` shows the cap, and
+the original quotas come back exactly; a pod cgroup's tasks and their schedstat are
+visible from the agent's container (hostPID). The only change to the manifest's mounts:
+the tree lives under its own kubelet cgroup root (``--kubelet-cgroup-root``), so the
+writable kubepods subtree moves under it, as it does for a kubelet with ``--cgroup-root``.
+
+``waterline controller`` runs from the image as deploy/controller.yaml runs it, against a
+``waterline dev-apiserver`` on this host (the host's network: the dev server listens on
+loopback), and the image's client builds its configuration from a service account, as in
+a pod. The image ships the kubernetes client as bytecode only: these runs are what shows
+that it still loads and works.
+
+The image is not built here (a cold build takes about a minute): ``make image`` first,
+as .ci/run does; without it, or without a container engine that works here, these tests
+skip and say why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import certifi
+import pytest
+import yaml
+
+from agent import defaults
+from devtools.apiserver.testing import Running
+from devtools.demo.cgroups import CgroupTree
+from devtools.demo.pods import DemoPod
+from tests.deploy_manifests import DEPLOY, HostMount, agent_args, agent_daemonset, agent_mounts
+
+# The local agent's own integration test: the same pods, objects and bounds, in a container.
+from tests.integration.test_agent_local import close, manifests, start_and_calibrate, state_pods
+
+# The controller's integration test: the same checks, and its dev server with the same
+# objects (the fixture `cluster`).
+from tests.integration.test_controller import LEASE_NAME, LEASE_NS, status, wait_until
+from tests.integration.test_controller import cluster as cluster
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = os.environ.get("WATERLINE_IMAGE", defaults.IMAGE)
+#: The tree of tests/integration/conftest.py is cgroup v1 with kubelet's cgroupfs names.
+COMPONENT = "cgroup-v1-cgroupfs"
+NONROOT = "65532:65532"
+
+
+def _engine_env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "hack/containers.conf")),
+    }
+
+
+@pytest.fixture(scope="module")
+def engine() -> str:
+    """podman or docker, as `make image` chose it; the image must be there."""
+    found = subprocess.run(  # noqa: S603
+        [str(ROOT / "hack/engine")], capture_output=True, text=True, env=_engine_env(), timeout=60
+    )
+    if found.returncode != 0:
+        pytest.skip(found.stderr.strip())
+    name = found.stdout.strip()
+    present = run([name, "image", "inspect", IMAGE], check=False)
+    if present.returncode != 0:
+        pytest.skip(f"no image {IMAGE} here: run `make image` first")
+    return name
+
+
+def run(
+    cmd: list[str], check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(  # noqa: S603
+        cmd, capture_output=True, text=True, env=_engine_env(), timeout=timeout
+    )
+    if check:
+        assert done.returncode == 0, f"{' '.join(cmd)}: {done.stderr[-2000:]}"
+    return done
+
+
+def read_only_flags(engine: str) -> list[str]:
+    # podman adds tmpfs mounts of its own to a read-only container; the manifest has none.
+    return ["--read-only", "--read-only-tmpfs=false"] if engine == "podman" else ["--read-only"]
+
+
+# -- both programs, as the controller runs: uid 65532 ---------------------------------
+
+
+def test_the_image_runs_as_65532_and_knows_its_version(engine: str) -> None:
+    config = json.loads(run([engine, "image", "inspect", IMAGE]).stdout)[0]["Config"]
+    assert config["User"] == NONROOT
+    assert config["Entrypoint"] == ["waterline"]
+    out = run(
+        [engine, "run", "--rm", *read_only_flags(engine), "--cap-drop", "ALL", IMAGE, "--version"]
+    )
+    assert out.stdout == f"waterline {version()}\n"
+
+
+def version() -> str:
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+def test_the_controller_starts_as_65532(engine: str) -> None:
+    out = run(
+        [engine, "run", "--rm", *read_only_flags(engine), "--cap-drop", "ALL",
+         "--user", NONROOT, IMAGE, "controller", "--help"]
+    )  # fmt: skip
+    assert out.stdout.startswith("usage: waterline controller")
+
+
+# -- the agent, with the DaemonSet's mounts -------------------------------------------
+
+
+def container_mounts(
+    mounts: list[HostMount], kubelet_root: str, state: Path, engine: str
+) -> list[str]:
+    """The manifest's volume mounts as run flags: the kubepods subtree under the test's
+    kubelet cgroup root, the state directory in a temporary one, emptyDirs as tmpfs."""
+    flags: list[str] = []
+    writable_cgroups = [
+        m for m in mounts if m.path.startswith(defaults.CGROUP_ROOT) and not m.read_only
+    ]
+    assert len(writable_cgroups) == 1, writable_cgroups
+    for m in mounts:
+        if m.host_path is None:
+            flags += ["--tmpfs", f"{m.path}:rw,size=16m"]
+            continue
+        host, path = m.host_path, m.path
+        if m in writable_cgroups:
+            host = path = os.path.join(os.path.dirname(path), kubelet_root, os.path.basename(path))
+        elif path == defaults.STATE_DIR:
+            host = str(state)
+        flags += ["--volume", f"{host}:{path}:{'ro' if m.read_only else 'rw'}"]
+    return flags
+
+
+def security_flags(ds: dict[str, Any], engine: str) -> list[str]:
+    """The agent container's securityContext as run flags; fails on a field not mapped."""
+    (container,) = ds["spec"]["template"]["spec"]["containers"]
+    sc = container["securityContext"]
+    assert sc["privileged"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert ds["spec"]["template"]["spec"]["securityContext"]["seccompProfile"] == {
+        "type": "RuntimeDefault"  # the engine's default profile
+    }
+    return [
+        "--user", f"{sc['runAsUser']}:{sc['runAsGroup']}", "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges", *read_only_flags(engine),
+    ]  # fmt: skip
+
+
+def namespace_flags(ds: dict[str, Any]) -> list[str]:
+    """The agent pod's host namespaces as run flags: the host's pid namespace, no other."""
+    pod = ds["spec"]["template"]["spec"]
+    assert not pod.get("hostNetwork") and not pod.get("hostIPC")
+    return ["--pid", "host"] if pod.get("hostPID") else []
+
+
+def proc_root(ds: dict[str, Any]) -> str:
+    """Where the agent reads the host's /proc (its --proc-root)."""
+    (root,) = [a.split("=", 1)[1] for a in agent_args(ds) if a.startswith("--proc-root=")]
+    return root
+
+
+def container_args(ds: dict[str, Any], node: str) -> list[str]:
+    args = agent_args(ds)
+    assert args[0] == "agent"
+    return [a.replace(f"$({defaults.NODE_NAME_ENV})", node) for a in args]
+
+
+@pytest.fixture
+def agent_run(engine: str, tree: CgroupTree, tmp_path: Path) -> Iterator[list[str]]:
+    """`<engine> run` with the DaemonSet's flags up to the image; removed afterwards."""
+    ds = agent_daemonset(COMPONENT)
+    name = f"waterline-it-{os.getpid()}-{tmp_path.name}"
+    state = tmp_path / "state"
+    state.mkdir()
+    flags = [
+        engine, "run", "--rm", "--name", name, "--network", "none",
+        *namespace_flags(ds), *security_flags(ds, engine),
+        *container_mounts(agent_mounts(ds), tree.kubelet_root, state, engine),
+    ]  # fmt: skip
+    try:
+        yield flags
+    finally:
+        run([engine, "rm", "--force", name], check=False)
+
+
+def test_outside_kubepods_the_cgroup_tree_is_read_only(
+    agent_run: list[str], tree: CgroupTree
+) -> None:
+    """What the manifest promises: the agent's container can write CPU quotas in the
+    kubepods subtree only (writing back the value already there, so nothing changes)."""
+    pod = DemoPod("probe", "BestEffort", None)
+    tree.add_pod(pod)
+    inside = os.path.join(tree.cpu_root, pod.container_rel(tree.kubelet_root), "cpu.cfs_quota_us")
+    outside = os.path.join(tree.cpu_root, tree.kubelet_root, "cpu.cfs_quota_us")
+    acct = os.path.join(tree.acct_root, pod.container_rel(tree.kubelet_root), "cpuacct.usage")
+    probe = (
+        "import sys\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        value = open(path).read()\n"
+        "        open(path, 'w').write(value)\n"
+        "        print(path, 'written')\n"
+        "    except OSError as err:\n"
+        "        print(path, err.strerror)\n"
+    )
+    out = run(
+        [*agent_run, "--entrypoint", "/opt/waterline/bin/python", IMAGE,
+         "-c", probe, inside, outside, acct]
+    )  # fmt: skip
+    assert out.stdout.splitlines() == [
+        f"{inside} written",
+        f"{outside} Read-only file system",
+        f"{acct} Read-only file system",
+    ]
+
+
+def test_in_the_agents_container_a_pods_tasks_and_their_schedstat_are_visible(
+    agent_run: list[str], tree: CgroupTree
+) -> None:
+    """The latency-critical pods' run-queue wait comes from their tasks: the pids in the
+    pod's cgroup.procs, then /proc/<pid>/schedstat of each under the host's /proc. With the
+    manifest's settings the agent's container lists the same pids as the host (the kernel
+    shows only the reader's pid namespace's tasks there) and reads their schedstat."""
+    pod = DemoPod("victim", "Guaranteed", 0.5)
+    tree.add_pod(pod)
+    tree.start(pod)
+    tree.signal(pod.name, signal.SIGSTOP)  # it ran, and stays in its cgroup, idle
+    procs = os.path.join(tree.cpu_root, pod.container_rel(tree.kubelet_root), "cgroup.procs")
+    host_pids = Path(procs).read_text().split()
+    assert host_pids
+    probe = (
+        "import json, sys\n"
+        "procs, proc_root = sys.argv[1:]\n"
+        "pids = open(procs).read().split()\n"
+        "print(json.dumps({p: open(f'{proc_root}/{p}/schedstat').read().split() for p in pids}))\n"
+    )
+    ds = agent_daemonset(COMPONENT)
+    out = run(
+        [*agent_run, "--entrypoint", "/opt/waterline/bin/python", IMAGE,
+         "-c", probe, procs, proc_root(ds)]
+    )  # fmt: skip
+    seen = json.loads(out.stdout)
+    assert sorted(seen) == sorted(host_pids)
+    for fields in seen.values():
+        run_ns, _wait_ns, slices = map(int, fields)  # the wait may well be 0 on an idle host
+        assert run_ns > 0 and slices > 0
+
+
+def test_the_agent_in_its_container_throttles_to_the_cap_and_restores_exactly(
+    agent_run: list[str], tree: CgroupTree, tmp_path: Path
+) -> None:
+    web = DemoPod("web", "Guaranteed", 0.5)
+    batch = [DemoPod("batch-a", "BestEffort", None), DemoPod("batch-b", "BestEffort", None)]
+    pods = [web, *batch]
+    kernel, got = start_and_calibrate(tree, pods)
+    line = got[web.key] + 0.5 * sum(got[p.key] for p in batch)
+    objects = tmp_path / "objects"
+    objects.mkdir()
+    (objects / "o.yaml").write_text(yaml.safe_dump_all(manifests(pods, line, restore=2)))
+    ds = agent_daemonset(COMPONENT)
+    command = [
+        *agent_run, "--volume", f"{objects}:/objects:ro", IMAGE,
+        *container_args(ds, "demo-node"), "--local", "--objects", "/objects",
+        "--kubelet-cgroup-root", tree.kubelet_root, "--node-cpu", "pods",
+        "--metrics-addr", "off", "--no-console", "--log-format", "json", "--interval", "1",
+    ]  # fmt: skip
+    log_path = tmp_path / "agent.log"
+    with log_path.open("wb") as log:
+        agent = subprocess.Popen(  # noqa: S603
+            command, stdout=log, stderr=subprocess.STDOUT, env=_engine_env()
+        )
+    engine, name = agent_run[0], agent_run[agent_run.index("--name") + 1]
+
+    def logs(tail: int = 3000) -> str:
+        return log_path.read_text(errors="replace")[-tail:]
+
+    def quotas() -> dict[str, str]:
+        return {p.key: tree.quota(p) for p in batch}
+
+    try:
+        # 1. the quotas are written (the image starts, ticks twice, the rule triggers)
+        deadline = time.monotonic() + 30
+        while all(q == "-1" for q in quotas().values()):
+            assert time.monotonic() < deadline and agent.poll() is None, logs()
+            time.sleep(0.2)
+        # 2. the kernel holds each throttled pod at the cap written, over a second in which
+        #    the cap stayed put (within 10%)
+        held: dict[str, list[tuple[float, float]]] = {p.key: [] for p in batch}
+        throttled: set[str] = set()
+        kernel.sample()
+        before = quotas()
+        for _ in range(8):
+            time.sleep(1.0)
+            measured, after = kernel.sample(), quotas()
+            for key, quota in after.items():
+                if quota != "-1":
+                    throttled.add(key)
+                if quota == before[key] != "-1":
+                    held[key].append((measured[key], int(quota) / 100_000))
+            before = after
+            if all(any(close(m, cap) for m, cap in held[k]) for k in throttled):
+                break
+        assert throttled, logs()
+        for key in throttled:
+            assert any(close(m, cap) for m, cap in held[key]), (key, held[key], logs())
+        # 3. the load goes: the original quotas come back, exactly, and the state empties
+        tree.stop("web")
+        for pod in batch:
+            tree.signal(pod.name, signal.SIGSTOP)
+        deadline = time.monotonic() + 30
+        while set(quotas().values()) != {"-1"} or state_pods(tmp_path / "state"):
+            assert time.monotonic() < deadline and agent.poll() is None, logs()
+            time.sleep(0.5)
+        web_quota = tree.read(
+            tree.cpu_root, web.container_rel(tree.kubelet_root), "cpu.cfs_quota_us"
+        )
+        assert web_quota == "50000"
+        # 4. it read the host's cgroup layout through --proc-root (/host/proc/self/mountinfo)
+        events = [json.loads(x) for x in logs(10**7).splitlines() if x.startswith("{")]
+        layout = [e for e in events if e.get("event") == "cgroup layout"]
+        assert layout and layout[0]["mode"] in ("v1", "hybrid"), logs()
+        assert layout[0]["v1"]["cpu"] == f"{defaults.CGROUP_ROOT}/cpu"
+        assert not [e for e in events if "mountinfo unreadable" in str(e.get("event"))]
+    finally:
+        run([engine, "stop", "--time", "10", name], check=False)
+        agent.wait(timeout=30)
+    assert agent.returncode == 0, logs()
+
+
+# -- the controller, as deploy/controller.yaml runs it --------------------------------
+
+
+def controller_deployment() -> dict[str, Any]:
+    docs = yaml.safe_load_all((DEPLOY / "controller.yaml").read_text())
+    (deployment,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    return dict(deployment)
+
+
+def controller_flags(engine: str, pod_name: str) -> list[str]:
+    """The controller pod's security context, environment and name (its hostname) as run
+    flags; fails on a field not mapped."""
+    pod = controller_deployment()["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    sc, pod_sc = container["securityContext"], pod["securityContext"]
+    assert sc["privileged"] is False and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+    assert pod_sc["runAsNonRoot"] is True and pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert "volumes" not in pod and not pod.get("hostNetwork")
+    field_refs = {"metadata.name": pod_name, "metadata.namespace": defaults.NAMESPACE}
+    env: list[str] = []
+    for e in container["env"]:
+        value = e["value"] if "value" in e else field_refs[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        env += ["--env", f"{e['name']}={value}"]
+    return [
+        "--user", f"{pod_sc['runAsUser']}:{pod_sc['runAsGroup']}", "--cap-drop", "ALL",
+        "--security-opt", "no-new-privileges", *read_only_flags(engine),
+        "--hostname", pod_name, *env,
+    ]  # fmt: skip
+
+
+def test_the_controller_in_the_image_leads_and_runs_rounds_against_the_dev_server(
+    engine: str, cluster: Running, tmp_path: Path
+) -> None:
+    """It loads the kubeconfig, takes the Lease under its pod's name and its rounds
+    arbitrate (a job for a pod that does not exist ends Failed); stopped, it releases the
+    Lease and exits 0. The host's network: the dev server listens on loopback only."""
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(cluster.kubeconfig.read_text())
+    kubeconfig.chmod(0o644)  # read by uid 65532
+    pod_name = f"waterline-controller-it-{os.getpid()}"
+    name = f"waterline-it-{os.getpid()}-{tmp_path.name}"
+    (container,) = controller_deployment()["spec"]["template"]["spec"]["containers"]
+    command = [
+        engine, "run", "--rm", "--name", name, "--network", "host",
+        *controller_flags(engine, pod_name),
+        "--volume", f"{kubeconfig}:/etc/waterline/kubeconfig:ro", IMAGE, *container["args"],
+        "--kubeconfig", "/etc/waterline/kubeconfig", "--interval", "0.3",
+        "--metrics-addr", "127.0.0.1:0", "--log-format", "json",
+    ]  # fmt: skip
+    log_path = tmp_path / "controller.log"
+    with log_path.open("wb") as log:
+        controller = subprocess.Popen(  # noqa: S603
+            command, stdout=log, stderr=subprocess.STDOUT, env=_engine_env()
+        )
+
+    def logs() -> str:
+        return log_path.read_text(errors="replace")[-3000:]
+
+    try:
+        wait_until(lambda: status(cluster, "job-ghost").get("phase") == "Failed", timeout=30)
+        assert status(cluster, "job-ghost")["reason"] == "MissingPod"
+        lease = cluster.api.request(
+            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
+        )
+        assert lease["spec"]["holderIdentity"].startswith(f"{pod_name}_"), logs()
+    finally:
+        run([engine, "stop", "--time", "10", name], check=False)
+        controller.wait(timeout=30)
+    assert controller.returncode == 0, logs()
+    lease = cluster.api.request(
+        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
+    )
+    assert not lease["spec"].get("holderIdentity"), logs()  # released for the next replica
+
+
+def test_in_a_pod_the_client_is_configured_from_the_service_account(
+    engine: str, tmp_path: Path
+) -> None:
+    """No --kubeconfig in a pod: the API server's address comes from the environment the
+    kubelet sets, the token and CA bundle from the mounted service account."""
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text("token-of-the-service-account")
+    (account / "ca.crt").write_text(Path(certifi.where()).read_text())
+    (account / "namespace").write_text(defaults.NAMESPACE)
+    probe = (
+        "import json\n"
+        "from agent.kube.client import build_api\n"
+        "c = build_api().api_client.configuration\n"
+        "print(json.dumps([c.host, c.api_key, c.ssl_ca_cert]))\n"
+    )
+    mount = "/var/run/secrets/kubernetes.io/serviceaccount"
+    out = run(
+        [engine, "run", "--rm", "--network", "none", *read_only_flags(engine),
+         "--cap-drop", "ALL", "--user", NONROOT,
+         "--env", "KUBERNETES_SERVICE_HOST=10.96.0.1", "--env", "KUBERNETES_SERVICE_PORT=443",
+         "--volume", f"{account}:{mount}:ro",
+         "--entrypoint", "/opt/waterline/bin/python", IMAGE, "-c", probe]
+    )  # fmt: skip
+    host, api_key, ca = json.loads(out.stdout)
+    assert host == "https://10.96.0.1:443"
+    assert api_key == {"authorization": "bearer token-of-the-service-account"}
+    assert ca == f"{mount}/ca.crt"

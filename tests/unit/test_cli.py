@@ -1,0 +1,35 @@
+"""The `waterline` command itself: its version and what it says with no command."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from agent.cli import COMMANDS, main
+
+
+def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"waterline {metadata.version('waterline')}\n"
+
+
+def test_no_command_lists_every_command_on_its_own_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    for command in COMMANDS:
+        (line,) = [line for line in lines if line.split()[:1] == [command.name]]
+        assert command.help in line
+    assert "args" not in err and "required" not in err
+
+
+def test_an_unknown_command_names_the_valid_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["agnet"])
+    assert exit_.value.code == 2
+    assert "invalid choice: 'agnet'" in capsys.readouterr().err

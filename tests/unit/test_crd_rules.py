@@ -1,0 +1,109 @@
+"""The CRD rules of issue 11 (offline: the schema as JSON Schema via test_deploy's strict
+reading; CEL rules, which no offline validator evaluates, are checked for presence and
+exact text), and the columns ``kubectl get`` shows."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import jsonschema
+import pytest
+
+from agent.model.registry import METRICS
+from tests.unit.test_deploy import _crds, _samples, _schema, _validate, _walk
+
+
+def _sample(kind: str) -> dict[str, Any]:
+    return copy.deepcopy(next(o for _, o in _samples() if o["kind"] == kind))
+
+
+def _set(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, Any]:
+    target: Any = obj
+    for key in path[:-1]:
+        target = target.setdefault(key, {}) if isinstance(target, dict) else target[key]
+    target[path[-1]] = value
+    return obj
+
+
+RULE = ("spec", "objectiveEnsurances", 0)
+BAD = [
+    ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "name"), "cpu_usage"),
+    ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "-1"),
+    ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "-0.5"),
+    ("AvoidanceAction", ("spec", "scope", "maxPriority"), 1_000_000_001),
+    ("AvoidanceAction", ("spec", "eviction", "terminationGracePeriodSeconds"), 0),
+    ("AvoidanceAction", ("spec", "eviction", "maxPodsPerRound"), 0),
+    ("AvoidanceAction", ("spec", "eviction", "maxPodsPerRound"), 1001),
+]
+
+
+@pytest.mark.parametrize(("kind", "path", "value"), BAD, ids=[f"{k}:{p[-1]}={v}" for k, p, v in BAD])
+def test_schema_refuses(kind: str, path: tuple[Any, ...], value: Any) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        _validate(_set(_sample(kind), path, value))
+
+
+GOOD = [
+    ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "0"),
+    ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "512Mi"),
+    ("AvoidanceAction", ("spec", "scope", "maxPriority"), 1_000_000_000),
+    ("AvoidanceAction", ("spec", "eviction", "terminationGracePeriodSeconds"), 1),
+    ("AvoidanceAction", ("spec", "eviction", "maxPodsPerRound"), 1000),
+]
+
+
+@pytest.mark.parametrize(("kind", "path", "value"), GOOD, ids=[f"{k}:{p[-1]}={v}" for k, p, v in GOOD])
+def test_schema_accepts_the_bounds(kind: str, path: tuple[Any, ...], value: Any) -> None:
+    _validate(_set(_sample(kind), path, value))
+
+
+def test_the_metric_enum_is_the_registry() -> None:
+    node = dict(_walk(_schema("NodeQOSEnsurancePolicy")))[".spec.objectiveEnsurances[].metricRule.name"]
+    assert node["enum"] == [m.name for m in METRICS]
+
+
+def _rules(kind: str) -> dict[str, list[str]]:
+    return {path: [v["rule"] for v in node["x-kubernetes-validations"]]
+            for path, node in _walk(_schema(kind)) if "x-kubernetes-validations" in node}  # fmt: skip
+
+
+SELECTOR_RULE = (
+    "self.operator in ['In', 'NotIn'] ? has(self.values) && size(self.values) > 0 "
+    ": !has(self.values) || size(self.values) == 0"
+)
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        ("NodeQOSEnsurancePolicy", ".spec.nodeSelector.matchExpressions[]"),
+        ("AvoidanceAction", ".spec.scope.namespaceSelector.matchExpressions[]"),
+        ("AvoidanceAction", ".spec.scope.podSelector.matchExpressions[]"),
+        ("Reservation", ".spec.owners[].labelSelector.matchExpressions[]"),
+    ],
+)
+def test_in_and_notin_need_values(kind: str, path: str) -> None:
+    assert _rules(kind)[path] == [SELECTOR_RULE]
+
+
+def test_cel_rules() -> None:
+    assert _rules("PodMigrationJob")[".spec.podRef"] == ["self == oldSelf"]
+    value = ".spec.objectiveEnsurances[].metricRule.value"
+    assert _rules("NodeQOSEnsurancePolicy")[value] == ["type(self) != int || self >= 0"]
+
+
+def test_disable_scheduling_says_prefer_no_schedule() -> None:
+    node = dict(_walk(_schema("AvoidanceAction")))[".spec.disableScheduling"]
+    assert "PreferNoSchedule" in node["description"] and " NoSchedule" not in node["description"]
+
+
+@pytest.mark.parametrize("kind", ["NodeQOSEnsurancePolicy", "AvoidanceAction"])
+def test_policies_show_validity_and_matched_nodes(kind: str) -> None:
+    (version,) = _crds()[kind]["spec"]["versions"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Valid"] == '.status.conditions[?(@.type=="Valid")].status'
+    assert columns["Nodes"] == ".status.matchedNodes"
+    assert version["subresources"] == {"status": {}}
+    status = version["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert {"observedGeneration", "matchedNodes", "conditions"} <= set(status)
