@@ -24,6 +24,7 @@ class Command:
 COMMANDS: tuple[Command, ...] = (
     Command("simulate", "agent.simulate.command", "replay a scenario through the real decision code"),
     Command("agent", "agent.node.command", "run the node agent (in a cluster, or --local)"),
+    Command("capture", "agent.capture.command", "record a live node into a scenario for simulate"),
     Command("local-objects", "agent.node.local_objects", "write --local objects for the pods running on this machine"),
     Command("controller", "agent.cluster.command", "run the leader-elected cluster controller"),
     Command("dev-apiserver", "devtools.apiserver.command", "a local Kubernetes-shaped API server for tests and demos"),

@@ -186,8 +186,22 @@ def parse_sample(raw: object, where: str, now: float, name: str = "scenario") ->
     if not isinstance(pods_raw, dict):
         raise _bad(f"{where}.pods", "expected a mapping of namespace/name to usage", name)
     pods = {}
+    capped: dict[str, float | None] = {}
     for key, usage in pods_raw.items():
         if not isinstance(key, str) or key.count("/") != 1:
             raise _bad(f"{where}.pods.{key}", "pod keys are namespace/name", name)
         pods[key] = parse_pod_usage(usage, f"{where}.pods.{key}", name)
-    return NodeSample(at=now + (at or 0.0), node=node, metrics=metrics, pods=pods)
+        if _is_capped(usage, f"{where}.pods.{key}", name):
+            capped[key] = _number(usage.get("cpuCap"), f"{where}.pods.{key}.cpuCap", name)
+    return NodeSample(at=now + (at or 0.0), node=node, metrics=metrics, pods=pods, capped=capped)
+
+
+def _is_capped(raw: Mapping[str, Any], where: str, name: str) -> bool:
+    """``capped: true`` (written by `waterline capture`) marks a figure measured under a
+    cap; ``cpuCap`` is the cap then in force and means nothing without it."""
+    flag = raw.get("capped", False)
+    if not isinstance(flag, bool):
+        raise _bad(f"{where}.capped", f"must be true or false, got {flag!r}", name)
+    if not flag and raw.get("cpuCap") is not None:
+        raise _bad(f"{where}.cpuCap", "is the cap of a capped figure: give it with capped: true", name)
+    return flag

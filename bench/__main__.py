@@ -1,4 +1,8 @@
-"""Run every benchmark module listed in BENCHMARKS and print its figures."""
+"""Run every benchmark module listed in BENCHMARKS and print its figures.
+
+``python -m bench NAME... [--flag ...]`` runs the named ones; flags after the names go to
+the one benchmark named. ON_REQUEST benchmarks run only when named (minutes long, root).
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,23 @@ BENCHMARKS = (
     "bench.defrag_e2e",
     "bench.faults",
 )
+ON_REQUEST = ("bench.colocation",)
 
 
-def main(names: list[str]) -> int:
+def main(argv: list[str]) -> int:
+    flagged = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
+    names, flags = argv[:flagged], argv[flagged:]
     names = [n.replace("-", "_") for n in names]  # `python -m bench defrag-e2e`
-    for module_name in BENCHMARKS:
-        if names and module_name.rsplit(".", 1)[-1] not in names:
+    if flags and len(names) != 1:
+        print("flags go to one named benchmark: python -m bench NAME --flag ...", file=sys.stderr)
+        return 2
+    for module_name in BENCHMARKS + ON_REQUEST:
+        short = module_name.rsplit(".", 1)[-1]
+        if (names and short not in names) or (not names and module_name in ON_REQUEST):
             continue
         module = importlib.import_module(module_name)
         print(f"== {module_name}")
-        module.main()
+        module.main(flags) if flags else module.main()
     return 0
 
 

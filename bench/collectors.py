@@ -12,6 +12,11 @@ It also prints the node collector's CPU time per tick (``collectors.node_stats``
 times, memory, PSI, load) over the machine's own /proc and over a fake /proc shaped like a
 64-CPU host, where /proc/stat carries 64 per-CPU lines and a long ``intr`` line.
 
+With ``lc``, the same collector plus the interference metrics (``lc_*``,
+``collectors.interference``): the Guaranteed third of the pods are the latency-critical
+ones (no pod is labelled), each container holds ``LC_TASKS`` tasks whose schedstat lives
+in a fake /proc, so a tick also reads 84 x 3 task lists and 84 x 3 x 2 schedstat files.
+
 Goals (issue 3): at most 3x the bare read loop; peak RSS under 80 MiB.
 """
 
@@ -26,10 +31,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 PODS = 250
 CONTAINERS = 3
+LC_TASKS = 2  # tasks per container of a latency-critical pod
 TICKS = 40
 QOS = ("Guaranteed", "Burstable", "BestEffort")
 
@@ -119,8 +127,22 @@ def _build(base: Path, version: int) -> tuple[list[dict[str, object]], list[str]
                 _write(d / "memory.pressure", PSI)
                 files += [str(d / f) for f in ("cpu.stat", "memory.current", "memory.stat",
                                                "cpu.pressure", "memory.pressure")]  # fmt: skip
+        if qos == "Guaranteed":
+            _add_tasks(base, version, [f"{pod_rel}/{n}" for n in names], i)
         pods.append({"name": f"p{i:03d}", "uid": uid, "qos": qos, "ids": ids})
     return pods, files
+
+
+def _add_tasks(base: Path, version: int, rels: list[str], pod: int) -> None:
+    """Task lists in the container cgroups, and their schedstat in ``base/proc``."""
+    for c, rel in enumerate(rels):
+        tids = [100_000 + pod * 100 + c * 10 + t for t in range(LC_TASKS)]
+        cgroup = base / "cpu" / rel if version == 1 else base / rel
+        _write(cgroup / ("tasks" if version == 1 else "cgroup.threads"),
+               "".join(f"{t}\n" for t in tids))  # fmt: skip
+        for tid in tids:
+            (base / "proc" / str(tid)).mkdir(parents=True)
+            _write(base / "proc" / str(tid) / "schedstat", "12345678901 2345678901 4242\n")
 
 
 HOST_CPUS = 64
@@ -235,12 +257,33 @@ def child(version: int, what: str) -> None:
             collector = PodStatsCollector(mounts)
             first = collector.collect(pods)  # locates every cgroup (cached afterwards)
             assert len(first.usage) == PODS, (len(first.usage), first.missing[:3])
-            seconds = _per_tick(lambda: collector.collect(pods), TICKS)
+            tick = (lambda: collector.collect(pods)) if what == "collector" else _with_lc(
+                collector, pods, base, version
+            )
+            seconds = _per_tick(tick, TICKS)
             peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             out = {"seconds": seconds, "rss_mib": peak_kib / 1024}
         print(json.dumps(out))
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _with_lc(collector: Any, pods: list[Any], base: Path, version: int) -> Callable[[], None]:
+    """One tick of the pod collector and the interference metrics over its figures."""
+    from agent.model.latency import latency_critical
+    from collectors.interference import InterferenceCollector, TaskWaitReader
+
+    root = str(base / "cpu") if version == 1 else str(base)
+    interference = InterferenceCollector(TaskWaitReader(root, version, str(base / "proc")))
+    lc = latency_critical(pods)
+    interference.collect(lc, collector.collect(pods).stats)
+    second = interference.collect(lc, collector.collect(pods).stats)
+    assert "lc_cpu_wait_ratio" in second, "no latency-critical task was read"
+
+    def tick() -> None:
+        interference.collect(lc, collector.collect(pods).stats)
+
+    return tick
 
 
 def _run(version: int | str, what: str) -> dict[str, float]:
@@ -260,12 +303,19 @@ def main() -> None:
     for version in (1, 2):
         bare = _run(version, "bare")
         coll = _run(version, "collector")
+        lc = _run(version, "lc")
         ratio = coll["seconds"] / bare["seconds"]
         print(
             f"cgroup v{version}: collector {coll['seconds'] * 1e3:.1f} ms/tick, "
             f"bare read loop {bare['seconds'] * 1e3:.1f} ms/tick ({bare['files']:.0f} files), "
             f"ratio {ratio:.2f}x (goal <= 3x); collector peak RSS {coll['rss_mib']:.1f} MiB "
             f"(goal < 80 MiB)"
+        )
+        print(
+            f"cgroup v{version}: collector + lc_* metrics {lc['seconds'] * 1e3:.1f} ms/tick "
+            f"(+{(lc['seconds'] / coll['seconds'] - 1) * 100:.0f}%: {PODS // 3 + 1} "
+            f"latency-critical pods, {LC_TASKS} tasks per container); peak RSS "
+            f"{lc['rss_mib']:.1f} MiB"
         )
     host = _run("node", "host")["seconds"]
     fake = _run("node", "fake")["seconds"]

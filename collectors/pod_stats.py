@@ -67,6 +67,8 @@ class PodStats:
     path: str  # the pod cgroup, relative to a controller root
     pod: CgroupStats
     containers: Mapping[str, CgroupStats] = field(default_factory=dict)
+    #: container name -> its cgroup, relative to a controller root (the ones read).
+    container_paths: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +115,11 @@ class PodStatsCollector:
         # None = not known yet; decided by the first read that finds the cgroup.
         self._cpu_psi: bool | None = None
         self._mem_psi: bool | None = None
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        """The clock rates are taken on (readers of the same tick share it)."""
+        return self._clock
 
     # -- one cgroup ----------------------------------------------------------------
 
@@ -299,13 +306,15 @@ class PodStatsCollector:
                 continue
             pod_stats, self._prev[found.path] = read
             containers: dict[str, CgroupStats] = {}
+            paths: dict[str, str] = {}
             for name, rel in found.containers.items():
                 c_read = self._read_cgroup(rel, now, prev.get(rel))
                 if c_read is None:
                     self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
                     continue
                 containers[name], self._prev[rel] = c_read
-            one = PodStats(pod.uid, found.path, pod_stats, containers)
+                paths[name] = rel
+            one = PodStats(pod.uid, found.path, pod_stats, containers, paths)
             stats[pod.key] = one
             usage[pod.key] = self._pod_usage(pod, one)
         self.layout.retain(uids)

@@ -97,6 +97,14 @@ METRICS: tuple[MetricSpec, ...] = (
     # (memory pressure is relieved by throttling CPU: fewer allocations, less reclaim).
     MetricSpec(name="memory_pressure", unit="percent", resource=None, sorter=SorterName.MEMORY,
                throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
+    # Interference seen by the victims (DESIGN.md): taken from the latency-critical pods
+    # (``agent.model.latency``), handled exactly like the pressure metrics.
+    MetricSpec(name="lc_cpu_wait_ratio", unit="percent", resource=None, sorter=SorterName.CPU,
+               throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
+    MetricSpec(name="lc_cpu_throttled_ratio", unit="percent", resource=None,
+               sorter=SorterName.CPU, throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
+    MetricSpec(name="lc_cpu_pressure", unit="percent", resource=None, sorter=SorterName.CPU,
+               throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
 )  # fmt: skip
 
 BY_NAME: dict[str, MetricSpec] = {m.name: m for m in METRICS}

@@ -35,3 +35,6 @@ class NodeSample:
     node: str
     metrics: Mapping[str, float]
     pods: Mapping[str, PodUsage] = field(default_factory=dict)
+    #: Pods throttled when measured (``capped: true``), with the cap in force (cores; None
+    #: when not recorded): their CPU figure is a lower bound of their demand.
+    capped: Mapping[str, float | None] = field(default_factory=dict)

@@ -9,6 +9,10 @@ after its first log line. A feature the kernel lacks (no PSI) is not an error.
 /proc/stat, the default and what a node really carries) or ``pods`` (the sum of the pods'
 cgroup usage). ``pods`` is for the demo and for experiments on a shared workstation, where
 the rest of the machine's load would otherwise move the node figure.
+
+The interference metrics (``lc_*``, ``collectors.interference``) are taken from the
+latency-critical pods' figures of the same tick; their task lists come from the cgroups
+the pod collector found, read under the same cgroup root and the node collector's /proc.
 """
 
 from __future__ import annotations
@@ -16,15 +20,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from agent.model.latency import latency_critical
 from agent.model.objects import Node, Pod
 from agent.node.loop import Collection
 from collectors.files import OnceLog
+from collectors.interference import NO_TASKS_VISIBLE, InterferenceCollector, TaskWaitReader
 from collectors.node_stats import CPU_TOTAL_USAGE, CPU_TOTAL_UTILIZATION, NodeStatsCollector
 from collectors.pod_stats import PodStatsCollector
 
 NODE_CPU_SOURCES = ("proc", "pods")
 #: Warnings that report a missing kernel feature, not a failed read.
-_NOT_ERRORS = frozenset({"no PSI file", "no per-cgroup PSI on this kernel"})
+_NOT_ERRORS = frozenset({"no PSI file", "no per-cgroup PSI on this kernel", NO_TASKS_VISIBLE})
 
 
 class CountingLog(OnceLog):
@@ -52,6 +58,7 @@ class HostCollector:
         pod_log: CountingLog,
         node_log: CountingLog,
         node_cpu: str = "proc",
+        interference: InterferenceCollector | None = None,
     ) -> None:
         if node_cpu not in NODE_CPU_SOURCES:
             raise ValueError(f"node CPU source must be one of {NODE_CPU_SOURCES}, got {node_cpu!r}")
@@ -60,6 +67,17 @@ class HostCollector:
         self.pod_log = pod_log
         self.node_log = node_log
         self.node_cpu = node_cpu
+        if interference is None:  # the same cgroup tree and /proc as the other two
+            interference = InterferenceCollector(
+                TaskWaitReader(
+                    pod_stats.layout.probe_root,
+                    pod_stats.version,
+                    node_stats.proc_root,
+                    clock=pod_stats.clock,
+                    log=pod_log,
+                )
+            )
+        self.interference = interference
 
     def collect(self, node: Node, pods: Sequence[Pod]) -> Collection:
         node_sample = self.node_stats.collect(
@@ -73,6 +91,7 @@ class HostCollector:
             figures = [u.cpu for u in pod_sample.usage.values() if u.cpu is not None]
             if figures:
                 metrics[CPU_TOTAL_USAGE] = sum(figures)
+        metrics.update(self.interference.collect(latency_critical(pods), pod_sample.stats))
         errors = {"cgroup": self.pod_log.drain(), "proc": self.node_log.drain()}
         return Collection(
             metrics=metrics,

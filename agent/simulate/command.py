@@ -3,6 +3,9 @@
 Exit 2, with one line on stderr, for a scenario that cannot be read or is invalid and for
 an ``--html`` path that cannot be written: the path is tried before the simulation runs,
 so a long run is not wasted on a typo in the report's folder.
+
+``--policies DIR`` replays the scenario with the policies and actions of DIR in place of
+its own (``agent.simulate.policies``).
 """
 
 from __future__ import annotations
@@ -21,6 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("scenario", help="scenario file (YAML, or JSON when it ends in .json)")
     parser.add_argument("--html", metavar="REPORT.html", help="also write a self-contained HTML report")
     parser.add_argument("--indent", type=int, default=None, help="pretty-print the JSON")
+    parser.add_argument(
+        "--policies",
+        metavar="DIR",
+        help="replay with the NodeQOSEnsurancePolicies and AvoidanceActions of DIR (a folder "
+        "or a file) in place of the scenario's",
+    )
 
 
 def writable(path: str) -> str | None:
@@ -48,6 +57,22 @@ def run(args: argparse.Namespace) -> int:
             return 2
     try:
         scenario = load_scenario(args.scenario)
+    except InvalidObject as err:
+        print(f"invalid scenario: {err}", file=sys.stderr)
+        return 2
+    if args.policies:
+        from agent.simulate.policies import read_policies, replace_policies
+
+        try:
+            found, ignored = read_policies(args.policies)
+        except InvalidObject as err:
+            print(f"invalid policies: {err}", file=sys.stderr)
+            return 2
+        if ignored:
+            kinds = ", ".join(f"{n} {k}" for k, n in sorted(ignored.items()))
+            print(f"--policies {args.policies}: ignored {kinds}", file=sys.stderr)
+        replace_policies(scenario, found)
+    try:
         report = build_report(scenario)
     except InvalidObject as err:
         print(f"invalid scenario: {err}", file=sys.stderr)

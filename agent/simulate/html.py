@@ -86,6 +86,12 @@ def _node_section(name: str, node: Mapping[str, Any]) -> str:
     else:
         parts.append(f'<div class="legend">{legend} (dashed: waterlines; marks: actions, hover for the reason)</div>')
     parts.extend(_metric_views(ticks))
+    capped = [(t["at"], pod, "-" if cap is None else cap)
+              for t in ticks for pod, cap in t.get("capped", {}).items()]
+    if capped:
+        parts.append("<h3>Figures measured under a cap</h3><p>Recorded while the pod was "
+                     "throttled: lower bounds of its demand, replayed as the demand.</p>"
+                     + _table(["at", "pod", "cap when measured (cores)"], capped))
     rows = [(t["at"], a["action"], a["pod"], a.get("rule", ""), a.get("metric", ""),
              a.get("result", a.get("cpuCap", "")), "yes" if a.get("preview") else "")
             for t in ticks for a in t.get("actions", [])]

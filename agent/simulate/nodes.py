@@ -7,6 +7,14 @@ throttled pod uses ``min(demand, cap)`` (per container where the sample splits i
 node's CPU dropping by the difference. Pressure metrics are taken as given. Samples of all
 nodes are replayed in time order against one simulated Eviction API, so budgets spanning
 nodes behave as live.
+
+A pod figure marked ``capped`` (a capture of a pod throttled when measured) is a lower
+bound of its demand: the replay takes it as the demand, and the tick reports it
+(``capped``: pod -> the cap recorded beside it), so a reader knows where the replay's
+usage may be below what the pod would have used without that cap. Such a figure already
+went through the recorded cap: the replay lowers it only for a cap tighter than that one
+(by more than ``SAME_CAP``), so a kernel figure a little above its cap (the measuring
+window is not the CFS period) is not read as demand the replay's equal cap takes away.
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
+
+#: Caps within this many cores of each other are the same cap (quotas are whole us).
+SAME_CAP = 1e-3
 
 
 def strict_policies(scenario: Scenario) -> PolicySet:
@@ -106,6 +117,9 @@ class SimulatedNode:
             if key in gone:
                 continue
             caps = self.throttler.caps.get(key)
+            recorded = sample.capped.get(key)
+            if caps and recorded is not None and sum(caps.values()) >= recorded - SAME_CAP:
+                caps = None  # measured under this cap or a tighter one: the figure stands
             if caps and usage.cpu is not None:
                 used = _throttled_usage(usage, caps)
                 cpu_drop += usage.cpu - (used.cpu or 0.0)
@@ -138,7 +152,11 @@ class SimulatedNode:
         for record in report.actions:
             if record.action == "evict" and record.result == "evicted" and not record.preview:
                 self.evicted.append(record.pod)
-        self.ticks.append(report.to_report(origin=scenario.now))
+        tick = report.to_report(origin=scenario.now)
+        capped = {k: v for k, v in sorted(sample.capped.items()) if k not in gone}
+        if capped:
+            tick["capped"] = capped
+        self.ticks.append(tick)
 
     def report(self) -> dict[str, Any]:
         return {

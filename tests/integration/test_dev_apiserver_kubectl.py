@@ -136,6 +136,7 @@ def test_apply_crds_and_policies_then_get_them_with_their_columns(kubectl: Kubec
     rules = rows[0].index("RULES")
     assert [(r[0], r[rules]) for r in rows[1:]] == [
         ("batch-pool-cpu", "cpu-high"),
+        ("latency-critical-wait", "victims-wait"),
         ("memory-guard", "memory-high"),
         ("online-cpu-pressure-preview", "cpu-pressure"),
     ]
@@ -293,4 +294,4 @@ def test_deleting_a_crd_stops_serving_its_kind(kubectl: Kubectl) -> None:
     )
     gone = kubectl.run("get", "nqp", ok=False)
     assert gone.returncode != 0 and "nodeqosensurancepolicies" in gone.stderr
-    assert len(kubectl.rows("avoidanceactions")) == 4
+    assert len(kubectl.rows("avoidanceactions")) == 5  # the samples' actions, and the header

@@ -71,7 +71,7 @@ def kubeconfig(tmp_path: Path) -> Iterator[Path]:
     )
     try:
         banner = lines(server).get(timeout=20)
-        assert "with 18 objects" in banner, banner  # 5 CRDs, 4 samples, 6 policies, 3 node/pods
+        assert "with 20 objects" in banner, banner  # 5 CRDs, 4 samples, 8 policies, 3 node/pods
         yield path
     finally:
         stop(server)

@@ -1,0 +1,174 @@
+"""Interference seen by the victims: the ``lc_*`` node metrics, from the latency-critical
+pods (DESIGN.md "Interference seen by the victims"; which pods: ``agent.model.latency``).
+
+* ``lc_cpu_wait_ratio`` (%): the time the pod's tasks spent runnable but waiting for a CPU
+  (``run_delay``, the second field of ``<proc>/<tid>/schedstat``, kept by the kernel per
+  task on cgroup v1 and v2 alike) over the interval, per second of wall time, the worst
+  pod. It sums over the pod's tasks: 100 means one task of the pod waiting all the time on
+  average (a pod of several busy threads can go past 100, as a load average does).
+* ``lc_cpu_throttled_ratio`` (%): the share of the pod's CFS periods throttled since the
+  previous sample (``cpu.stat``, already read by ``collectors.pod_stats``), the worst pod.
+* ``lc_cpu_pressure`` (%): the pod's PSI ``some avg10`` (per-cgroup PSI: cgroup v2, already
+  read by ``collectors.pod_stats``), the worst pod; absent on v1.
+
+A metric none of whose pods has a figure is absent (the analyzer reports it as missing).
+
+Cost: the task lists come from the container cgroups the pod collector already found (no
+search; kubelet puts no task in the pod cgroup itself), ``tasks`` on v1 and
+``cgroup.threads`` on v2, and only for the latency-critical pods; then one small read per
+task. Per task, the run delay of the
+previous sample is kept; a task seen for the first time counts its whole run delay (it
+started during the interval; one that moved in from another cgroup is counted once too
+much), a task that went away counts nothing. The first sample of a pod gives no figure.
+
+The kernel lists in ``tasks`` only the tasks visible in the reader's pid namespace (v2
+lists the others as 0). An agent outside the host's pid namespace therefore sees no task
+in a pod's cgroups: the pod gets no figure, and that is logged once with the reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from agent.model.objects import Pod
+from collectors.files import OnceLog, read_bytes
+from collectors.pod_stats import PodStats
+
+LC_CPU_WAIT_RATIO = "lc_cpu_wait_ratio"
+LC_CPU_THROTTLED_RATIO = "lc_cpu_throttled_ratio"
+LC_CPU_PRESSURE = "lc_cpu_pressure"
+#: Logged once, and not counted as a collector error: a deployment choice, not a bad file.
+NO_TASKS_VISIBLE = (
+    "no task visible in the pod's cgroups (none started, or the agent is outside the host's"
+    " pid namespace): no lc_cpu_wait_ratio figure for it"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    at: float
+    delays: Mapping[int, int]  # tid -> run_delay, ns
+
+
+def parse_tids(data: bytes) -> list[int]:
+    """The task ids of a ``tasks`` / ``cgroup.threads`` file; 0 (not visible here) skipped."""
+    out = []
+    for word in data.split():
+        try:
+            tid = int(word)
+        except ValueError:
+            continue
+        if tid > 0:
+            out.append(tid)
+    return out
+
+
+def parse_run_delay(data: bytes) -> int:
+    """``run_delay`` (ns) of a ``schedstat`` line ``<on-cpu ns> <run_delay ns> <slices>``;
+    raises ValueError on anything else."""
+    fields = data.split()
+    if len(fields) < 2:
+        raise ValueError(f"not a schedstat line: {data[:40]!r}")
+    return int(fields[1])
+
+
+class TaskWaitReader:
+    """Run-queue wait per pod, from its tasks' schedstat, between two calls."""
+
+    def __init__(
+        self,
+        cgroup_root: str,
+        version: int,
+        proc_root: str = "/proc",
+        clock: Callable[[], float] = time.monotonic,
+        log: OnceLog | None = None,
+    ) -> None:
+        self.cgroup_root = cgroup_root
+        self.task_file = "tasks" if version == 1 else "cgroup.threads"
+        self.proc_root = proc_root
+        self._clock = clock
+        self._log = log if log is not None else OnceLog()
+        self._seen: dict[str, _Seen] = {}
+
+    def _tids(self, rels: Iterable[str]) -> list[int] | None:
+        """Every task of the cgroups; None when one of them is gone."""
+        tids: list[int] = []
+        for rel in rels:
+            try:
+                data = read_bytes(f"{self.cgroup_root}/{rel}/{self.task_file}", 1 << 20)
+            except OSError:
+                return None  # the cgroup went away: the pod collector re-probes next tick
+            tids.extend(parse_tids(data))
+        return tids
+
+    def _delays(self, tids: list[int]) -> dict[int, int]:
+        delays: dict[int, int] = {}
+        for tid in tids:
+            path = f"{self.proc_root}/{tid}/schedstat"
+            try:
+                delays[tid] = parse_run_delay(read_bytes(path, 256))
+            except FileNotFoundError:
+                continue  # the task exited since the list was read
+            except (OSError, ValueError) as err:
+                self._log.warn("schedstat unreadable", path, error=str(err))
+        return delays
+
+    def wait_ratio(self, key: str, rels: Iterable[str]) -> float | None:
+        """Percent of wall time the pod's tasks waited on a run queue since the last call
+        for ``key``; None on the first call, and when no task is visible."""
+        tids = self._tids(rels)
+        now = self._clock()
+        if tids is None:
+            self._seen.pop(key, None)
+            return None
+        if not tids:
+            self._log.warn(NO_TASKS_VISIBLE, key)
+            self._seen.pop(key, None)
+            return None
+        delays = self._delays(tids)
+        prev, self._seen[key] = self._seen.get(key), _Seen(now, delays)
+        if prev is None or now <= prev.at:
+            return None
+        waited = 0
+        for tid, delay in delays.items():
+            before = prev.delays.get(tid, 0)
+            waited += delay - before if delay >= before else delay  # a reused tid: new task
+        return waited / 1e9 / (now - prev.at) * 100.0
+
+    def retain(self, keys: set[str]) -> None:
+        for key in [k for k in self._seen if k not in keys]:
+            del self._seen[key]
+
+
+def worst(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _throttled_percent(stats: PodStats) -> float | None:
+    throttling = stats.pod.throttling
+    if throttling is None or throttling.throttled_ratio is None:
+        return None
+    return throttling.throttled_ratio * 100.0
+
+
+class InterferenceCollector:
+    """The three ``lc_*`` metrics of a tick, from the pod collector's figures of the
+    latency-critical pods and their tasks' run delay."""
+
+    def __init__(self, waits: TaskWaitReader) -> None:
+        self.waits = waits
+
+    def collect(self, lc_pods: Iterable[Pod], stats: Mapping[str, PodStats]) -> dict[str, float]:
+        read = [stats[p.key] for p in lc_pods if p.key in stats]
+        self.waits.retain({s.uid for s in read})
+        values = {
+            LC_CPU_WAIT_RATIO: worst(
+                self.waits.wait_ratio(s.uid, s.container_paths.values()) for s in read
+            ),
+            LC_CPU_THROTTLED_RATIO: worst(_throttled_percent(s) for s in read),
+            LC_CPU_PRESSURE: worst(s.pod.cpu_pressure for s in read),
+        }
+        return {name: value for name, value in values.items() if value is not None}

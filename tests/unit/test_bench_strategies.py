@@ -1,0 +1,64 @@
+"""The co-location benchmark's reference strategies do what their names say, with the
+product's analyzer and engine: every candidate to its floor at once, or one more pod to
+its floor a tick (never a pod a cap would not lower)."""
+
+from __future__ import annotations
+
+from agent.model.policy import load_policies
+from agent.model.store import ObjectStore
+from agent.model.usage import PodUsage
+from agent.node.dryrun import ReportingEvictor
+from agent.node.tick import NodeBrain
+from agent.simulate.actuators import SimulatedThrottler
+from bench.colocation_strategies import STRATEGIES, ReferenceBrain, rules
+from tests.unit import builders as b
+
+OBJECTS = [
+    b.node("n1", cpu="1"),
+    b.pod("web", qos="Burstable", requests={"cpu": "200m"},
+          labels={"qos.waterline.io/latency-critical": "true"}),
+    b.pod("batch-1", qos="Burstable", requests={"cpu": "150m"}),
+    b.pod("batch-2", qos="Burstable", requests={"cpu": "150m"}),
+    b.pod("batch-3", qos="BestEffort"),
+]  # fmt: skip
+USAGE = {"default/web": 0.35, "default/batch-1": 0.30, "default/batch-2": 0.25,
+         "default/batch-3": 0.02}  # fmt: skip
+
+
+def run(brain: NodeBrain, ticks: int) -> list[dict[str, float]]:
+    store = ObjectStore.from_dicts(OBJECTS)
+    manifests = rules("cpu_total_usage", 0.8, 5, 10)
+    policies = load_policies([manifests[0]], [manifests[1]])
+    throttler = SimulatedThrottler()
+    caps = []
+    for tick in range(ticks):
+        brain.tick(
+            now=float(tick), node=store.nodes["n1"], pods=store.pods,
+            metrics={"cpu_total_usage": 0.92}, usage={k: PodUsage(cpu=v) for k, v in USAGE.items()},
+            policies=policies, namespace_labels=lambda ns: {}, evictor=ReportingEvictor("t"),
+            throttler=throttler,
+        )  # fmt: skip
+        caps.append({k: round(v, 3) for k, v in brain.caps().items()})
+    return caps
+
+
+def test_waterline_takes_the_gap_from_the_first_candidates_only() -> None:
+    assert run(NodeBrain(), 1) == [{"default/batch-1": 0.18}]  # 0.12 above the line
+
+
+def test_floor_all_caps_every_candidate_at_its_floor_at_once() -> None:
+    assert run(ReferenceBrain(one_at_a_time=False), 1) == [
+        {"default/batch-1": 0.15, "default/batch-2": 0.15}  # batch-3 is below its floor
+    ]
+
+
+def test_one_per_tick_caps_one_more_pod_a_tick_never_the_latency_critical_one() -> None:
+    assert run(ReferenceBrain(one_at_a_time=True), 3) == [
+        {"default/batch-1": 0.15},
+        {"default/batch-1": 0.15, "default/batch-2": 0.15},
+        {"default/batch-1": 0.15, "default/batch-2": 0.15},
+    ]
+
+
+def test_every_strategy_has_a_distinct_key() -> None:
+    assert len({s.key for s in STRATEGIES}) == len(STRATEGIES) == 5
