@@ -110,8 +110,12 @@ class FaultBackoff:
 
 class RoundLimits:
     """The limits of one tick's eviction rounds on one node: asked before every attempt
-    (``allow``), told every answer (``note``). A Preview decision runs against a copy of
-    the bucket taken at the start of the tick, so it never takes a real token."""
+    (``allow``), told every answer (``note``).
+
+    A Preview decision runs against a copy of the bucket, so it never takes a real token:
+    the copy is the bucket as live evictions leave it, less what previews would have
+    taken. So a preview sees the limits a live round would see at that point, and a
+    preview that runs the copy dry stops only the preview rounds, never a live one."""
 
     def __init__(self, node: str, now: float, brake: bool, rate: EvictionRateLimit,
                  bucket: TokenBucket, backoff: FaultBackoff) -> None:
@@ -123,8 +127,9 @@ class RoundLimits:
         self.backoff = backoff
         #: The limit reported on the tick (the first of LIMITS that stopped a round).
         self.limited: str | None = None
-        #: Every round of the node is over for this tick (brake, rate limit, API fault).
-        self.stopped = False
+        #: Every (live / preview) round of the node is over for this tick (the brake, the
+        #: rate limit, an API fault), by preview.
+        self.stopped = {False: False, True: False}
         #: Evictions per round (action) this tick, and the rounds a limit ended.
         self.counts: dict[str, int] = {}
         self.ended: set[str] = set()
@@ -146,7 +151,7 @@ class RoundLimits:
     def allow(self, action: str, max_pods: int | None, preview: bool) -> bool:
         """May the round of ``action`` attempt one more eviction? Called only while its
         gap is open and a candidate remains, so a refusal is a round a limit stopped."""
-        if self.stopped or action in self.ended:
+        if self.stopped[preview] or action in self.ended:
             return False
         if not preview and self.backoff.waiting(self.now):
             self.backing_off = True
@@ -156,21 +161,30 @@ class RoundLimits:
             return True
         self.limited = first_limit(self.limited, limit)
         if limit in NODE_WIDE:
-            self.stopped = True
+            self._stop(preview)
         else:
             self.ended.add(action)
         return False
+
+    def _stop(self, preview: bool) -> None:
+        """A live stop ends the preview rounds too (what they copy is spent or faulting);
+        a preview's own stop ends only the preview rounds."""
+        self.stopped[True] = True
+        if not preview:
+            self.stopped[False] = True
 
     def note(self, action: str, preview: bool, result: str, retry_after: float | None) -> None:
         """Count an answer: an eviction takes a token and counts toward the round; an API
         fault ends every round of the tick and starts (or lengthens) the backoff."""
         if result == "evicted":
             self.counts[action] = self.counts.get(action, 0) + 1
-            self.buckets[preview].take()
+            self.buckets[True].take()  # a live eviction leaves the preview's copy less too
+            if not preview:
+                self.buckets[False].take()
         if preview:
             return
         if result == "failed":
-            self.stopped = True
+            self._stop(False)
             self.backoff_delay = self.backoff.fault(self.node, self.now, retry_after)
         else:
             self.backoff.answered()

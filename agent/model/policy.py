@@ -29,6 +29,9 @@ ACTION_KIND = "AvoidanceAction"
 STRATEGIES = ("None", "Preview")
 DEFAULT_COOL_DOWN = 300
 DEFAULT_MAX_PRIORITY = 999_999
+#: The highest user priority (DESIGN "Validation"; the CRD's maximum): above it lie only
+#: the system-critical classes, which are never candidates.
+MAX_PRIORITY = 1_000_000_000
 MAX_PODS_PER_ROUND = 1000
 #: A pod with no controller owner is evicted only when annotated with this set to "true".
 EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
@@ -235,7 +238,7 @@ def parse_action(raw: Mapping[str, Any]) -> Action:
     scope = Scope(
         qos_classes=qos,
         max_priority=_int(scope_raw.get("maxPriority"), kind, name, "spec.scope.maxPriority",
-                          DEFAULT_MAX_PRIORITY, -(2**31)),
+                          DEFAULT_MAX_PRIORITY, -(2**31), MAX_PRIORITY),
         namespace_selector=_selector(scope_raw.get("namespaceSelector"), kind, name,
                                      "spec.scope.namespaceSelector"),
         pod_selector=_selector(scope_raw.get("podSelector"), kind, name, "spec.scope.podSelector"),

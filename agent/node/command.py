@@ -488,6 +488,9 @@ def release(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as err:
         log.error("cannot release: no cgroup tree to write", error=str(err))
         return 2
+    if not os.path.exists(throttler.state.path):  # a mistyped --state-dir looked like success
+        log.warning("no state file here: nothing to release (is --state-dir the agent's?)",
+                    state=throttler.state.path)  # fmt: skip
     held = throttler.throttled_pods()
     released = throttler.restore_all()
     left = sorted(p.key for uid, p in throttler.throttled_pods().items())

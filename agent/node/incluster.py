@@ -140,12 +140,13 @@ class ClusterEffects:
             self.dropped += len(intents) + (decision.change != KEEP)
             if not self._offline:
                 self.log.warning(
-                    "API server unreachable: events and taint changes dropped until it is back"
+                    "not in sync with the API server (starting, or unreachable): events and taint "
+                    "changes dropped until it is"
                 )
             self._offline = True
             return
         if self._offline:
-            self.log.info("API server reachable again: events and taint from the current state")
+            self.log.info("in sync with the API server: events and taint from the current state")
             self._offline = False
         if decision.change != KEEP and not self._apply_taint(
             decision.change == ADD, decision.holding

@@ -88,8 +88,8 @@ class SavedObjects:
         if objects is not None:
             age = time.time() - float(doc.get("savedAt") or 0)
             self.log.warning(
-                "API server not answering since the start: acting on the objects saved "
-                f"{age:.0f} s ago (throttling only) until it does",
+                "no objects from the API server yet (starting, or not answering): acting on "
+                f"the objects saved {age:.0f} s ago (throttling only) until the watches sync",
                 path=self.path, pods=len(objects.pods),
                 policies=len(objects.policies.policies),
             )  # fmt: skip

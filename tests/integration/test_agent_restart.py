@@ -136,7 +136,13 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
     steps = [capped] + quota_writes(log.read_bytes()[start:], batch.key) + [tree.quota(batch)]
     raised = [cap_of(q) for q in steps[:-1]]
     assert len(raised) >= 3 and raised == sorted(raised), steps  # step by step, upwards
-    assert all(b - a == pytest.approx(0.25, abs=0.002) for a, b in zip(raised, raised[1:], strict=False))
+    # Each raise is min(stepCPURatio 25% of the node's core, the throttle-up gap of its
+    # tick) (DESIGN "Executor" 6): the gap, as the agent logged it, is below a full step
+    # when the first cool sample still holds some of web's last run (a loaded machine).
+    gaps = restore_gaps(log.read_bytes()[start:], batch.key)
+    assert len(gaps) == len(raised), (steps, gaps)
+    for a, b, gap in zip(raised, raised[1:], gaps, strict=False):
+        assert b - a == pytest.approx(min(0.25, gap), abs=0.002), (steps, gaps)
     assert steps[-1] == "-1"  # the original, exactly
     assert state_pods(state) == {}
     print(f"\nkernel-measured usage of the capped pod (cap {cap:.3f} cores) in the restart "
@@ -154,6 +160,19 @@ def quota_writes(log: bytes, pod_key: str) -> list[str]:
         if entry.get("event") == "throttled" and entry.get("pod") == pod_key:
             quotas.append(str(entry["quota_us"]))
     return quotas
+
+
+def restore_gaps(log: bytes, pod_key: str) -> list[float]:
+    """The throttle-up gap (cores) before each raise of one pod's cap, from the log."""
+    gaps = []
+    for line in log.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("event") == "restore" and entry.get("pod") == pod_key:
+            gaps.append(float(entry["gap_before"]))
+    return gaps
 
 
 def test_an_unreadable_state_file_is_moved_aside_and_quotas_rebuilt_from_the_specs(

@@ -45,6 +45,7 @@ def test_policy_defaults_and_quantity_values():
          "spec.scope.podSelector.matchExpressions[0].operator"),
         (action("a", eviction={"terminationGracePeriodSeconds": -1}),
          "spec.eviction.terminationGracePeriodSeconds"),
+        (action("a", eviction={}, scope={"maxPriority": 2147483647}), "spec.scope.maxPriority"),
     ],
 )
 def test_bad_actions_name_the_field(raw, field):
@@ -74,6 +75,16 @@ def test_bad_rules_name_the_policy_and_field(rule_raw, field):
         parse_policy(policy("cpu-guard", [rule_raw]), {"a": parse_action(action("a", throttle={}))})
     assert err.value.name == "cpu-guard"
     assert err.value.field == field
+
+
+def test_max_priority_is_at_most_the_highest_user_priority():
+    """DESIGN "Validation" and the CRD: maxPriority <= 1000000000. Issue 10's policy with
+    maxPriority 2147483647 was refused by the API server but accepted by the parser
+    (`simulate`, --local objects)."""
+    assert parse_action(action("a", eviction={}, scope={"maxPriority": 1000000000})).scope.max_priority == 1000000000
+    with pytest.raises(InvalidObject) as err:
+        parse_action(action("a", eviction={}, scope={"maxPriority": 1000000001}))
+    assert str(err.value) == "AvoidanceAction a: spec.scope.maxPriority must be <= 1000000000, got 1000000001"
 
 
 def test_load_policies_keeps_the_valid_ones():

@@ -173,3 +173,25 @@ def test_brake_reason() -> None:
         "120 evictions in 60 s"
     )
     assert brake_reason({"data": {"evictionsPaused": "true"}}) == "the cluster brake is set"
+
+
+def test_release_with_no_state_file_says_so(tmp_path) -> None:
+    """`waterline agent release` with a --state-dir that holds no state file (a typo, or
+    an agent that never throttled) releases nothing and says where it looked."""
+    import argparse
+
+    from structlog.testing import capture_logs
+
+    from agent.node.command import add_arguments, release
+    from tests.unit.fake_cgroups import FakeTree
+
+    FakeTree(tmp_path / "cg", 1)
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    args = parser.parse_args(["release", "--cgroup-root", str(tmp_path / "cg"),
+                              "--state-dir", str(tmp_path / "no-such-dir")])  # fmt: skip
+    with capture_logs() as logs:
+        assert release(args) == 0
+    events = [e["event"] for e in logs]
+    assert any(e.startswith("no state file here: nothing to release") for e in events), events
+    assert not (tmp_path / "no-such-dir").exists()  # nothing made by a release
