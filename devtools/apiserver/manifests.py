@@ -36,9 +36,13 @@ def _finite(value: Any, where: str) -> None:
 
 def _documents(path: Path) -> list[Any]:
     try:
-        return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
     except OSError as err:
         raise ManifestError(f"{path}: cannot read: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ManifestError(
+            f"{path}: not UTF-8 text: byte {err.start}, got {err.object[err.start : err.start + 1]!r}"
+        ) from None
     except yaml.YAMLError as err:
         raise ManifestError(f"{path}: not valid YAML/JSON: {err}") from None
 
