@@ -19,7 +19,7 @@ class ManifestError(ValueError):
     pass
 
 
-def _finite(value: Any, where: str) -> None:
+def finite(value: Any, where: str) -> None:
     """No NaN or infinity anywhere (JSON has none; YAML's .nan would make invalid JSON)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ManifestError(f"{where}: {value} is not a JSON number")
@@ -31,7 +31,7 @@ def _finite(value: Any, where: str) -> None:
         else ()
     )
     for key, item in items:
-        _finite(item, f"{where}.{key}")
+        finite(item, f"{where}.{key}")
 
 
 def _documents(path: Path) -> list[Any]:
@@ -72,7 +72,7 @@ def _objects(doc: Any, where: str) -> list[dict[str, Any]]:
         ):
             if not value or not isinstance(value, str):
                 raise ManifestError(f"{at}: {field} is required, got {value!r}")
-        _finite(item, f"{at} ({item['kind']} {name})")
+        finite(item, f"{at} ({item['kind']} {name})")
     return items
 
 
