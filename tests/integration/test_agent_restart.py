@@ -46,7 +46,7 @@ DAEMONSET = {
 def agent(kubeconfig: Path, state: Path, tree: CgroupTree, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """The agent as the DaemonSet runs it (cluster mode), logging JSON to ``log``."""
     command = [
-        sys.executable, "-m", "agent", "agent", "--kubeconfig", str(kubeconfig),
+        sys.executable, "-X", "faulthandler", "-m", "agent", "agent", "--kubeconfig", str(kubeconfig),
         "--node-name", "demo-node", "--state-dir", str(state), "--kubelet-cgroup-root",
         tree.kubelet_root, "--node-cpu", "pods", "--metrics-addr", "off", "--interval", "0.5",
         "--log-format", "json",
@@ -71,7 +71,13 @@ def wait_for(what: Callable[[], bool], timeout: float, log: Path) -> None:
 
 def stop(proc: subprocess.Popen[bytes], log: Path) -> None:
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=20) == 0, log.read_text()[-3000:]
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack to the log
+        proc.wait(timeout=10)
+        pytest.fail(f"the agent did not stop within 20 s of SIGTERM:\n{log.read_text()[-6000:]}")
+    assert code == 0, log.read_text()[-3000:]
 
 
 def cap_of(quota: str) -> float:
