@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     kubeconfig = Path(
         args.kubeconfig_out
         or Path(tempfile.gettempdir()) / f"waterline-dev-{server.port}.kubeconfig"
-    )
+    ).absolute()  # the printed `export KUBECONFIG=` works from any directory
     server.write_kubeconfig(kubeconfig)
     print(
         f"dev-apiserver (NOT for production) serving {server.url} with {count} objects; "

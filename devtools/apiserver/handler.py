@@ -8,6 +8,7 @@ version, discovery, OpenAPI) in ``endpoints.py``.
 from __future__ import annotations
 
 import json
+import math
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from devtools.apiserver import api, endpoints, tables
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.faults import Fault
+from devtools.apiserver.manifests import finite
 from devtools.apiserver.state import ServerState
 from devtools.apiserver.store import Change
 
@@ -34,10 +36,17 @@ TOO_LARGE = "the server has rejected the request because the request is too larg
 
 
 def parse_json(data: bytes, duplicates: list[str] | None = None) -> Any:
-    """JSON as the API server reads it: NaN and Infinity are not numbers (400)."""
+    """JSON as the API server reads it: NaN and Infinity are not numbers, nor is a number
+    out of a float's range (400; stored, it would make every later answer unencodable)."""
 
     def constant(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
+
+    def number(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise ValueError(f"{text} is out of range for a number")
+        return value
 
     def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -47,7 +56,7 @@ def parse_json(data: bytes, duplicates: list[str] | None = None) -> Any:
             out[key] = value
         return out
 
-    return json.loads(data, parse_constant=constant, object_pairs_hook=pairs)
+    return json.loads(data, parse_constant=constant, parse_float=number, object_pairs_hook=pairs)
 
 
 def _warning_header(text: str) -> str:
@@ -180,7 +189,9 @@ class Handler(BaseHTTPRequestHandler):
         kind = (self.headers.get("Content-Type") or JSON).split(";")[0].strip().lower()
         try:
             if kind in ("application/yaml", "application/apply-patch+yaml"):
-                return yaml.safe_load(data)
+                body = yaml.safe_load(data)
+                finite(body, "body")  # YAML's .nan and .inf are no JSON numbers either
+                return body
             return parse_json(data, duplicates)
         except (ValueError, yaml.YAMLError) as err:
             raise ApiStatus(

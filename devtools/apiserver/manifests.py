@@ -19,7 +19,7 @@ class ManifestError(ValueError):
     pass
 
 
-def _finite(value: Any, where: str) -> None:
+def finite(value: Any, where: str) -> None:
     """No NaN or infinity anywhere (JSON has none; YAML's .nan would make invalid JSON)."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ManifestError(f"{where}: {value} is not a JSON number")
@@ -31,14 +31,18 @@ def _finite(value: Any, where: str) -> None:
         else ()
     )
     for key, item in items:
-        _finite(item, f"{where}.{key}")
+        finite(item, f"{where}.{key}")
 
 
 def _documents(path: Path) -> list[Any]:
     try:
-        return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+        return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d is not None]
     except OSError as err:
         raise ManifestError(f"{path}: cannot read: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ManifestError(
+            f"{path}: not UTF-8 text: byte {err.start}, got {err.object[err.start : err.start + 1]!r}"
+        ) from None
     except yaml.YAMLError as err:
         raise ManifestError(f"{path}: not valid YAML/JSON: {err}") from None
 
@@ -68,7 +72,7 @@ def _objects(doc: Any, where: str) -> list[dict[str, Any]]:
         ):
             if not value or not isinstance(value, str):
                 raise ManifestError(f"{at}: {field} is required, got {value!r}")
-        _finite(item, f"{at} ({item['kind']} {name})")
+        finite(item, f"{at} ({item['kind']} {name})")
     return items
 
 

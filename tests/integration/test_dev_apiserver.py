@@ -337,15 +337,17 @@ def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: P
             "--objects",
             str(CRDS),
             "--kubeconfig-out",
-            str(kubeconfig),
+            kubeconfig.name,  # relative, as a user types it: printed absolute
         ],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=tmp_path,
     )
     try:
         assert proc.stdout is not None
         banner = proc.stdout.readline()
         assert "NOT for production" in banner and "9 objects" in banner  # 5 CRDs + 4
+        assert proc.stdout.readline().strip() == f"export KUBECONFIG={kubeconfig}"
         api = build_api(str(kubeconfig))
         assert [
             i["metadata"]["name"]

@@ -112,6 +112,28 @@ def test_json_without_numbers_is_refused(env: Running, constant: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "kind", "message"),
+    [
+        (b'{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"n"},"x":1e400}', "json",
+         "1e400 is out of range for a number"),
+        (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: n}\ndata: {a: .nan}\n", "yaml",
+         "body.data.a: nan is not a JSON number"),
+        (b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: n}\ndata: {a: -.inf}\n", "yaml",
+         "body.data.a: -inf is not a JSON number"),
+    ],
+)  # fmt: skip
+def test_a_number_json_cannot_carry_is_refused_not_stored(
+    env: Running, body: bytes, kind: str, message: str
+) -> None:
+    """Stored, it made every later list of the namespace's ConfigMaps a 500."""
+    path = "/api/v1/namespaces/default/configmaps"
+    code, answer, _ = call(env, "POST", path, body, {"Content-Type": f"application/{kind}"})
+    assert code == 400 and message in answer["message"], answer
+    code, listing, _ = call(env, "GET", path)
+    assert code == 200 and listing["items"] == []
+
+
+@pytest.mark.parametrize(
     ("body", "message"),
     [
         ({"apiVersion": "v1", "kind": "Pod"}, "the kind in the data (Pod) does not match"),

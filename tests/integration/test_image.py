@@ -410,7 +410,8 @@ def test_the_controller_in_the_image_leads_and_runs_rounds_against_the_dev_serve
         lease = cluster.api.request(
             "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
         )
-        assert lease["spec"]["holderIdentity"] == pod_name, logs()  # $POD_NAME, as is
+        # deploy/controller.yaml sets POD_NAME from the pod's name: the Lease's holder.
+        assert lease["spec"]["holderIdentity"] == pod_name, logs()
     finally:
         run([engine, "stop", "--time", "10", name], check=False)
         controller.wait(timeout=30)

@@ -383,3 +383,6 @@ def test_manifests_from_a_directory_name_the_bad_file(tmp_path: Path) -> None:
         read_manifests(tmp_path)
     with pytest.raises(ManifestError, match="no such file or directory"):
         read_manifests(tmp_path / "missing")
+    (tmp_path / "c.json").write_bytes(b'{"kind": "Pod", "metadata": {"name": "\xff"}}')
+    with pytest.raises(ManifestError, match=r"c\.json: not UTF-8 text: byte 38, got b'\\xff'"):
+        read_manifests(tmp_path)
