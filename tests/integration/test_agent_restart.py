@@ -110,16 +110,18 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
         assert tree.quota(batch) == capped and batch.uid in state_pods(state)
         cap = cap_of(capped)
         # The restart window: from the old agent's exit until the new one has adopted the
-        # cap and ticked on for two seconds, the kernel's figures in 1 s windows.
+        # cap and ticked on for four seconds, the kernel's figures in 2 s windows (a 1 s
+        # window whose edges cut two 100 ms CFS periods can hold 11 periods' quota: the
+        # 10% margin by itself, whatever the agent does).
         kernel.sample()
         seen: list[float] = []
         with agent(running.kubeconfig, state, tree, log) as second:
             adopted = lambda: b"caps adopted from the state file" in log.read_bytes()  # noqa: E731
             deadline = time.monotonic() + 30
             after = None
-            while after is None or time.monotonic() < after + 2.0:
+            while after is None or time.monotonic() < after + 4.0:
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(1.0)
+                time.sleep(2.0)
                 seen.append(kernel.sample().get(batch.key, 0.0))
                 if after is None and adopted():
                     after = time.monotonic()
@@ -154,7 +156,7 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
     assert steps[-1] == "-1"  # the original, exactly
     assert state_pods(state) == {}
     print(f"\nkernel-measured usage of the capped pod (cap {cap:.3f} cores) in the restart "
-          f"window, 1 s windows: {[round(v, 3) for v in seen]}; caps handed back: {steps}")
+          f"window, 2 s windows: {[round(v, 3) for v in seen]}; caps handed back: {steps}")
 
 
 def quota_writes(log: bytes, pod_key: str) -> list[str]:
