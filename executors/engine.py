@@ -553,18 +553,16 @@ class Executor:
 
 
 def count_late_evictions(state: NodeState, pods: Mapping[str, Pod],
-                         usage: Mapping[str, PodUsage], now: float) -> list[str]:
+                         usage: Mapping[str, PodUsage], now: float) -> None:
     """Count the pods that late eviction answers evicted (they now terminate) as this
     node's evictions: released, a token taken, the action's cool-down started. Called
     before the tick's analysis, so their usage is released from this tick's gaps, once."""
-    evicted = settle(state.unanswered, pods)
-    for key, entry in evicted:
+    for key, entry in settle(state.unanswered, pods):
         state.evicting[key] = usage.get(key, PodUsage())
         if state.bucket is not None:
             state.bucket.take()
         state.last_eviction_round[entry.action] = max(
             now, state.last_eviction_round.get(entry.action, now))
-    return [key for key, _ in evicted]
 
 
 def execute(ctx: TickContext, state: NodeState, evictor: Evictor,

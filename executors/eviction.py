@@ -106,7 +106,7 @@ class ApiEvictor:
         except TimeoutError:
             self.in_flight = InFlight(pod.key, sent, future)
             future.add_done_callback(partial(self._late, pod.key, sent))
-            self._failed(pod, f"no answer within {wait:g} s: the round ends, the request goes "
+            self._failed(pod, f"no answer within {round(wait, 2):g} s: the round ends, the request goes "
                          f"on in the background for at most {min(left, args.read_timeout):.1f} s")  # fmt: skip
             return EvictionAnswer(EvictionResult.FAILED, unanswered=True)
         return self._answered(pod, outcome)
