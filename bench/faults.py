@@ -4,8 +4,13 @@ dev-apiserver` with a faulty Eviction API, on a fake cgroup tree (exact load).
 * 500 storm: every eviction answers 500; a policy wants every one of 13 pods gone.
   Prints the eviction requests the agent sent in one minute of 1 s ticks (agent time:
   the loop's clock advances 1 s a tick, so the minute runs in a few seconds).
-* hanging endpoint: every eviction hangs for minutes; the action also throttles.
-  Prints the longest tick and whether every tick ran its throttling (caps in force).
+* hanging endpoint: every eviction hangs for minutes; the action also throttles. The
+  live loop runs (1 s interval, real time) with the load hot and cool in turn, so every
+  tick has caps to write (down when hot, up when cool). Prints the longest tick, the
+  interval slots skipped, when the first cap was written after the loop started, how
+  many ticks wrote caps, and the eviction requests sent. A tick waits for an eviction's
+  answer at most ``evictionAnswerSeconds`` (1 s) since that setting exists; before, the
+  whole API budget (5 s), so the first fault tick throttled 5 s late.
 
 Only the agent's public pieces are used (``build_agent``, ``NodeLoop.tick``), so the same
 file measures an older tree: ``PYTHONPATH=<tree> python bench/faults.py``.
@@ -27,7 +32,7 @@ from tests.unit.fake_cgroups import FakeTree
 PODS = [f"batch-{i:02d}" for i in range(13)]
 QOS = "qos.waterline.io/v1alpha1"
 STORM_TICKS = 60
-HANG_TICKS = 8
+HANG_TICKS = 16
 
 
 def _pod(name: str) -> dict[str, Any]:
@@ -44,7 +49,7 @@ def _pod(name: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _objects(action_spec: dict[str, Any], pods: list[str]) -> list[dict[str, Any]]:
+def _objects(action_spec: dict[str, Any], pods: list[str], line: str = "0") -> list[dict[str, Any]]:
     return [
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
          "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}},
@@ -52,7 +57,7 @@ def _objects(action_spec: dict[str, Any], pods: list[str]) -> list[dict[str, Any
         *(_pod(n) for n in pods),
         {"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "everything"},
          "spec": {"objectiveEnsurances": [{"name": "cpu", "actionName": "act",
-                                           "metricRule": {"name": "cpu_total_usage", "value": "0"}}]}},
+                                           "metricRule": {"name": "cpu_total_usage", "value": line}}]}},
         {"apiVersion": QOS, "kind": "AvoidanceAction", "metadata": {"name": "act"},
          "spec": {"coolDownSeconds": 0, **action_spec}},
     ]  # fmt: skip
@@ -116,30 +121,55 @@ def storm() -> None:
           f"{sent} eviction requests in the minute ({sent / STORM_TICKS:.2f} a tick)")
 
 
+def _throttled(outcome: Any) -> bool:
+    """Did the tick write a cap (throttle down or up)?"""
+    report = outcome.report
+    return report is not None and any(
+        a.action in ("throttle", "restore") and a.result is None and not a.preview
+        for a in report.actions
+    )
+
+
 def hang() -> None:
     spec = {"eviction": {}, "throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 10}}}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         load = _Load(tmp / "cg", PODS[:3])
-        with serve(_objects(spec, PODS[:3])) as running:
+        with serve(_objects(spec, PODS[:3], line="0.5")) as running:
             running.server.inject(Fault("/eviction", method="POST", status=0, delay=600.0,
                                         times=10**6))  # fmt: skip
             agent = _agent(running.kubeconfig, tmp)
-            durations, capped = [], []
-            try:
-                for _ in range(HANG_TICKS):
+            hot = [False]
+
+            def alternate() -> None:  # hot, cool, hot...: every tick has caps to write
+                hot[0] = not hot[0]
+                if hot[0]:
                     load.run()
-                    outcome = agent.loop.tick()
-                    durations.append(outcome.duration)
-                    capped.append(len(outcome.caps))
-                    time.sleep(0.2)
+
+            seen: list[tuple[float, Any]] = []
+            agent.loop.before_tick.append(alternate)
+            agent.loop.publishers.append(lambda o: seen.append((time.monotonic(), o)))
+            started = time.monotonic()
+            try:
+                agent.loop.run(ticks=HANG_TICKS)
             finally:
                 agent.restore_all("bench end")
                 agent.stop_source()
+            elapsed = time.monotonic() - started
             sent = _posts(running)
-    print(f"eviction endpoint hanging: longest tick {max(durations):.2f} s over {HANG_TICKS} "
-          f"ticks ({', '.join(f'{d:.2f}' for d in durations)}); pods capped after each tick: "
-          f"{capped}; eviction requests sent: {sent}")
+    durations = [o.duration for _, o in seen]
+    wrote = [_throttled(o) for _, o in seen]
+    first = next((at - started for at, o in seen if _throttled(o)), None)
+    interval = agent.loop.interval
+    starts = [at - o.duration for at, o in seen]  # the loop keeps its phase: count the gaps
+    skipped = sum(round((b - a) / interval) - 1 for a, b in zip(starts, starts[1:], strict=False))
+    print(f"eviction endpoint hanging, {HANG_TICKS} ticks of the live loop every "
+          f"{interval:g} s (load hot and cool in turn), {elapsed:.1f} s:")
+    print(f"  longest tick {max(durations):.2f} s "
+          f"({', '.join(f'{d:.2f}' for d in durations)}); interval slots skipped: {skipped}")
+    print(f"  first throttle {first:.2f} s after the loop started; ticks that wrote caps: "
+          f"{sum(wrote)}/{len(wrote)}; eviction requests sent: {sent}"
+          if first is not None else "  no throttle written")
 
 
 def main() -> None:

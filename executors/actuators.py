@@ -18,10 +18,13 @@ from agent.model.objects import Pod
 @dataclass(frozen=True, slots=True)
 class EvictionAnswer:
     """An eviction's result with what the server said about retrying (``Retry-After``,
-    seconds) when it refused for its own sake (5xx, throttling 429)."""
+    seconds) when it refused for its own sake (5xx, throttling 429). ``unanswered``: a
+    ``failed`` that is no answer in time: the request goes on in the background and may
+    still evict the pod (the engine then counts it, ``executors.unanswered``)."""
 
     result: EvictionResult
     retry_after: float | None = None
+    unanswered: bool = False
 
 
 def answer_of(reply: EvictionResult | EvictionAnswer) -> EvictionAnswer:

@@ -29,7 +29,8 @@ Decisions taken where DESIGN.md is silent:
   forgotten once gone), so a pod that was not evicted after all (local mode) stays managed.
 
 The safety limits on evictions (maxPodsPerRound, the node's token bucket, the cluster
-brake, the backoff after an API fault) are ``executors.limits``.
+brake, the backoff after an API fault) are ``executors.limits``; an eviction the API did
+not answer in its tick is settled by ``executors.unanswered``.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ from agent.model.usage import PodUsage
 from executors.actuators import CpuThrottler, Evictor, answer_of
 from executors.limits import FaultBackoff, RoundLimits, TokenBucket
 from executors.sorters import SORTERS, Candidate
+from executors.unanswered import Unanswered, settle
 
 EPSILON = 1e-9
 #: ``result`` of a throttle or restore the actuator could not write (retried next tick).
@@ -96,6 +98,9 @@ class NodeState:
     bucket: TokenBucket | None = None
     #: The backoff of the node's eviction rounds after API faults.
     backoff: FaultBackoff = field(default_factory=FaultBackoff)
+    #: Pods whose eviction was not answered in its tick and may still take effect
+    #: (``executors.unanswered``).
+    unanswered: dict[str, Unanswered] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -390,6 +395,7 @@ class Executor:
         else:
             answer = answer_of(self.evictor.evict(cand.pod, grace))
             result, retry_after = answer.result, answer.retry_after
+            self._remember_unanswered(cand, line.action.name, answer.unanswered, result)
         self.limits.note(line.action.name, preview, result, retry_after)
         released: dict[str, float] = {}
         if result.releases:
@@ -413,6 +419,16 @@ class Executor:
             released=released, result=result.value, preview=preview,
             reason="gap" if spec.evict_quantified else "pressure", grace_seconds=grace))
         return result
+
+    def _remember_unanswered(self, cand: Candidate, action: str, unanswered: bool,
+                             result: EvictionResult) -> None:
+        """An eviction with no answer yet may still take effect: remember it until the
+        watch settles it; an answer settles it; a failure to send changes nothing."""
+        if unanswered:
+            uid = cand.pod.uid if cand.pod.uid != cand.key else ""
+            self.state.unanswered[cand.key] = Unanswered(action, uid)
+        elif result is not EvictionResult.FAILED:
+            self.state.unanswered.pop(cand.key, None)
 
     def _throttle_down(self) -> None:
         waterlines = self.ctx.analysis.waterlines[THROTTLE_DOWN]
@@ -534,6 +550,19 @@ class Executor:
             gap, self.gaps.get(THROTTLE_UP, spec.name) or 0.0, value=self._usage_of(spec),
             cpu_cap=new_cap, preview=preview,
             reason="gap" if spec.throttle_quantified else "pressure"))
+
+
+def count_late_evictions(state: NodeState, pods: Mapping[str, Pod],
+                         usage: Mapping[str, PodUsage], now: float) -> None:
+    """Count the pods that late eviction answers evicted (they now terminate) as this
+    node's evictions: released, a token taken, the action's cool-down started. Called
+    before the tick's analysis, so their usage is released from this tick's gaps, once."""
+    for key, entry in settle(state.unanswered, pods):
+        state.evicting[key] = usage.get(key, PodUsage())
+        if state.bucket is not None:
+            state.bucket.take()
+        state.last_eviction_round[entry.action] = max(
+            now, state.last_eviction_round.get(entry.action, now))
 
 
 def execute(ctx: TickContext, state: NodeState, evictor: Evictor,

@@ -50,12 +50,18 @@ def eviction_body(
 
 
 def evict(
-    api: KubeApi, namespace: str, name: str, grace_seconds: int | None, uid: str = ""
+    api: KubeApi,
+    namespace: str,
+    name: str,
+    grace_seconds: int | None,
+    uid: str = "",
+    timeout: tuple[float, float] | None = None,
 ) -> EvictionOutcome:
-    """Ask the API server to evict one pod (``uid`` guards against a same-named successor)."""
+    """Ask the API server to evict one pod (``uid`` guards against a same-named successor;
+    ``timeout``: the client's (connect, read) seconds, else the API's own)."""
     body = eviction_body(namespace, name, grace_seconds, uid)
     try:
-        api.request("POST", PODS.path(namespace, name, "eviction"), body=body)
+        api.request("POST", PODS.path(namespace, name, "eviction"), body=body, timeout=timeout)
     except KubeTooManyRequests as err:
         # A budget refusal carries a DisruptionBudget cause; a 429 without one is API
         # throttling. Either way this pod is skipped this round.

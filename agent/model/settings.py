@@ -11,6 +11,9 @@ from agent.model.fields import Fields
 DEFAULT_EXT_CPU_RESOURCE = "qos.waterline.io/ext-cpu"
 #: The seconds every API call of one tick may take together (evictions, events, taint).
 DEFAULT_API_TIME_BUDGET = 5.0
+#: The seconds a tick waits for the answer to one eviction before it gives up on it (the
+#: request goes on in the background), so a hanging Eviction API delays throttling by this.
+DEFAULT_EVICTION_ANSWER_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,9 @@ class AgentSettings:
     #: Seconds all API calls of one tick may take, so a slow API server never delays
     #: the local throttling of the next tick by more than this.
     api_time_budget_seconds: float = DEFAULT_API_TIME_BUDGET
+    #: Seconds a tick waits for one eviction's answer (at most what is left of the
+    #: budget); no answer by then is an API fault, and the tick goes on to throttle.
+    eviction_answer_seconds: float = DEFAULT_EVICTION_ANSWER_SECONDS
 
 
 _FIELDS = (
@@ -47,6 +53,7 @@ _FIELDS = (
     "evictionRateLimit",
     "clusterBrake",
     "apiTimeBudgetSeconds",
+    "evictionAnswerSeconds",
 )
 
 
@@ -80,6 +87,7 @@ def parse_agent_settings(
         raise fields.bad("extCpuResource", "must be a resource name", resource)
     brake = raw.get("clusterBrake")
     budget = raw.get("apiTimeBudgetSeconds")
+    answer = raw.get("evictionAnswerSeconds")
     return AgentSettings(
         execute_excess_percent=0.0
         if excess is None
@@ -90,6 +98,9 @@ def parse_agent_settings(
         api_time_budget_seconds=DEFAULT_API_TIME_BUDGET
         if budget is None
         else fields.number(budget, "apiTimeBudgetSeconds", above=0),
+        eviction_answer_seconds=DEFAULT_EVICTION_ANSWER_SECONDS
+        if answer is None
+        else fields.number(answer, "evictionAnswerSeconds", above=0),
     )
 
 

@@ -363,6 +363,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
             build_api(args.kubeconfig), node_name, args.dry_run, watch_args,
             namespace=args.namespace, daemonset=args.daemonset, state_dir=args.state_dir,
             budget_seconds=lambda: brain.settings.api_time_budget_seconds,
+            answer_seconds=lambda: brain.settings.eviction_answer_seconds,
         )  # fmt: skip
         source, source_ready, stop_source, effects = (
             parts.source,

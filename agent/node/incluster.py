@@ -15,7 +15,9 @@ applies them. When the API server is unreachable (the watches say so):
 
 Writes are synchronous within the tick, every request bounded by the tick's API time
 budget (``agent.kube.budget``), and stop at the first failure of a tick, so a slow or
-dying server delays the next tick's throttling by the budget at most. The taint is
+dying server delays the next tick's throttling by the budget at most; an eviction, which
+comes before the tick's throttling, is waited for evictionAnswerSeconds at most
+(``executors.eviction``). The taint is
 written by a fresh GET and a merge patch carrying that resourceVersion, so a concurrent
 edit of the node's taints (another controller, kubectl) is never overwritten: the 409 is
 retried on the next tick.
@@ -46,7 +48,7 @@ from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 from agent.model.policy import load_policies
-from agent.model.settings import DEFAULT_API_TIME_BUDGET
+from agent.model.settings import DEFAULT_API_TIME_BUDGET, DEFAULT_EVICTION_ANSWER_SECONDS
 from agent.node.events import EventIntent, tick_events
 from agent.node.loop import Objects, TickOutcome
 from agent.node.saved import SavedObjects
@@ -283,11 +285,13 @@ def start_cluster(
     daemonset: str = "waterline-agent",
     state_dir: str | None = None,
     budget_seconds: Callable[[], float] = lambda: DEFAULT_API_TIME_BUDGET,
+    answer_seconds: Callable[[], float] = lambda: DEFAULT_EVICTION_ANSWER_SECONDS,
 ) -> ClusterParts:
     """Start the node's watches and build what the loop needs around them. ``namespace``
     and ``daemonset``: where the agent runs (the brake ConfigMap lives there; the
     DaemonSet tells an uninstall from a restart); ``state_dir``: where the last objects
-    seen are kept for a start without the API server."""
+    seen are kept for a start without the API server; ``budget_seconds`` and
+    ``answer_seconds``: the live settings apiTimeBudgetSeconds, evictionAnswerSeconds."""
     from executors.eviction import ApiEvictor
 
     view, informers = start_node_view(api, node_name, watch_args, namespace=namespace)
@@ -306,13 +310,15 @@ def start_cluster(
         dry_run=dry_run,
     )
     saved = SavedObjects(state_dir, node_name) if state_dir else None
+    evictor = ApiEvictor(writes, answer_seconds=answer_seconds, budget_left=budget.remaining)
 
     def stop() -> None:
         informers.stop()
+        evictor.close()
 
     return ClusterParts(
         source=view_source(view, saved),
-        evictor=ReachableEvictor(ApiEvictor(writes), reachable),
+        evictor=ReachableEvictor(evictor, reachable),
         ready=lambda: bool(view.synced),
         stop=stop,
         effects=effects,

@@ -17,7 +17,7 @@ from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
 from executors.actuators import CpuThrottler, Evictor
-from executors.engine import ActionRecord, Executor, NodeState, TickContext
+from executors.engine import ActionRecord, Executor, NodeState, TickContext, count_late_evictions
 
 
 @dataclass
@@ -95,6 +95,8 @@ class NodeBrain:
         actions: dict[str, Action] = {
             r.action_name: policies.actions[r.action_name] for r in rules if r.action_name in policies.actions
         }
+        by_key = {p.key: p for p in pods}
+        count_late_evictions(self.state, by_key, usage, now)
         full = derive_utilization(metrics, node.allocatable)
         analysis = analyze(
             rules,
@@ -108,7 +110,7 @@ class NodeBrain:
         ctx = TickContext(
             now=now,
             node=node,
-            pods={p.key: p for p in pods},
+            pods=by_key,
             usage=usage,
             analysis=analysis,
             actions=actions,

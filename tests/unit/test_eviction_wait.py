@@ -1,0 +1,236 @@
+"""A slow Eviction API costs the tick at most evictionAnswerSeconds (executors.eviction),
+and a late answer that evicted the pod counts as the node's eviction once the watch shows
+it terminating (executors.unanswered, through the engine as the agent drives it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from functools import partial
+from typing import Any
+
+import pytest
+
+from agent.errors import InvalidObject
+from agent.kube.client import ClientArgs
+from agent.kube.errors import KubeError, KubeTooManyRequests, KubeUnreachable
+from agent.model.eviction import EvictionResult
+from agent.model.objects import Pod, parse_node, parse_pod
+from agent.model.policy import load_policies
+from agent.model.settings import AgentSettings, EvictionRateLimit, parse_agent_settings
+from agent.model.usage import PodUsage
+from agent.node.tick import NodeBrain
+from agent.simulate.actuators import SimulatedThrottler
+from executors.actuators import EvictionAnswer
+from executors.eviction import ApiEvictor, answer_wait
+from executors.unanswered import Unanswered, settle
+from tests.unit.builders import NOW, action, node, pod, policy, rule
+
+FAILED, EVICTED = EvictionResult.FAILED, EvictionResult.EVICTED
+
+
+class Api:
+    """The Eviction API's client side: answers from a script (an exception is raised),
+    records each request's path and timeout."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.args = ClientArgs()
+        self.answers = list(answers) or [{}]
+        self.sent: list[tuple[str, Any]] = []
+
+    def request(self, method: str, path: str, *, body: Any = None, timeout: Any = None,
+                **_: Any) -> dict[str, Any]:  # fmt: skip
+        self.sent.append((path, timeout))
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return dict(answer)
+
+
+class Inline(Executor):
+    """A worker that answers at once: the API answered within the wait."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+
+class Held(Executor):
+    """A worker whose calls run only when the test says (``answer``): a server that has
+    not answered yet."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[Future[Any], Callable[[], Any]]] = []
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self.held.append((future, partial(fn, *args, **kwargs)))
+        return future
+
+    def answer(self) -> None:
+        future, call = self.held.pop(0)
+        future.set_result(call())
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, dict[str, Any]]] = []
+
+    def __getattr__(self, level: str) -> Callable[..., None]:
+        return lambda event, **kw: self.lines.append((level, event, kw))
+
+    def events(self) -> list[str]:
+        return [event for _, event, _ in self.lines]
+
+
+def evictor(api: Api, worker: Executor, answer: float = 1.0, left: float = 5.0,
+            clock: Callable[[], float] = lambda: 100.0) -> tuple[ApiEvictor, Log]:
+    log = Log()
+    return ApiEvictor(api, log, answer_seconds=lambda: answer, budget_left=lambda: left,
+                      worker=worker, clock=clock), log  # fmt: skip
+
+
+POD = Pod("default", "a", "uid-a")
+
+
+def test_an_answer_in_time_is_mapped_as_before() -> None:
+    pdb = KubeTooManyRequests("budget", causes=({"type": "DisruptionBudget"},))
+    api = Api({}, pdb, KubeError("boom", status=500, retry_after=7.0))
+    ev, _ = evictor(api, Inline(), left=3.0)
+    assert ev.evict(POD, 30) == EvictionAnswer(EVICTED)
+    assert ev.evict(POD, 30) == EvictionAnswer(EvictionResult.BLOCKED_BY_PDB)
+    assert ev.evict(POD, 30) == EvictionAnswer(FAILED, 7.0)
+    # Every request is bounded by what is left of the tick's budget (3 s), not 30 s.
+    assert api.sent[0] == ("/api/v1/namespaces/default/pods/a/eviction", (3.0, 3.0))
+
+
+def test_the_wait_is_the_setting_within_the_budget_left() -> None:
+    assert answer_wait(1.0, 5.0) == 1.0
+    assert answer_wait(1.0, 0.4) == 0.4
+    assert answer_wait(1.0, -2.0) == 0.0
+    api = Api()
+    ev, log = evictor(api, Inline(), left=0.0)
+    assert ev.evict(POD, None) == EvictionAnswer(FAILED)  # the budget is spent: not sent
+    assert api.sent == []
+    assert "budget is spent" in log.lines[-1][2]["error"]
+
+
+def test_no_answer_in_time_is_a_fault_and_the_request_goes_on() -> None:
+    api, worker = Api(), Held()
+    ev, log = evictor(api, worker, answer=0.0)
+    answer = ev.evict(POD, None)
+    assert answer == EvictionAnswer(FAILED, unanswered=True)
+    assert "no answer within 0 s" in log.lines[-1][2]["error"]
+    assert len(worker.held) == 1  # still running on the worker, not cancelled
+
+
+def test_a_late_answer_is_logged_with_what_it_means() -> None:
+    now = [100.0]
+    api, worker = Api(), Held()
+    ev, log = evictor(api, worker, answer=0.0, clock=lambda: now[0])
+    ev.evict(POD, None)
+    now[0] += 2.5
+    worker.answer()  # the server evicted the pod after the tick gave up
+    level, event, fields = log.lines[-1]
+    assert (level, event) == ("warning", "late eviction answer")
+    assert (fields["pod"], fields["result"], fields["seconds"]) == ("default/a", "evicted", 2.5)
+    assert "terminates" in fields["meaning"]
+    ev.evict(POD, None)
+    worker.held[0][0].set_exception(KubeUnreachable("gone"))  # the adapter raised: logged too
+    assert log.lines[-1][:2] == ("error", "late eviction answer: the request raised")
+
+
+def test_no_second_request_while_one_is_in_flight() -> None:
+    api, worker = Api(), Held()
+    ev, log = evictor(api, worker, answer=0.0)
+    ev.evict(POD, None)
+    other = Pod("default", "b", "uid-b")
+    assert ev.evict(other, None) == EvictionAnswer(FAILED)  # a fault, without a request
+    assert len(worker.held) == 1
+    assert log.lines[-1][2]["error"] == "not sent: the previous eviction is still in flight"
+    assert log.lines[-1][2]["in_flight"] == "default/a"
+    worker.answer()
+    ev.evict(other, None)  # the first one answered: the next is sent
+    worker.answer()
+    assert [path.split("/")[-2] for path, _ in api.sent] == ["a", "b"]
+
+
+# -- through the engine ---------------------------------------------------------------
+
+NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
+GI = 2**30
+
+
+class Scripted:
+    def __init__(self, *answers: EvictionAnswer) -> None:
+        self.answers = list(answers)
+        self.calls: list[str] = []
+
+    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionAnswer:
+        self.calls.append(pod.key)
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def pods(deleting: str = "") -> list[Pod]:
+    return [parse_pod(pod(n, deleting=n == deleting)) for n in "abc"]
+
+
+USAGE = {"default/a": PodUsage(cpu=0.1, memory=4.0 * GI), "default/b": PodUsage(cpu=0.1, memory=2.0 * GI),
+         "default/c": PodUsage(cpu=0.1, memory=1.0 * GI)}  # fmt: skip
+
+
+def tick(brain: NodeBrain, api: Scripted, at: float, now_pods: list[Pod], memory: float = 30.0):
+    act = action("evict", eviction={}, cool_down=0)
+    pols = load_policies([policy("p", [rule("r", "memory_total_usage", "20Gi", "evict")])], [act])
+    return brain.tick(now=NOW + at, node=NODE, pods=now_pods, metrics={"memory_total_usage": memory * GI},
+                      usage=USAGE, policies=pols, namespace_labels=lambda ns: {}, evictor=api,
+                      throttler=SimulatedThrottler())  # fmt: skip
+
+
+def test_a_pod_a_late_answer_evicted_counts_once_and_is_never_picked_again() -> None:
+    brain = NodeBrain(AgentSettings(eviction_rate_limit=EvictionRateLimit(per_minute=1, burst=5)))
+    api = Scripted(EvictionAnswer(FAILED, unanswered=True), EvictionAnswer(EVICTED))
+    first = tick(brain, api, 0, pods())
+    assert [(a.pod, a.result) for a in first.actions] == [("default/a", "failed")]  # round ends
+    assert first.eviction_backoff is not None  # and backs off as for a 5xx
+    assert brain.state.unanswered == {"default/a": Unanswered("evict", "uid-a")}
+    # The late answer evicted a: the watch shows it terminating. Its 4 Gi are on their way
+    # out, released once: the gap is 30 - 4 - 20 = 6 Gi, which b (2) and c (1) cannot close.
+    later = tick(brain, api, 60, pods(deleting="a"))
+    assert later.gaps["evict"]["memory_total_usage"] == pytest.approx(6.0 * GI)
+    assert api.calls == ["default/a", "default/b", "default/c"]  # a never again
+    assert "default/a" in brain.state.evicting and brain.state.unanswered == {}
+    assert brain.state.bucket is not None and brain.state.bucket.tokens == pytest.approx(5 - 3 + 1)
+    again = tick(brain, api, 61, pods(deleting="a"))
+    assert again.gaps["evict"]["memory_total_usage"] == pytest.approx((30 - 4 - 3 - 20) * GI)
+
+
+def test_a_late_failure_leaves_the_pod_a_candidate() -> None:
+    brain = NodeBrain()
+    api = Scripted(EvictionAnswer(FAILED, unanswered=True), EvictionAnswer(FAILED),
+                   EvictionAnswer(EVICTED))  # fmt: skip
+    tick(brain, api, 0, pods())
+    tick(brain, api, 60, pods())  # still running, the request still in flight: kept
+    assert list(brain.state.unanswered) == ["default/a"]
+    report = tick(brain, api, 600, pods())  # answered this time: settled
+    assert report.gaps["evict"]["memory_total_usage"] == pytest.approx(10.0 * GI)
+    assert api.calls[-3:] == ["default/a", "default/b", "default/c"]
+    assert brain.state.unanswered == {}
+    assert "default/a" in brain.state.evicting
+
+
+def test_settle_forgets_pods_gone_or_replaced() -> None:
+    pending = {"default/a": Unanswered("x", "uid-a"), "default/b": Unanswered("x", "old-uid"),
+               "default/c": Unanswered("x", "uid-c"), "default/z": Unanswered("x", "")}  # fmt: skip
+    now = {p.key: p for p in pods(deleting="c")}
+    assert settle(pending, now) == [("default/c", Unanswered("x", "uid-c"))]
+    assert pending == {"default/a": Unanswered("x", "uid-a")}  # b replaced, z gone
+
+
+def test_eviction_answer_seconds_parses_with_the_one_error_format() -> None:
+    assert AgentSettings().eviction_answer_seconds == 1.0
+    assert parse_agent_settings({"evictionAnswerSeconds": 0.5}).eviction_answer_seconds == 0.5
+    with pytest.raises(InvalidObject) as err:
+        parse_agent_settings({"evictionAnswerSeconds": 0}, prefix="agent.")
+    assert str(err.value) == "config agent: agent.evictionAnswerSeconds must be > 0, got 0"
