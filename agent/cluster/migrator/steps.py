@@ -16,7 +16,6 @@ the reservation.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -24,7 +23,7 @@ from agent.model import migration as m
 from agent.model import reservation as r
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
-from agent.model.timeutil import parse_time
+from agent.model.timeutil import format_time, parse_time
 
 DEFAULT_TTL_SECONDS = 300.0
 
@@ -90,7 +89,7 @@ class Tracked:
     started_at: float | None = None
 
     def annotations(self) -> dict[str, str]:
-        started = "" if self.started_at is None else _rfc3339(self.started_at)
+        started = "" if self.started_at is None else format_time(self.started_at)
         return {
             STARTED_AT_ANNOTATION: started,
             POD_UID_ANNOTATION: self.pod_uid,
@@ -99,10 +98,6 @@ class Tracked:
             else "",
             m.SOURCE_NODE_ANNOTATION: self.source_node,
         }
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def tracked_from_pod(pod: Pod, started_at: float | None = None) -> Tracked:
