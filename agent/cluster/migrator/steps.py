@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from agent.model import migration as m
 from agent.model import reservation as r
 from agent.model.eviction import EvictionResult
-from agent.model.objects import Pod
+from agent.model.objects import EVICTABLE_ANNOTATION, Pod
 from agent.model.timeutil import format_time, parse_time
 
 DEFAULT_TTL_SECONDS = 300.0
@@ -240,7 +240,7 @@ def _advance(job: m.PodMigrationJob, world: World) -> Step | None:
             m.FAILED,
             m.REASON_FORBIDDEN_MIGRATE_POD,
             f"pod {pod.key} may not move: {world.storage_reason} (annotate it "
-            f'qos.waterline.io/evictable: "true" to move it anyway)',
+            f'{EVICTABLE_ANNOTATION}: "true" to move it anyway)',
             _release(job, world),
         )
     if job.mode != m.RESERVATION_FIRST:

@@ -30,6 +30,9 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 PROTECTED_ANNOTATION = "qos.waterline.io/protected"
+#: Set to "true", the pod's owner accepts its eviction where we would otherwise refuse it
+#: (no controller, a workload of one replica, data kept on the node).
+EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +131,10 @@ class Pod:
     @property
     def is_protected(self) -> bool:
         return self.annotations.get(PROTECTED_ANNOTATION) == "true"
+
+    @property
+    def marked_evictable(self) -> bool:
+        return self.annotations.get(EVICTABLE_ANNOTATION) == "true"
 
     @property
     def is_terminating(self) -> bool:
