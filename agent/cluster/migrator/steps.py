@@ -187,12 +187,17 @@ def is_drain(job: m.PodMigrationJob) -> bool:
     return job.created_by == DRAIN_CREATOR
 
 
+def _holds_room(world: World) -> bool:
+    """The job has a placeholder that is neither gone nor going."""
+    return placeholder_state(world.placeholder) not in (NO_PLACEHOLDER, PLACEHOLDER_TERMINATING)
+
+
 def _release(job: m.PodMigrationJob, world: World) -> tuple[str, ...]:
     """What an ending job gives back: its reservation and its placeholder."""
     actions: tuple[str, ...] = ()
     if job.mode == m.RESERVATION_FIRST and world.reservation_phase:
         actions += (RELEASE_RESERVATION,)
-    if placeholder_state(world.placeholder) not in (NO_PLACEHOLDER, PLACEHOLDER_TERMINATING):
+    if _holds_room(world):
         actions += (REMOVE_PLACEHOLDER,)
     return actions
 
@@ -266,10 +271,7 @@ def _after_pod_left(job: m.PodMigrationJob, world: World) -> Step:
     """Running, the pod gone or terminating: the placeholder goes as soon as a
     replacement appears (so the scheduler finds the room); the job waits for the
     replacement to run when the controller exists to make one, else the move is done."""
-    holding = placeholder_state(world.placeholder) not in (
-        NO_PLACEHOLDER,
-        PLACEHOLDER_TERMINATING,
-    )
+    holding = _holds_room(world)
     if world.controller_exists and not world.replacement_node:
         if world.replacement_seen and holding:
             return Step(
@@ -353,38 +355,37 @@ def _hold(job: m.PodMigrationJob, world: World, pod: Pod, res: str) -> Step:
 def after_eviction(
     job: m.PodMigrationJob, step: Step, result: EvictionResult, detail: str = ""
 ) -> Step:
-    """The status after the Eviction API answered ``result`` for ``step``'s EVICT."""
+    """The status after the Eviction API answered ``result`` for ``step``'s EVICT (its
+    nodes kept)."""
     rf = job.mode == m.RESERVATION_FIRST
     suffix = f": {detail}" if detail else ""
-    if result is EvictionResult.EVICTED:
-        return Step(
+    outcomes: dict[EvictionResult, tuple[str, str, str, tuple[str, ...]]] = {
+        EvictionResult.EVICTED: (
             m.RUNNING,
             m.REASON_WAIT_REPLACEMENT,
             f"pod {job.pod_key} evicted; waiting for a Running replacement",
-            node_name=step.node_name,
-            target_node=step.target_node,
-        )
-    if result is EvictionResult.GONE:
-        return Step(
+            (),
+        ),
+        EvictionResult.GONE: (
             m.SUCCEEDED,
             m.REASON_COMPLETED,
             f"pod {job.pod_key} was already gone (404)",
             (COMPLETE_RESERVATION, REMOVE_PLACEHOLDER) if rf else (),
-            node_name=step.node_name,
-            target_node=step.target_node,
-        )
-    if result is EvictionResult.BLOCKED_BY_PDB:
-        return Step(
+        ),
+        EvictionResult.BLOCKED_BY_PDB: (
             m.RUNNING,
             m.REASON_EVICTION_BLOCKED,
             f"eviction refused (429), retrying next round{suffix}",
-            node_name=step.node_name,
-            target_node=step.target_node,
-        )
+            (),
+        ),
+        EvictionResult.FAILED: (
+            m.RUNNING,
+            m.REASON_EVICTION_FAILED,
+            f"eviction failed, retrying next round{suffix}",
+            (),
+        ),
+    }
+    phase, reason, message, actions = outcomes[result]
     return Step(
-        m.RUNNING,
-        m.REASON_EVICTION_FAILED,
-        f"eviction failed, retrying next round{suffix}",
-        node_name=step.node_name,
-        target_node=step.target_node,
+        phase, reason, message, actions, node_name=step.node_name, target_node=step.target_node
     )
