@@ -146,8 +146,13 @@ class GuardedWriter:
         except KubeConflict as err:
             self.log.info(f"could not {what}: changed meanwhile", error=str(err), **fields)
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
+            self._failed(what, err, **fields)
+        return False
+
+    def _failed(self, what: str, err: KubeError, **fields: Any) -> bool:
+        """An API failure: logged, counted in ``failures`` (the round failed); False."""
+        self.failures += 1
+        self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
         return False
 
     # -- migration (the migrator's Writes) ------------------------------------------------
@@ -188,15 +193,9 @@ class GuardedWriter:
         name = body["metadata"]["name"]
         if (api := self._may("create reservation", reservation=name)) is None:
             return False
-        try:
-            create(api, RESERVATIONS, body)
-            return True
-        except KubeConflict:
-            return True
-        except KubeError as err:
-            self.failures += 1
-            self.log.warning("could not create reservation", reservation=name, error=str(err))
-            return False
+        return self._created(
+            "create reservation", lambda: create(api, RESERVATIONS, body), reservation=name
+        )
 
     @calls(grant(RESERVATIONS, "patch", "status"))
     def reservation_status(
@@ -374,9 +373,7 @@ class GuardedWriter:
         except KubeNotFound:
             return not wanted  # a node that is gone carries no taint
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", node=name, error=str(err), status=err.status)
-            return False
+            return self._failed(what, err, node=name)
         taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
         kept = [t for t in taints if t.get("key") != key]
         if wanted:
@@ -397,9 +394,7 @@ class GuardedWriter:
         except KubeConflict:
             return True
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
-            return False
+            return self._failed(what, err, **fields)
 
     def _gone(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
         """A delete: done, or not found (gone already: what we wanted)."""
@@ -409,9 +404,7 @@ class GuardedWriter:
         except KubeNotFound:
             return True
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
-            return False
+            return self._failed(what, err, **fields)
 
 
 class GuardedEvents:
