@@ -42,7 +42,6 @@ from agent.model.fields import Fields
 from agent.model.objects import Pod, Resources, parse_pod
 from agent.model.quantity import parse_resource_list
 from agent.model.selectors import LabelSelector, parse_label_selector
-from agent.model.timeutil import parse_time
 
 KIND = "Reservation"
 
@@ -261,10 +260,7 @@ def _expiry(spec: Mapping[str, Any], f: Fields) -> tuple[float | None, float | N
     if ttl_raw is not None and expires_raw is not None:
         raise f.bad("spec.ttl", "must not be set together with spec.expires", ttl_raw)
     if expires_raw is not None:
-        try:
-            return None, parse_time(expires_raw)
-        except ValueError:
-            raise f.bad("spec.expires", "must be an RFC 3339 time", expires_raw) from None
+        return None, f.time(expires_raw, "spec.expires")
     if ttl_raw is None:
         return DEFAULT_TTL_SECONDS, None
     ttl = f.duration(ttl_raw, "spec.ttl")
@@ -324,12 +320,7 @@ def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
     allocate_once = spec.get("allocateOnce", True)
     f.boolean(allocate_once, "spec.allocateOnce")
     observed = _status_fields(status, f)
-    try:
-        created = parse_time(meta.get("creationTimestamp"))
-    except ValueError:
-        raise f.bad(
-            "metadata.creationTimestamp", "must be an RFC 3339 time", meta["creationTimestamp"]
-        ) from None
+    created = f.time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
     return Reservation(
         name=name,
         uid=_str(meta.get("uid")) or name,
