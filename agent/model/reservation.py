@@ -39,8 +39,7 @@ from typing import Any
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
 from agent.model.fields import Fields
-from agent.model.objects import Pod, Resources, parse_pod
-from agent.model.quantity import parse_resource_list
+from agent.model.objects import Pod, Resources, parse_pod, resource_list
 from agent.model.selectors import LabelSelector, parse_label_selector
 
 KIND = "Reservation"
@@ -214,13 +213,6 @@ def _owner(raw: object, path: str) -> Owner:
     return Owner(obj, ctl, sel)
 
 
-def _resources(raw: object, path: str) -> dict[str, float]:
-    try:
-        return parse_resource_list(raw)
-    except ValueError as err:
-        raise ValueError(f"{path}.{err}") from None
-
-
 def _split(err: ValueError) -> tuple[str, str]:
     """("path", "problem") from a ``"path: problem"`` ValueError of the helpers above."""
     path, _, message = str(err).partition(": ")
@@ -280,8 +272,8 @@ def _status_fields(status: Mapping[str, Any], f: Fields) -> dict[str, Any]:
         return {
             "phase": phase,
             "node_name": _str(status.get("nodeName")),
-            "allocatable": _resources(status.get("allocatable"), "status.allocatable"),
-            "allocated": _resources(status.get("allocated"), "status.allocated"),
+            "allocatable": resource_list(status.get("allocatable"), "status.allocatable"),
+            "allocated": resource_list(status.get("allocated"), "status.allocated"),
             "current_owners": tuple(
                 _ref(o, f"status.currentOwners[{i}]") for i, o in enumerate(current)
             ),

@@ -15,7 +15,7 @@ from agent.model.objects.budgets import (
     disruptions_allowed,
     parse_pdb,
 )
-from agent.model.objects.common import EMPTY, Resources, guarded
+from agent.model.objects.common import EMPTY, Resources, guarded, resource_list
 from agent.model.objects.nodes import (
     HOSTNAME_LABEL,
     Namespace,
@@ -91,4 +91,5 @@ __all__ = [
     "parse_persistent_volume_claim",
     "parse_pod",
     "parse_workload",
+    "resource_list",
 ]

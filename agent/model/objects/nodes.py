@@ -7,8 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.objects.common import Resources, guarded, listed, mapping, metadata, str_map
-from agent.model.quantity import parse_resource_list
+from agent.model.objects.common import (
+    Resources,
+    guarded,
+    listed,
+    mapping,
+    metadata,
+    resource_list,
+    str_map,
+)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
@@ -53,14 +60,8 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
         for cond in listed(status.get("conditions"), "status.conditions"):
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
-        try:
-            allocatable = parse_resource_list(status.get("allocatable"))
-        except ValueError as err:
-            raise ValueError(f"status.allocatable.{err}") from None
-        try:
-            capacity = parse_resource_list(status.get("capacity"))
-        except ValueError as err:
-            raise ValueError(f"status.capacity.{err}") from None
+        allocatable = resource_list(status.get("allocatable"), "status.allocatable")
+        capacity = resource_list(status.get("capacity"), "status.capacity")
         if not allocatable:
             allocatable = dict(capacity)
         return Node(
