@@ -56,11 +56,9 @@ class StatusUpdate:
 
     @property
     def validity_changed(self) -> bool:
-        return (
-            self.was_valid is None
-            and not self.valid
-            or (self.was_valid is not None and self.was_valid != self.valid)
-        )
+        if self.was_valid is None:
+            return not self.valid  # first seen: only an invalid object is news
+        return self.was_valid != self.valid
 
 
 def _valid_condition(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
