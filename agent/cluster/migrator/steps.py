@@ -23,7 +23,7 @@ from agent.model import migration as m
 from agent.model import reservation as r
 from agent.model.eviction import EvictionResult
 from agent.model.objects import EVICTABLE_ANNOTATION, Pod
-from agent.model.timeutil import format_time, parse_time
+from agent.model.timeutil import format_time, parse_time_or_none
 
 DEFAULT_TTL_SECONDS = 300.0
 
@@ -112,10 +112,7 @@ def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
     if not uid:
         return None
     kind, name, owner_uid = ([*annotations.get(OWNER_ANNOTATION, "").split("/", 2), "", ""])[:3]
-    try:
-        started = parse_time(annotations.get(STARTED_AT_ANNOTATION) or None)
-    except ValueError:
-        started = None
+    started = parse_time_or_none(annotations.get(STARTED_AT_ANNOTATION))
     return Tracked(
         uid, kind, name, owner_uid, annotations.get(m.SOURCE_NODE_ANNOTATION, ""), started
     )
