@@ -29,15 +29,16 @@ import errno
 import os
 import socket
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
 
 from agent.documents import DocumentError, load_yaml_all
 from agent.errors import InvalidObject
-from agent.model.objects import Node
+from agent.model.objects import Node, namespace_labels
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
 from agent.model.store import ObjectStore
 from agent.node.loop import Objects
@@ -227,13 +228,8 @@ class FileObjectSource:
             actions=len(policies.actions),
             invalid=sum(invalid.values()) + len(policies.errors),
         )
-        namespaces = dict(store.namespaces)
-
-        def namespace_labels(namespace: str) -> Mapping[str, str]:
-            ns = namespaces.get(namespace)
-            return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
-        return Objects(node, pods, policies, namespace_labels, invalid)
+        labels = partial(namespace_labels, store.namespaces)
+        return Objects(node, pods, policies, labels, invalid)
 
     def _node(self, store: ObjectStore) -> Node:
         if not self.node_name:

@@ -18,9 +18,11 @@ from agent.model.objects.budgets import (
 from agent.model.objects.common import EMPTY, Resources, guarded, resource_list
 from agent.model.objects.nodes import (
     HOSTNAME_LABEL,
+    NAMESPACE_NAME_LABEL,
     Namespace,
     Node,
     Taint,
+    namespace_labels,
     parse_namespace,
     parse_node,
 )
@@ -69,6 +71,7 @@ __all__ = [
     "WORKLOAD_KINDS",
     "BudgetStatus",
     "Container",
+    "NAMESPACE_NAME_LABEL",
     "Namespace",
     "Node",
     "OwnerRef",
@@ -84,6 +87,7 @@ __all__ = [
     "budget_status",
     "disruptions_allowed",
     "guarded",
+    "namespace_labels",
     "parse_namespace",
     "parse_node",
     "parse_pdb",

@@ -18,6 +18,8 @@ from agent.model.objects.common import (
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The label the API server gives every namespace: its name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,5 +96,12 @@ def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
     if not name:
         raise InvalidObject("Namespace", "", "metadata.name", "must be set")
     labels = str_map(meta.get("labels"))
-    labels.setdefault("kubernetes.io/metadata.name", name)
+    labels.setdefault(NAMESPACE_NAME_LABEL, name)
     return Namespace(name, labels)
+
+
+def namespace_labels(namespaces: Mapping[str, Namespace], namespace: str) -> Mapping[str, str]:
+    """The labels a namespaceSelector sees; a namespace we do not know has the one label
+    every namespace has."""
+    ns = namespaces.get(namespace)
+    return ns.labels if ns else {NAMESPACE_NAME_LABEL: namespace}
