@@ -201,6 +201,11 @@ class FileObjectSource:
         self._objects = self._build()
         return self._objects
 
+    def manifests(self) -> list[Any]:
+        """Every object of the files as last read (a file that stopped parsing: its last
+        good content), in file order."""
+        return [raw for parsed in self._parsed.values() for raw in parsed.objects]
+
     def _build(self) -> Objects:
         store = ObjectStore()
         invalid: dict[str, int] = {}
