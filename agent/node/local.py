@@ -55,7 +55,9 @@ class _Parsed:
     objects: tuple[Any, ...]
 
 
-def _files(paths: Sequence[str]) -> list[str]:
+def object_files(paths: Sequence[str]) -> list[str]:
+    """The files of ``paths``: a file as given, a folder's manifests (recursively, sorted,
+    hidden ones left out)."""
     out: list[str] = []
     for path in paths:
         if os.path.isdir(path):
@@ -170,7 +172,7 @@ class FileObjectSource:
         self._parsed[path] = _Parsed(signature, tuple(documents_objects(docs)))
 
     def __call__(self) -> Objects:
-        files = _files(self.paths)
+        files = object_files(self.paths)
         signature = []
         unreadable = set()
         for path in files:
