@@ -29,9 +29,9 @@ from agent.kube.fetching import get_object
 from agent.kube.patching import merge_patch
 from agent.kube.resources import POLICIES
 from devtools.apiserver.testing import serve
-from devtools.demo.cgroups import CgroupTree, KernelMeter
+from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.integration.test_agent_local import manifests, start_and_calibrate, state_pods
+from tests.integration.test_agent_local import busy_pods, manifests, state_pods
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,15 +84,6 @@ def cap_of(quota: str) -> float:
     return int(quota) / 100_000  # the cgroup's period is 100 ms
 
 
-def busy_pair(tree: CgroupTree) -> tuple[DemoPod, DemoPod, KernelMeter, float]:
-    """A busy Guaranteed pod (limit 500m) and a busy BestEffort one, and a waterline
-    halfway into what the BestEffort pod gets: the agent caps it."""
-    web = DemoPod("web", "Guaranteed", 0.5)
-    batch = DemoPod("batch", "BestEffort", None)
-    kernel, got = start_and_calibrate(tree, [web, batch])
-    return web, batch, kernel, got[web.key] + 0.5 * got[batch.key]
-
-
 def objects(pods: list[DemoPod], line: float) -> list[dict[str, Any]]:
     """restoreThreshold 100: while the test runs only a restart could lift the cap, until
     it lowers the threshold to let the cool node restore."""
@@ -104,7 +95,7 @@ def objects(pods: list[DemoPod], line: float) -> list[dict[str, Any]]:
 def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web, batch, kernel, line = busy_pair(tree)
+    web, (batch,), kernel, line = busy_pods(tree, "batch")
     state, log = tmp_path / "state", tmp_path / "agent.log"
     with serve(objects([web, batch], line)) as running:
         with agent(running.kubeconfig, state, tree, log) as first:
@@ -183,7 +174,7 @@ def log_entries(log: bytes, pod_key: str, event: str) -> list[dict[str, Any]]:
 def test_an_unreadable_state_file_is_moved_aside_and_quotas_rebuilt_from_the_specs(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web, batch, _kernel, line = busy_pair(tree)
+    web, (batch,), _kernel, line = busy_pods(tree, "batch")
     state, log = tmp_path / "state", tmp_path / "agent.log"
     with serve(objects([web, batch], line)) as running:
         with agent(running.kubeconfig, state, tree, log) as first:
