@@ -36,6 +36,8 @@ from agent.capture.recorder import Progress, Recorder, scenario_document
 from agent.errors import InvalidObject
 from agent.logs import configure_logging
 from agent.node import command as agent_command
+from agent.node.local import FileObjectSource
+from agent.node.loop import NodeLoop
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,12 +72,13 @@ def _caps_source(args: argparse.Namespace) -> Any:
     return QuotaCaps(root, mounts.version, PodCgroupLayout(root, args.kubelet_cgroup_root))
 
 
-def _manifests(args: argparse.Namespace, node_name: str) -> LocalManifests | ClusterManifests:
+def _manifests(args: argparse.Namespace, loop: NodeLoop) -> LocalManifests | ClusterManifests:
     if args.local:
-        return LocalManifests(args.objects)
+        assert isinstance(loop.source, FileObjectSource)  # local mode's source
+        return LocalManifests(loop.source)
     from agent.kube.client import build_api
 
-    return ClusterManifests(build_api(args.kubeconfig), node_name)
+    return ClusterManifests(build_api(args.kubeconfig), loop.node_name)
 
 
 def write_document(path: str, doc: dict[str, Any]) -> None:
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         args.dry_run = True  # the node's own agent acts; a capture only watches
     try:
         agent = agent_command.build_agent(args)
-        manifests = _manifests(args, agent.loop.node_name)
+        manifests = _manifests(args, agent.loop)
     except InvalidObject as err:
         print(f"waterline capture: bad configuration: {err}", file=sys.stderr)
         return 2

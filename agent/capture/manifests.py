@@ -1,6 +1,6 @@
 """The objects a capture writes: raw manifests of what the agent decided on.
 
-* ``LocalManifests``: the ``--objects`` files, re-read when one changes (as the agent does);
+* ``LocalManifests``: the ``--objects`` files, as the agent's own source last read them;
 * ``ClusterManifests``: listed from the API server: the pods of the node again whenever a
   pod the capture has not listed yet shows up in a tick, everything once more at the end.
 
@@ -15,12 +15,10 @@ anything the simulator's store refuses is left out.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import structlog
-import yaml
 
 from agent.errors import InvalidObject
 from agent.kube.cache import slim
@@ -30,7 +28,7 @@ from agent.kube.resources import ACTIONS, NAMESPACES, NODES, PDBS, PODS, POLICIE
 from agent.model.objects import Node
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
 from agent.model.store import ObjectStore
-from agent.node.local import SUFFIXES, documents_objects
+from agent.node.local import FileObjectSource
 from agent.node.loop import TickOutcome
 
 Key = tuple[str, str, str]  # kind, namespace, name
@@ -55,40 +53,19 @@ class _Kept:
 
 
 class LocalManifests(_Kept):
-    def __init__(self, paths: Sequence[str]) -> None:
+    """The objects the agent's ``FileObjectSource`` read: the files are read once, by the
+    agent, with its reader (a file that stops parsing keeps its last content there)."""
+
+    def __init__(self, source: FileObjectSource) -> None:
         super().__init__()
-        self.paths = list(paths)
-        self._signatures: dict[str, tuple[int, int]] = {}
+        self.source = source
         self.refresh()
 
-    def _files(self) -> list[str]:
-        out: list[str] = []
-        for path in self.paths:
-            if not os.path.isdir(path):
-                out.append(path)
-                continue
-            for root, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                out.extend(os.path.join(root, n) for n in sorted(names)
-                           if n.endswith(SUFFIXES) and not n.startswith("."))  # fmt: skip
-        return out
-
     def refresh(self, _outcome: TickOutcome | None = None) -> None:
-        """Re-read the files that changed (a file that does not parse keeps its last content)."""
-        for path in self._files():
-            try:
-                st = os.stat(path)
-                signature = (st.st_mtime_ns, st.st_size)
-                if self._signatures.get(path) == signature:
-                    continue
-                with open(path, encoding="utf-8") as f:
-                    docs = list(yaml.safe_load_all(f))
-            except (OSError, UnicodeDecodeError, yaml.YAMLError):
-                continue  # the agent logs it; its objects keep their last version here
-            self._signatures[path] = signature
-            self.keep(documents_objects(docs))
+        self.keep(self.source.manifests())
 
     def finish(self) -> None:
+        self.source()  # the files as they are now
         self.refresh()
 
 

@@ -7,7 +7,6 @@ nodes it empties; queue and DaemonSet preemption evict their victims."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -20,6 +19,7 @@ from agent.cluster.queues import QueuePlan
 from agent.cluster.writes import GuardedWriter
 from agent.model import migration as m
 from agent.model.store import ObjectStore
+from agent.model.timeutil import format_time
 
 DEFRAG_CREATOR = "defrag"
 
@@ -99,7 +99,7 @@ class PlanActs:
             self.metrics.moves.labels("planned").inc()
             if mig.source not in stamped:
                 stamped.add(mig.source)
-                self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: _stamp(now)})
+                self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: format_time(now)})
 
     def queues(
         self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
@@ -159,7 +159,3 @@ def defrag_job(mig: Migration) -> dict[str, Any]:
             "mode": m.RESERVATION_FIRST,
         },
     }
-
-
-def _stamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

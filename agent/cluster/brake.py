@@ -32,7 +32,7 @@ from typing import Any
 
 from agent.defaults import BRAKE_CONFIGMAP
 from agent.model.fields import Fields, config_values
-from agent.model.timeutil import parse_time
+from agent.model.timeutil import parse_time_or_none
 
 CONFIGMAP = BRAKE_CONFIGMAP
 PAUSED_KEY = "evictionsPaused"
@@ -115,25 +115,18 @@ def brake_state(configmap: Mapping[str, Any] | None) -> BrakeState:
         paused=str(data.get(PAUSED_KEY, "")).lower() == "true",
         ours=labels.get(MANAGED_BY_LABEL) == MANAGER,
         reason=str(data.get(REASON_KEY) or ""),
-        since=_time(data.get(SINCE_KEY)),
-        last_exceeded=_time(data.get(LAST_EXCEEDED_KEY)),
+        since=parse_time_or_none(data.get(SINCE_KEY)),
+        last_exceeded=parse_time_or_none(data.get(LAST_EXCEEDED_KEY)),
         resource_version=str(meta.get("resourceVersion") or ""),
     )
-
-
-def _time(value: object) -> float | None:
-    try:
-        return parse_time(value)
-    except ValueError:
-        return None
 
 
 def window(events: Iterable[Mapping[str, Any]], start: float, now: float) -> Window:
     """The agents' evictions in [start, now] and the nodes they happened on."""
     total, nodes = 0, set()
     for event in events:
-        first = _time(event.get("firstTimestamp") or event.get("eventTime"))
-        last = _time(event.get("lastTimestamp")) or first
+        first = parse_time_or_none(event.get("firstTimestamp") or event.get("eventTime"))
+        last = parse_time_or_none(event.get("lastTimestamp")) or first
         if last is None or not start <= last <= now + 1:
             continue
         count = event.get("count")

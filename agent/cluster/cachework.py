@@ -5,7 +5,6 @@ one Event per change of validity and per brake set or lifted."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, cast
 
 import structlog
@@ -28,14 +27,11 @@ from agent.kube.events import (
 from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, NODES, POLICIES
 from agent.model.objects import Node
 from agent.model.policy import POLICY_KIND
+from agent.model.timeutil import format_time
 
 BRAKE_REF = ObjectRef("ConfigMap", brake.CONFIGMAP, NAMESPACE)
 
 Raw = dict[str, Any]
-
-
-def rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 class CacheWork:
@@ -109,7 +105,7 @@ class CacheWork:
     def _act_on_brake(
         self, decision: brake.BrakeDecision, state: brake.BrakeState, now: float
     ) -> None:
-        stamp = rfc3339(now)
+        stamp = format_time(now)
         refreshed = {brake.REASON_KEY: decision.reason, brake.LAST_EXCEEDED_KEY: stamp}
         if decision.action == brake.SET:
             data = {brake.PAUSED_KEY: "true", brake.SINCE_KEY: stamp, **refreshed}

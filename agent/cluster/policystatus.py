@@ -26,7 +26,6 @@ when the condition's status does), and a change of validity is an Event (``valid
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +34,7 @@ from agent.errors import InvalidObject
 from agent.model.objects import Node
 from agent.model.policy import ACTION_KIND, POLICY_KIND, Policy, load_policies
 from agent.model.selectors import LabelSelector, parse_label_selector
+from agent.model.timeutil import format_time
 
 VALID = "Valid"
 REASON_VALID = "Valid"
@@ -56,15 +56,9 @@ class StatusUpdate:
 
     @property
     def validity_changed(self) -> bool:
-        return (
-            self.was_valid is None
-            and not self.valid
-            or (self.was_valid is not None and self.was_valid != self.valid)
-        )
-
-
-def _stamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+        if self.was_valid is None:
+            return not self.valid  # first seen: only an invalid object is news
+        return self.was_valid != self.valid
 
 
 def _valid_condition(raw: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -103,7 +97,7 @@ def _update(
     transition = (
         old.get("lastTransitionTime")
         if old is not None and old.get("status") == cond_status and old.get("lastTransitionTime")
-        else _stamp(now)
+        else format_time(now)
     )
     condition: dict[str, Any] = {
         "type": VALID,

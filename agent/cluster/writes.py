@@ -134,9 +134,6 @@ class GuardedWriter:
             return None
         return self.api.bounded(min(left, self.api.args.read_timeout))
 
-    def _may(self, what: str, **fields: Any) -> KubeApi | None:
-        return self.guard(what, **fields)
-
     def _call(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
         try:
             fn()
@@ -146,14 +143,19 @@ class GuardedWriter:
         except KubeConflict as err:
             self.log.info(f"could not {what}: changed meanwhile", error=str(err), **fields)
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
+            self._failed(what, err, **fields)
+        return False
+
+    def _failed(self, what: str, err: KubeError, **fields: Any) -> bool:
+        """An API failure: logged, counted in ``failures`` (the round failed); False."""
+        self.failures += 1
+        self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
         return False
 
     # -- migration (the migrator's Writes) ------------------------------------------------
     @calls(grant(MIGRATION_JOBS, "patch", "status"))
     def job_status(self, name: str, status: Mapping[str, Any], resource_version: str = "") -> bool:
-        if (api := self._may("write job status", job=name, **status)) is None:
+        if (api := self.guard("write job status", job=name, **status)) is None:
             return False
         patch = status_patch(status, resource_version)
         ok = self._call(
@@ -176,7 +178,7 @@ class GuardedWriter:
 
     @calls(grant(MIGRATION_JOBS, "patch"))
     def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool:
-        if (api := self._may("annotate job", job=name)) is None:
+        if (api := self.guard("annotate job", job=name)) is None:
             return False
         patch = {"metadata": {"annotations": dict(annotations)}}
         return self._call(
@@ -186,23 +188,17 @@ class GuardedWriter:
     @calls(grant(RESERVATIONS, "create"))
     def create_reservation(self, body: Mapping[str, Any]) -> bool:
         name = body["metadata"]["name"]
-        if (api := self._may("create reservation", reservation=name)) is None:
+        if (api := self.guard("create reservation", reservation=name)) is None:
             return False
-        try:
-            create(api, RESERVATIONS, body)
-            return True
-        except KubeConflict:
-            return True
-        except KubeError as err:
-            self.failures += 1
-            self.log.warning("could not create reservation", reservation=name, error=str(err))
-            return False
+        return self._created(
+            "create reservation", lambda: create(api, RESERVATIONS, body), reservation=name
+        )
 
     @calls(grant(RESERVATIONS, "patch", "status"))
     def reservation_status(
         self, name: str, status: Mapping[str, Any], resource_version: str = ""
     ) -> bool:
-        api = self._may("write reservation status", reservation=name, phase=status.get("phase"))
+        api = self.guard("write reservation status", reservation=name, phase=status.get("phase"))
         if api is None:
             return False
         patch = status_patch(status, resource_version)
@@ -214,7 +210,7 @@ class GuardedWriter:
 
     @calls(grant(RESERVATIONS, "delete"))
     def delete_reservation(self, name: str) -> bool:
-        if (api := self._may("delete reservation", reservation=name)) is None:
+        if (api := self.guard("delete reservation", reservation=name)) is None:
             return False
         return self._call(
             "delete reservation", lambda: delete(api, RESERVATIONS, name), reservation=name
@@ -222,7 +218,7 @@ class GuardedWriter:
 
     @calls(grant(PODS, "create", "eviction"))
     def evict(self, pod: Pod, source: str = "migration") -> tuple[EvictionResult, str] | None:
-        if (api := self._may("evict pod", pod=pod.key, source=source)) is None:
+        if (api := self.guard("evict pod", pod=pod.key, source=source)) is None:
             return None
         outcome = evicting.evict(
             api, pod.namespace, pod.name, None, pod.uid if pod.uid != pod.key else ""
@@ -246,13 +242,13 @@ class GuardedWriter:
     # -- the planners' decisions --------------------------------------------------------------
     @calls(grant(MIGRATION_JOBS, "create"))
     def create_job(self, body: Mapping[str, Any]) -> bool:
-        if (api := self._may("create PodMigrationJob", pod=body["spec"]["podRef"])) is None:
+        if (api := self.guard("create PodMigrationJob", pod=body["spec"]["podRef"])) is None:
             return False
         return self._call("create PodMigrationJob", lambda: create(api, MIGRATION_JOBS, body))
 
     @calls(grant(NODES, "patch"))
     def annotate_node(self, name: str, annotations: Mapping[str, str]) -> bool:
-        if (api := self._may("annotate node", node=name)) is None:
+        if (api := self.guard("annotate node", node=name)) is None:
             return False
         patch = {"metadata": {"annotations": dict(annotations)}}
         return self._call("annotate node", lambda: merge_patch(api, NODES, name, patch), node=name)
@@ -264,7 +260,7 @@ class GuardedWriter:
     ) -> bool:
         """Write a NodeQOSEnsurancePolicy's or AvoidanceAction's status, preconditioned on
         the resourceVersion it was decided on."""
-        if (api := self._may(f"write {kind} status", name=name)) is None:
+        if (api := self.guard(f"write {kind} status", name=name)) is None:
             return False
         patch = status_patch(status, resource_version)
         resource = by_kind(kind)
@@ -281,7 +277,7 @@ class GuardedWriter:
     )
     def set_brake(self, data: Mapping[str, str], exists: bool) -> bool:
         """Create the brake ConfigMap (or patch its data when it exists)."""
-        if (api := self._may("set the cluster brake", **data)) is None:
+        if (api := self.guard("set the cluster brake", **data)) is None:
             return False
         if exists:
             patch = {
@@ -304,7 +300,7 @@ class GuardedWriter:
 
     @calls(grant(CONFIGMAPS, "delete", namespace=NAMESPACE, name=brake.CONFIGMAP))
     def lift_brake(self) -> bool:
-        if (api := self._may("lift the cluster brake")) is None:
+        if (api := self.guard("lift the cluster brake")) is None:
             return False
         return self._call(
             "lift the cluster brake",
@@ -316,7 +312,7 @@ class GuardedWriter:
     def create_priority_class(self, body: Mapping[str, Any]) -> bool:
         """Create a placeholder PriorityClass; one that exists already is what we wanted."""
         name = body["metadata"]["name"]
-        if (api := self._may("create PriorityClass", priority_class=name)) is None:
+        if (api := self.guard("create PriorityClass", priority_class=name)) is None:
             return False
         return self._created(
             "create PriorityClass", lambda: create(api, PRIORITY_CLASSES, body), priority_class=name
@@ -324,7 +320,7 @@ class GuardedWriter:
 
     @calls(grant(PRIORITY_CLASSES, "delete", why="unused placeholder priority"))
     def delete_priority_class(self, name: str) -> bool:
-        if (api := self._may("delete PriorityClass", priority_class=name)) is None:
+        if (api := self.guard("delete PriorityClass", priority_class=name)) is None:
             return False
         return self._gone(
             "delete PriorityClass",
@@ -339,7 +335,7 @@ class GuardedWriter:
         meta = body["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         node = body["spec"]["nodeName"]
-        if (api := self._may("create placeholder", placeholder=key, node=node)) is None:
+        if (api := self.guard("create placeholder", placeholder=key, node=node)) is None:
             return False
         return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)
 
@@ -348,7 +344,7 @@ class GuardedWriter:
         """Delete a placeholder pod, only the one of that uid (a precondition); gone
         already is what we wanted."""
         key = f"{namespace}/{name}"
-        if (api := self._may("delete placeholder", placeholder=key)) is None:
+        if (api := self.guard("delete placeholder", placeholder=key)) is None:
             return False
         options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
         return self._gone(
@@ -367,16 +363,14 @@ class GuardedWriter:
         controller) makes it fail with 409 rather than be overwritten; the next round
         retries."""
         what = "taint node" if wanted else "untaint node"
-        if (api := self._may(what, node=name, taint=key)) is None:
+        if (api := self.guard(what, node=name, taint=key)) is None:
             return False
         try:
             raw = api.request("GET", NODES.path(None, name))
         except KubeNotFound:
             return not wanted  # a node that is gone carries no taint
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", node=name, error=str(err), status=err.status)
-            return False
+            return self._failed(what, err, node=name)
         taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
         kept = [t for t in taints if t.get("key") != key]
         if wanted:
@@ -397,9 +391,7 @@ class GuardedWriter:
         except KubeConflict:
             return True
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
-            return False
+            return self._failed(what, err, **fields)
 
     def _gone(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
         """A delete: done, or not found (gone already: what we wanted)."""
@@ -409,9 +401,7 @@ class GuardedWriter:
         except KubeNotFound:
             return True
         except KubeError as err:
-            self.failures += 1
-            self.log.warning(f"could not {what}", error=str(err), status=err.status, **fields)
-            return False
+            return self._failed(what, err, **fields)
 
 
 class GuardedEvents:

@@ -33,6 +33,7 @@ from agent.kube.errors import KubeError, KubeNotFound
 from agent.kube.patching import merge_patch
 from agent.kube.resources import EVENTS, QOS_GROUP, QOS_VERSION
 from agent.model.objects import Pod
+from agent.model.timeutil import format_time
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -137,10 +138,6 @@ class _Bucket:
     at: float
 
 
-def _stamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
-
-
 class EventRecorder:
     CREATED, UPDATED, DROPPED, FAILED = "created", "updated", "dropped", "failed"
 
@@ -190,7 +187,7 @@ class EventRecorder:
                     self.sink.patch(
                         seen.namespace,
                         seen.name,
-                        {"count": seen.count, "lastTimestamp": _stamp(now), "message": message},
+                        {"count": seen.count, "lastTimestamp": format_time(now), "message": message},
                     )
                     self._seen.move_to_end(key)
                     return self._ok(self.UPDATED)
@@ -198,7 +195,7 @@ class EventRecorder:
                     pass  # the Event expired (TTL): create a fresh one
             namespace = ref.namespace or "default"
             name = f"{ref.name}.{int(now * 1e9) + next(self._ids):x}"
-            stamp = _stamp(now)
+            stamp = format_time(now)
             self.sink.create(
                 namespace, self._body(ref, type_, reason, message, name, namespace, stamp)
             )

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 from agent.errors import InvalidObject
+from agent.model.timeutil import parse_time
 
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _DURATION_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -145,6 +146,13 @@ class Fields:
             return parse_duration(value)
         except ValueError as err:
             raise InvalidObject(self.kind, self.name, self.at(key), str(err)) from None
+
+    def time(self, value: object, key: str) -> float | None:
+        """An RFC 3339 time in epoch seconds; None (or "") reads as None."""
+        try:
+            return parse_time(value)
+        except ValueError:
+            raise self.bad(key, "must be an RFC 3339 time", value) from None
 
     def boolean(self, value: object, key: str) -> bool:
         if not isinstance(value, bool):

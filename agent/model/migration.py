@@ -15,7 +15,6 @@ from typing import Any
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
 from agent.model.fields import Fields
-from agent.model.timeutil import parse_time
 
 GROUP = "qos.waterline.io"
 VERSION = "v1alpha1"
@@ -158,12 +157,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
     phase = status.get("phase") or ""
     if phase:
         status_f.choice(phase, "phase", PHASES)
-    try:
-        created = parse_time(meta.get("creationTimestamp"))
-    except ValueError:
-        raise f.bad(
-            "metadata.creationTimestamp", "must be an RFC 3339 time", meta["creationTimestamp"]
-        ) from None
+    created = f.time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
     annotations = meta.get("annotations")
     annotations = annotations if isinstance(annotations, dict) else {}
     labels = meta.get("labels")

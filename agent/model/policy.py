@@ -17,6 +17,7 @@ from agent.model.fields import Fields
 from agent.model.objects import (
     BEST_EFFORT,
     BURSTABLE,
+    EVICTABLE_ANNOTATION,
     QOS_CLASSES,
     Pod,
 )
@@ -33,8 +34,6 @@ DEFAULT_MAX_PRIORITY = 999_999
 #: the system-critical classes, which are never candidates.
 MAX_PRIORITY = 1_000_000_000
 MAX_PODS_PER_ROUND = 1000
-#: A pod with no controller owner is evicted only when annotated with this set to "true".
-EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +131,7 @@ def never_candidate_reason(pod: Pod) -> str | None:
 def never_evicted_reason(pod: Pod) -> str | None:
     """Why a candidate may be throttled (reversible) but never evicted: nothing would
     recreate a pod with no controller owner, unless it is annotated evictable."""
-    if pod.controller is None and pod.annotations.get(EVICTABLE_ANNOTATION) != "true":
+    if pod.controller is None and not pod.marked_evictable:
         return f"no controller owner (annotate {EVICTABLE_ANNOTATION}: \"true\" to allow)"
     return None
 

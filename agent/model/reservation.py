@@ -39,10 +39,8 @@ from typing import Any
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
 from agent.model.fields import Fields
-from agent.model.objects import Pod, Resources, parse_pod
-from agent.model.quantity import parse_resource_list
+from agent.model.objects import Pod, Resources, parse_pod, resource_list
 from agent.model.selectors import LabelSelector, parse_label_selector
-from agent.model.timeutil import parse_time
 
 KIND = "Reservation"
 
@@ -215,13 +213,6 @@ def _owner(raw: object, path: str) -> Owner:
     return Owner(obj, ctl, sel)
 
 
-def _resources(raw: object, path: str) -> dict[str, float]:
-    try:
-        return parse_resource_list(raw)
-    except ValueError as err:
-        raise ValueError(f"{path}.{err}") from None
-
-
 def _split(err: ValueError) -> tuple[str, str]:
     """("path", "problem") from a ``"path: problem"`` ValueError of the helpers above."""
     path, _, message = str(err).partition(": ")
@@ -261,10 +252,7 @@ def _expiry(spec: Mapping[str, Any], f: Fields) -> tuple[float | None, float | N
     if ttl_raw is not None and expires_raw is not None:
         raise f.bad("spec.ttl", "must not be set together with spec.expires", ttl_raw)
     if expires_raw is not None:
-        try:
-            return None, parse_time(expires_raw)
-        except ValueError:
-            raise f.bad("spec.expires", "must be an RFC 3339 time", expires_raw) from None
+        return None, f.time(expires_raw, "spec.expires")
     if ttl_raw is None:
         return DEFAULT_TTL_SECONDS, None
     ttl = f.duration(ttl_raw, "spec.ttl")
@@ -284,8 +272,8 @@ def _status_fields(status: Mapping[str, Any], f: Fields) -> dict[str, Any]:
         return {
             "phase": phase,
             "node_name": _str(status.get("nodeName")),
-            "allocatable": _resources(status.get("allocatable"), "status.allocatable"),
-            "allocated": _resources(status.get("allocated"), "status.allocated"),
+            "allocatable": resource_list(status.get("allocatable"), "status.allocatable"),
+            "allocated": resource_list(status.get("allocated"), "status.allocated"),
             "current_owners": tuple(
                 _ref(o, f"status.currentOwners[{i}]") for i, o in enumerate(current)
             ),
@@ -324,12 +312,7 @@ def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
     allocate_once = spec.get("allocateOnce", True)
     f.boolean(allocate_once, "spec.allocateOnce")
     observed = _status_fields(status, f)
-    try:
-        created = parse_time(meta.get("creationTimestamp"))
-    except ValueError:
-        raise f.bad(
-            "metadata.creationTimestamp", "must be an RFC 3339 time", meta["creationTimestamp"]
-        ) from None
+    created = f.time(meta.get("creationTimestamp"), "metadata.creationTimestamp")
     return Reservation(
         name=name,
         uid=_str(meta.get("uid")) or name,

@@ -29,6 +29,7 @@ from agent.model.objects import (
     Pod,
     PodDisruptionBudget,
     Workload,
+    namespace_labels,
     parse_namespace,
     parse_node,
     parse_pdb,
@@ -152,5 +153,4 @@ class ObjectStore:
         return out
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
-        ns = self.namespaces.get(namespace)
-        return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
+        return namespace_labels(self.namespaces, namespace)

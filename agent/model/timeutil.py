@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 
@@ -25,6 +26,16 @@ def parse_time(value: object) -> float | None:
     return moment.timestamp()
 
 
+def parse_time_or_none(value: object) -> float | None:
+    """``parse_time`` for a time anyone may have written (an annotation, a ConfigMap, an
+    Event): None when it is missing or unreadable."""
+    try:
+        return parse_time(value)
+    except ValueError:
+        return None
+
+
 def format_time(epoch: float) -> str:
-    """Render epoch seconds as RFC 3339 UTC with a Z."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """Render epoch seconds as RFC 3339 UTC with a Z, the fraction cut off (as the API
+    server writes a metav1.Time)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))

@@ -30,8 +30,9 @@ from the watches and handed to every tick: evictions pause, throttling goes on.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
@@ -46,7 +47,7 @@ from agent.kube.patching import merge_patch
 from agent.kube.resources import DAEMONSETS, NODES
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
-from agent.model.objects import Pod
+from agent.model.objects import Pod, namespace_labels
 from agent.model.policy import load_policies
 from agent.model.settings import DEFAULT_API_TIME_BUDGET, DEFAULT_EVICTION_ANSWER_SECONDS
 from agent.node.events import EventIntent, tick_events
@@ -241,17 +242,11 @@ def view_source(
         version = view.version
         if cached and cached[0][0] == version:
             return cached[0][1]
-        namespaces = view.namespaces()
-
-        def namespace_labels(namespace: str) -> Mapping[str, str]:
-            ns = namespaces.get(namespace)
-            return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
         objects = Objects(
             node=view.node(),
             pods=view.pods(),
             policies=load_policies(view.policies(), view.actions()),
-            namespace_labels=namespace_labels,
+            namespace_labels=partial(namespace_labels, view.namespaces()),
             invalid={kind: len(bad) for kind, bad in view.invalid().items()},
             eviction_brake=view.brake(),
         )

@@ -29,15 +29,16 @@ import errno
 import os
 import socket
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import structlog
 
 from agent.documents import DocumentError, load_yaml_all
 from agent.errors import InvalidObject
-from agent.model.objects import Node
+from agent.model.objects import Node, namespace_labels
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
 from agent.model.store import ObjectStore
 from agent.node.loop import Objects
@@ -54,7 +55,9 @@ class _Parsed:
     objects: tuple[Any, ...]
 
 
-def _files(paths: Sequence[str]) -> list[str]:
+def object_files(paths: Sequence[str]) -> list[str]:
+    """The files of ``paths``: a file as given, a folder's manifests (recursively, sorted,
+    hidden ones left out)."""
     out: list[str] = []
     for path in paths:
         if os.path.isdir(path):
@@ -169,7 +172,7 @@ class FileObjectSource:
         self._parsed[path] = _Parsed(signature, tuple(documents_objects(docs)))
 
     def __call__(self) -> Objects:
-        files = _files(self.paths)
+        files = object_files(self.paths)
         signature = []
         unreadable = set()
         for path in files:
@@ -200,6 +203,11 @@ class FileObjectSource:
         self._objects = self._build()
         return self._objects
 
+    def manifests(self) -> list[Any]:
+        """Every object of the files as last read (a file that stopped parsing: its last
+        good content), in file order."""
+        return [raw for parsed in self._parsed.values() for raw in parsed.objects]
+
     def _build(self) -> Objects:
         store = ObjectStore()
         invalid: dict[str, int] = {}
@@ -227,13 +235,8 @@ class FileObjectSource:
             actions=len(policies.actions),
             invalid=sum(invalid.values()) + len(policies.errors),
         )
-        namespaces = dict(store.namespaces)
-
-        def namespace_labels(namespace: str) -> Mapping[str, str]:
-            ns = namespaces.get(namespace)
-            return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
-        return Objects(node, pods, policies, namespace_labels, invalid)
+        labels = partial(namespace_labels, store.namespaces)
+        return Objects(node, pods, policies, labels, invalid)
 
     def _node(self, store: ObjectStore) -> Node:
         if not self.node_name:

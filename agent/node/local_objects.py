@@ -22,13 +22,13 @@ import shlex
 import socket
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from agent.logs import configure_logging
+from agent.model.timeutil import format_time
 from agent.node.discover import Discovery, FoundContainer, FoundPod, discover
 from agent.node.local import host_resources
 
@@ -143,10 +143,6 @@ def summary(found: Discovery, node_name: str, cpus: float, folder: str, roots: s
 # -- manifests --------------------------------------------------------------------------
 
 
-def _timestamp(seconds: float) -> str:
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _memory(value: float) -> str:
     for unit, size in (("Gi", 1 << 30), ("Mi", 1 << 20), ("Ki", 1 << 10)):
         if value >= size and value % size == 0:
@@ -185,7 +181,7 @@ def container_resources(container: FoundContainer, qos_class: str) -> dict[str, 
 
 
 def pod_manifest(pod: FoundPod, node_name: str) -> dict[str, Any]:
-    started = _timestamp(pod.started)
+    started = format_time(pod.started)
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -13,11 +13,13 @@ import json
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import structlog
 
 from agent.errors import InvalidObject
+from agent.model.objects import namespace_labels
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
 from agent.model.store import ObjectStore
 from agent.node.loop import Objects
@@ -109,11 +111,6 @@ def build_objects(manifests: Sequence[object], node_name: str) -> Objects | None
     if node is None:
         return None
     policies = load_policies(store.raw.get(POLICY_KIND, []), store.raw.get(ACTION_KIND, []))
-    namespaces = dict(store.namespaces)
-
-    def namespace_labels(namespace: str) -> Mapping[str, str]:
-        ns = namespaces.get(namespace)
-        return ns.labels if ns else {"kubernetes.io/metadata.name": namespace}
-
+    labels = partial(namespace_labels, store.namespaces)
     pods = tuple(p for p in store.pods if p.node_name == node_name)
-    return Objects(node, pods, policies, namespace_labels, origin="saved")
+    return Objects(node, pods, policies, labels, origin="saved")

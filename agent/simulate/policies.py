@@ -14,33 +14,24 @@ with no rule at all is surely a wrong path.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from agent.documents import DocumentError
 from agent.errors import InvalidObject
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
-from agent.node.local import SUFFIXES, documents_objects
+from agent.node.local import documents_objects, object_files, read_objects_file
 from agent.scenario import Scenario
 
 KINDS = (POLICY_KIND, ACTION_KIND)
 
 
-def _files(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    if not path.is_dir():
+def _files(path: Path) -> list[str]:
+    if not path.is_file() and not path.is_dir():
         raise InvalidObject("--policies", str(path), "", "no such file or folder")
-    out: list[Path] = []
-    for root, dirs, names in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        out.extend(Path(root) / n for n in sorted(names)
-                   if n.endswith(SUFFIXES) and not n.startswith("."))  # fmt: skip
-    return out
+    return object_files([str(path)])
 
 
 def read_policies(path: str | Path) -> tuple[dict[str, list[Mapping[str, Any]]], Counter[str]]:
@@ -49,14 +40,14 @@ def read_policies(path: str | Path) -> tuple[dict[str, list[Mapping[str, Any]]],
     ignored: Counter[str] = Counter()
     for file in _files(Path(path)):
         try:
-            docs = list(yaml.safe_load_all(file.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            docs = read_objects_file(file)
+        except (OSError, DocumentError) as err:
             first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise InvalidObject("--policies", str(file), "", f"cannot read: {first}") from None
+            raise InvalidObject("--policies", file, "", f"cannot read: {first}") from None
         for index, raw in enumerate(documents_objects(docs)):
             kind = raw.get("kind") if isinstance(raw, dict) else None
             if not isinstance(kind, str):
-                raise InvalidObject("--policies", str(file), f"[{index}]",
+                raise InvalidObject("--policies", file, f"[{index}]",
                                     f"is not a manifest with a kind, got {str(raw)[:60]}")  # fmt: skip
             if kind in found:
                 found[kind].append(raw)

@@ -18,10 +18,10 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from agent.kube.resources import KNOWN, Resource
+from agent.model.timeutil import format_time
 from devtools.apiserver.catalog import BUILTINS, ApiResource, plain
 from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.patches import merge_patch
@@ -46,10 +46,6 @@ class Change:
     resource: Resource
     old: Mapping[str, Any] | None
     new: Mapping[str, Any]
-
-
-def now_rfc3339(clock: Callable[[], float]) -> str:
-    return datetime.fromtimestamp(clock(), UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _meta(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -202,7 +198,7 @@ class Store:
             else:
                 meta.pop("namespace", None)
             meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", now_rfc3339(self.clock))
+            meta.setdefault("creationTimestamp", format_time(self.clock()))
             meta["generation"] = 1
             created: dict[str, Any] = {
                 **obj,
@@ -315,7 +311,7 @@ class Store:
             if old["metadata"].get("deletionTimestamp"):
                 return copy.deepcopy(old)
             new = copy.deepcopy(old)
-            new["metadata"]["deletionTimestamp"] = now_rfc3339(self.clock)
+            new["metadata"]["deletionTimestamp"] = format_time(self.clock())
             new["metadata"]["deletionGracePeriodSeconds"] = grace
             self.terminating[(namespace, name)] = self.clock() + wait
             return self._commit(pods, "MODIFIED", old, new)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from agent.model.timeutil import format_time
 from devtools.generate.model import (
     DAEMONSETS,
     NEW_DAEMONSET,
@@ -14,7 +15,6 @@ from devtools.generate.model import (
     NodePlan,
     cpu_quantity,
     memory_quantity,
-    timestamp,
 )
 
 #: (namespace, name, cpu millicores, memory MiB, priority)
@@ -62,7 +62,7 @@ def daemonset_pod(g: Generator, ds: DaemonSet, node: NodePlan, pending: bool) ->
         "name": f"{name}-{node.name}",
         "namespace": ns,
         "uid": g.uid(),
-        "creationTimestamp": timestamp(created),
+        "creationTimestamp": format_time(created),
         "labels": {"app": name},
         "ownerReferences": [
             {
@@ -87,7 +87,7 @@ def daemonset_pod(g: Generator, ds: DaemonSet, node: NodePlan, pending: bool) ->
         status = {
             "phase": "Running",
             "qosClass": "Burstable",
-            "startTime": timestamp(created + 5),
+            "startTime": format_time(created + 5),
             "conditions": [{"type": "Ready", "status": "True" if node.ready else "False"}],
         }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}

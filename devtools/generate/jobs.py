@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from devtools.generate.model import PRIORITY_CLASSES, Generator, suffix, timestamp
+from agent.model.timeutil import format_time
+from devtools.generate.model import PRIORITY_CLASSES, Generator, suffix
 
 
 def migration_jobs(g: Generator) -> None:
@@ -79,7 +80,7 @@ def _job(g: Generator, n: int, ref: int | None) -> dict[str, Any]:
         "metadata": {
             "name": f"pmj-{n:05d}",
             "uid": g.uid(),
-            "creationTimestamp": timestamp(g.now - rng.uniform(0, 7200)),
+            "creationTimestamp": format_time(g.now - rng.uniform(0, 7200)),
         },
         "spec": spec,
         "status": {"phase": phase},

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import random
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -54,10 +53,6 @@ def weighted(rng: random.Random, table: tuple[tuple[Any, float], ...]) -> Any:
         if x < 0:
             return value
     return table[-1][0]
-
-
-def timestamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def cpu_quantity(millis: int) -> str:

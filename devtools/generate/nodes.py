@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from agent.model.timeutil import format_time
 from devtools.generate.model import (
     ALLOCATABLE_PODS,
     LAST_DEFRAG_ANNOTATION,
@@ -16,7 +17,6 @@ from devtools.generate.model import (
     Generator,
     NodePlan,
     cpu_quantity,
-    timestamp,
     weighted,
 )
 
@@ -112,7 +112,7 @@ def node_object(g: Generator, plan: NodePlan, index: int) -> dict[str, Any]:
     if plan.kind != "control-plane" and rng.random() < 0.01:
         labels["critical"] = "true"
     if plan.kind == "low" and rng.random() < 0.15:
-        annotations[LAST_DEFRAG_ANNOTATION] = timestamp(g.now - rng.uniform(60, 1800))
+        annotations[LAST_DEFRAG_ANNOTATION] = format_time(g.now - rng.uniform(60, 1800))
     spec: dict[str, Any] = {"podCIDR": f"10.{index // 256}.{index % 256}.0/24"}
     if taints:
         spec["taints"] = taints
@@ -182,7 +182,7 @@ def static_pod(g: Generator, node: NodePlan, component: str) -> dict[str, Any]:
             "name": f"{component}-{node.name}",
             "namespace": "kube-system",
             "uid": g.uid(),
-            "creationTimestamp": timestamp(created),
+            "creationTimestamp": format_time(created),
             "labels": {"component": component, "tier": "control-plane"},
             "annotations": {
                 "kubernetes.io/config.mirror": g.uid().replace("-", ""),
@@ -213,7 +213,7 @@ def static_pod(g: Generator, node: NodePlan, component: str) -> dict[str, Any]:
         "status": {
             "phase": "Running",
             "qosClass": "Burstable",
-            "startTime": timestamp(created),
+            "startTime": format_time(created),
             "conditions": [{"type": "Ready", "status": "True"}],
         },
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.model.timeutil import format_time
 from devtools.generate.model import (
     OPT_OUT_LABEL,
     PROTECTED_ANNOTATION,
@@ -16,7 +17,6 @@ from devtools.generate.model import (
     cpu_quantity,
     memory_quantity,
     suffix,
-    timestamp,
 )
 
 IMAGE = "registry.example/app:1"
@@ -30,7 +30,7 @@ def pod_object(
     name, owner = _name_and_owner(g, w, index)
     meta = _metadata(g, w, name, owner)
     created = g.rng.uniform(w.created, g.now - 60)
-    meta["creationTimestamp"] = timestamp(created)
+    meta["creationTimestamp"] = format_time(created)
     spec = _spec(w)
     qos = "BestEffort" if not w.cpu else ("Guaranteed" if w.guaranteed else "Burstable")
     if pending or node is None:
@@ -45,7 +45,7 @@ def pod_object(
         status = {
             "phase": "Running",
             "qosClass": qos,
-            "startTime": timestamp(created + g.rng.uniform(1, 30)),
+            "startTime": format_time(created + g.rng.uniform(1, 30)),
             "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
         }
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}

@@ -8,13 +8,13 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+from agent.model.timeutil import format_time
 from devtools.generate.model import (
     MEMORY_PER_CORE,
     PRIORITY_CLASSES,
     Generator,
     Workload,
     suffix,
-    timestamp,
     weighted,
 )
 from devtools.generate.queues import pick_queue
@@ -102,7 +102,7 @@ def workload_objects(w: Workload) -> Iterator[dict[str, Any]]:
         "name": w.name,
         "namespace": w.namespace,
         "uid": w.uid,
-        "creationTimestamp": timestamp(w.created),
+        "creationTimestamp": format_time(w.created),
     }
     running = w.pods - w.pending
     if w.kind == "Job":

@@ -84,6 +84,17 @@ def start_and_calibrate(
     return kernel, got
 
 
+def busy_pods(
+    tree: CgroupTree, *batch_names: str
+) -> tuple[DemoPod, list[DemoPod], KernelMeter, float]:
+    """A busy Guaranteed pod (limit 500m) and busy BestEffort ones, calibrated, and a
+    waterline halfway into what the BestEffort pods get: the agent caps them."""
+    web = DemoPod("web", "Guaranteed", 0.5)
+    batch = [DemoPod(name, "BestEffort", None) for name in batch_names]
+    kernel, got = start_and_calibrate(tree, [web, *batch])
+    return web, batch, kernel, got[web.key] + 0.5 * sum(got[p.key] for p in batch)
+
+
 def state_pods(state_dir: Path) -> dict[str, Any]:
     path = state_dir / "cpu-quota.json"
     return json.loads(path.read_text())["pods"] if path.exists() else {}
@@ -96,11 +107,8 @@ def close(measured: float, expected: float, rel: float = 0.10, slack: float = 0.
 def test_measures_throttles_to_the_cap_and_restores_exactly(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web = DemoPod("web", "Guaranteed", 0.5)
-    batch = [DemoPod("batch-a", "BestEffort", None), DemoPod("batch-b", "BestEffort", None)]
+    web, batch, kernel, line = busy_pods(tree, "batch-a", "batch-b")
     pods = [web, *batch]
-    kernel, got = start_and_calibrate(tree, pods)
-    line = got[web.key] + 0.5 * sum(got[p.key] for p in batch)
     (tmp_path / "objects").mkdir()
     (tmp_path / "objects" / "o.yaml").write_text(
         yaml.safe_dump_all(manifests(pods, line, restore=2))

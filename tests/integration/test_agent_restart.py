@@ -31,7 +31,7 @@ from agent.kube.resources import POLICIES
 from devtools.apiserver.testing import serve
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.integration.test_agent_local import manifests, start_and_calibrate, state_pods
+from tests.integration.test_agent_local import busy_pods, manifests, state_pods
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,10 +95,7 @@ def objects(pods: list[DemoPod], line: float) -> list[dict[str, Any]]:
 def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web = DemoPod("web", "Guaranteed", 0.5)
-    batch = DemoPod("batch", "BestEffort", None)
-    kernel, got = start_and_calibrate(tree, [web, batch])
-    line = got[web.key] + 0.5 * got[batch.key]
+    web, (batch,), kernel, line = busy_pods(tree, "batch")
     state, log = tmp_path / "state", tmp_path / "agent.log"
     with serve(objects([web, batch], line)) as running:
         with agent(running.kubeconfig, state, tree, log) as first:
@@ -134,10 +131,7 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
             tree.stop("web")
             tree.signal("batch", signal.SIGSTOP)
             start = log.stat().st_size  # no raise before two cool ticks (restoreThreshold)
-            deadline = time.monotonic() + 40
-            while tree.quota(batch) != "-1":
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.1)
+            wait_for(lambda: tree.quota(batch) == "-1", 40, log)
             stop(second, log)
     # Every quota the agent wrote for the pod, from its own log (polling the file could
     # miss a step on a loaded machine): the cap in force when the node went cool (the last
@@ -180,10 +174,7 @@ def log_entries(log: bytes, pod_key: str, event: str) -> list[dict[str, Any]]:
 def test_an_unreadable_state_file_is_moved_aside_and_quotas_rebuilt_from_the_specs(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web = DemoPod("web", "Guaranteed", 0.5)
-    batch = DemoPod("batch", "BestEffort", None)
-    _kernel, got = start_and_calibrate(tree, [web, batch])
-    line = got[web.key] + 0.5 * got[batch.key]
+    web, (batch,), _kernel, line = busy_pods(tree, "batch")
     state, log = tmp_path / "state", tmp_path / "agent.log"
     with serve(objects([web, batch], line)) as running:
         with agent(running.kubeconfig, state, tree, log) as first:

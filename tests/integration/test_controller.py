@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,18 +26,15 @@ from agent.kube.fetching import get_object
 from agent.kube.leases import ElectionArgs
 from agent.kube.resources import LEASES, NODES, PODS
 from agent.kube.watching import WatchArgs
+from agent.model.timeutil import format_time
 from devtools.apiserver.testing import Running, serve
+from tests.integration.controller_env import crds, wait_until
 
 pytestmark = pytest.mark.integration
 
-CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 ELECTION = ElectionArgs(lease_duration=2, renew_deadline=1.5, retry_period=0.1, jitter=0.2)
 INTERVAL = 0.3
 LEASE_NS, LEASE_NAME = "waterline-system", "waterline-controller"
-
-
-def stamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def node(name: str) -> dict[str, Any]:
@@ -64,7 +61,7 @@ def replicaset(name: str, replicas: int = 4) -> dict[str, Any]:
 def pod(name: str, owner: str | None, node_name: str = "n1", age: float = 0.0) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": "default", "labels": {"app": owner or name}}
     if age:
-        meta["creationTimestamp"] = stamp(time.time() - age)
+        meta["creationTimestamp"] = format_time(time.time() - age)
     if owner:
         meta["ownerReferences"] = [
             {
@@ -91,16 +88,9 @@ def job(name: str, pod_name: str, created: float) -> dict[str, Any]:
     return {
         "apiVersion": "qos.waterline.io/v1alpha1",
         "kind": "PodMigrationJob",
-        "metadata": {"name": name, "creationTimestamp": stamp(created)},
+        "metadata": {"name": name, "creationTimestamp": format_time(created)},
         "spec": {"podRef": {"namespace": "default", "name": pod_name}, "mode": "EvictDirectly"},
     }
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
 
 
 class Replica:
@@ -149,9 +139,7 @@ class Replica:
 @pytest.fixture
 def cluster() -> Iterator[Running]:
     now = time.time()
-    objects: list[dict[str, Any]] = [
-        yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))
-    ]
+    objects: list[dict[str, Any]] = crds()
     objects += [
         node("n1"),
         node("n2"),
@@ -336,8 +324,7 @@ def test_planners_act_only_when_enabled(
     doc = yaml.safe_load((SCENARIOS / f"{scenario}.yaml").read_text())
     config = dict(doc.get("config") or {})
     config[section] = {**(config.get(section) or {}), "enabled": enabled}
-    crds = [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
-    with serve(crds + doc["objects"]) as env:
+    with serve(crds() + doc["objects"]) as env:
         deps = ControllerDeps(env.api, "solo", election=ELECTION)
         ctl = Controller(deps, parse_config(config), interval=60)
         ctl.writer.time_left = lambda: 10.0  # a round without the election threads

@@ -43,7 +43,12 @@ from devtools.demo.pods import DemoPod
 from tests.deploy_manifests import DEPLOY, HostMount, agent_args, agent_daemonset, agent_mounts
 
 # The local agent's own integration test: the same pods, objects and bounds, in a container.
-from tests.integration.test_agent_local import close, manifests, start_and_calibrate, state_pods
+from tests.integration.test_agent_local import (
+    busy_pods,
+    close,
+    manifests,
+    state_pods,
+)
 
 # The controller's integration test: the same checks, and its dev server with the same
 # objects (the fixture `cluster`).
@@ -267,11 +272,8 @@ def test_in_the_agents_container_a_pods_tasks_and_their_schedstat_are_visible(
 def test_the_agent_in_its_container_throttles_to_the_cap_and_restores_exactly(
     agent_run: list[str], tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web = DemoPod("web", "Guaranteed", 0.5)
-    batch = [DemoPod("batch-a", "BestEffort", None), DemoPod("batch-b", "BestEffort", None)]
+    web, batch, kernel, line = busy_pods(tree, "batch-a", "batch-b")
     pods = [web, *batch]
-    kernel, got = start_and_calibrate(tree, pods)
-    line = got[web.key] + 0.5 * sum(got[p.key] for p in batch)
     objects = tmp_path / "objects"
     objects.mkdir()
     (objects / "o.yaml").write_text(yaml.safe_dump_all(manifests(pods, line, restore=2)))

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from agent.cluster.config import parse_config
 from agent.cluster.controller import Controller, ControllerDeps
@@ -33,10 +31,10 @@ from agent.kube.patching import merge_patch
 from agent.kube.resources import EVENTS, NODES, PODS
 from agent.kube.watching import WatchArgs
 from devtools.apiserver.testing import Running, serve
+from tests.integration.controller_env import crds, wait_until
 
 pytestmark = pytest.mark.integration
 
-CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 ELECTION = ElectionArgs(lease_duration=2, renew_deadline=1.5, retry_period=0.1, jitter=0.2)
 INTERVAL = 0.3
 NS = "waterline-system"
@@ -109,13 +107,6 @@ def drain_job(name: str, ttl: str | None = None) -> dict[str, Any]:
     }
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
-
-
 class Replica:
     def __init__(self, env: Running, identity: str) -> None:
         self.api = build_api(str(env.kubeconfig), args=ClientArgs(pool_size=32))
@@ -140,9 +131,7 @@ class Replica:
 
 @pytest.fixture
 def env() -> Iterator[Running]:
-    objects: list[dict[str, Any]] = [
-        yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))
-    ]
+    objects: list[dict[str, Any]] = crds()
     objects += [
         node("n1"),
         node("n2"),

@@ -7,12 +7,10 @@ obeyed). The agent's side of the access table: its cluster calls make none outsi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import yaml
 
 from agent import defaults
 from agent.cluster.access import controller_access
@@ -25,16 +23,13 @@ from agent.kube.fetching import get_object, list_objects
 from agent.kube.patching import merge_patch
 from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, POLICIES
 from agent.kube.watching import WatchArgs
+from agent.model.timeutil import format_time
 from devtools.apiserver.testing import Running, serve
+from tests.integration.controller_env import crds, wait_until
 
 pytestmark = pytest.mark.integration
 
-CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 NOW = time.time()
-
-
-def stamp(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def node(name: str, pool: str = "batch") -> dict[str, Any]:
@@ -62,23 +57,15 @@ def eviction_event(i: int, node_name: str, at: float) -> dict[str, Any]:
             "metadata": {"name": f"hog-{i}.{i:x}", "namespace": "demo"},
             "involvedObject": {"kind": "Pod", "name": f"hog-{i}", "namespace": "demo"},
             "type": "Warning", "reason": "Evicted", "message": "Evicted by rule guard/cpu",
-            "count": 1, "firstTimestamp": stamp(at), "lastTimestamp": stamp(at),
+            "count": 1, "firstTimestamp": format_time(at), "lastTimestamp": format_time(at),
             "source": {"component": "waterline-agent", "host": node_name},
             "reportingComponent": "waterline-agent", "reportingInstance": node_name}  # fmt: skip
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)
-
-
 @pytest.fixture
 def running() -> Iterator[tuple[Running, Controller]]:
-    crds = [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
     nodes = [node("n1"), node("n2"), node("n3", pool="web")]
-    objects = [*crds, *nodes, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}]
+    objects = [*crds(), *nodes, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}]
     with serve(objects) as env:
         api = build_api(str(env.kubeconfig), access=controller_access())
         deps = ControllerDeps(api, "solo", watch_args=WatchArgs(watch_timeout_seconds=5))

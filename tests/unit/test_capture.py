@@ -20,6 +20,7 @@ from agent.cli import main
 from agent.model.objects import BEST_EFFORT, BURSTABLE, Node, Pod
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
+from agent.node.local import FileObjectSource
 from agent.node.loop import TickOutcome
 from agent.node.tick import TickReport
 from agent.scenario import parse_scenario
@@ -98,7 +99,7 @@ def test_objects_keep_this_node_and_what_the_simulator_reads(tmp_path: Path) -> 
     (files / "a.yaml").write_text(yaml.safe_dump_all([
         b.node("n2"), local, b.pod("elsewhere", node_name="n2"), bad_policy,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}]))  # fmt: skip
-    manifests = LocalManifests([str(files)])
+    manifests = LocalManifests(FileObjectSource([str(files)], "n1"))
     (files / "b.yaml").write_text(yaml.safe_dump(b.pod("later")))  # appears mid-capture
     manifests.finish()
     objects, dropped = scenario_objects(manifests.objects, NODE, "n1")

@@ -80,3 +80,12 @@ def test_ttl_zero_reads_the_same_for_every_kind(kind: str) -> None:
             }
         )
         assert res.ttl is None and res.expiry() is None
+
+
+def test_a_time_reads_rfc_3339_reads_null_as_unset_and_refuses_anything_else() -> None:
+    f = Fields("Reservation", "r-1")
+    assert f.time("2026-01-01T00:00:10Z", "spec.expires") == 1_767_225_610.0
+    assert f.time(None, "spec.expires") is None
+    with pytest.raises(InvalidObject) as err:
+        f.time("tomorrow", "spec.expires")
+    assert str(err.value) == "Reservation r-1: spec.expires must be an RFC 3339 time, got 'tomorrow'"

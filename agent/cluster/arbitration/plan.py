@@ -23,12 +23,8 @@ from agent.cluster.arbitration.index import (
 )
 from agent.model import migration as m
 from agent.model.migration import PodMigrationJob
-from agent.model.objects import QOS_RANK, Pod
+from agent.model.objects import EVICTABLE_ANNOTATION, QOS_RANK, Pod
 from agent.model.store import ObjectStore
-
-#: A pod so annotated may be migrated even when its workload has one replica (or no room
-#: for an unavailable pod): its owner accepted the disruption.
-EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +179,7 @@ def _expected_replicas(cand: JobCandidate, budget: _Budget, args: ArbitrationArg
     """A workload of one replica, or whose unavailable limit equals its replicas (read
     literally), would lose all it may lose at once: it waits unless the pod is annotated
     evictable."""
-    if cand.pod.annotations.get(EVICTABLE_ANNOTATION) == "true":
+    if cand.pod.marked_evictable:
         return None
     workload = budget.index.workloads[cand.workload]
     replicas = workload.replicas

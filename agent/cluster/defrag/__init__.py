@@ -43,7 +43,6 @@ from __future__ import annotations
 
 from agent.cluster.defrag.args import DefragArgs
 from agent.cluster.defrag.evictor import (
-    EVICTABLE_ANNOTATION,
     PLACEHOLDER_LABEL,
     Storage,
     is_placeholder,
@@ -66,7 +65,6 @@ ENGINE = Engine("defrag", DefragArgs, plan)
 
 __all__ = [
     "ENGINE",
-    "EVICTABLE_ANNOTATION",
     "LAST_DEFRAG_ANNOTATION",
     "PLACEHOLDER_LABEL",
     "DefragArgs",

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from agent.cluster.defrag.args import DefragArgs
 from agent.model.objects import PersistentVolume, PersistentVolumeClaim, Pod
 
-EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
 #: The label every reservation placeholder pod carries (its value: the reservation).
 PLACEHOLDER_LABEL = "qos.waterline.io/reservation"
 
@@ -73,7 +72,7 @@ def is_placeholder(pod: Pod) -> bool:
 def storage_reason(pod: Pod, storage: Storage) -> str | None:
     """Why the pod's storage keeps it on its node (None: it does not, or the pod is
     annotated evictable)."""
-    if pod.annotations.get(EVICTABLE_ANNOTATION) == "true":
+    if pod.marked_evictable:
         return None
     if pod.local_volumes:
         return f"{LOCAL_STORAGE} {pod.local_volumes[0]}"

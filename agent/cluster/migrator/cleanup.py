@@ -49,7 +49,7 @@ from agent.cluster.migrator.steps import DRAINING_REASONS, is_drain
 from agent.model import migration as m
 from agent.model import reservation as r
 from agent.model.objects import Node, Pod
-from agent.model.timeutil import parse_time
+from agent.model.timeutil import parse_time_or_none
 
 DRAIN_TAINT_KEY = "qos.waterline.io/draining"
 DRAIN_TAINT_EFFECT = "NoSchedule"
@@ -115,10 +115,7 @@ def plan_time(node: Node | None) -> float | None:
     """When defrag planned the drain of ``node`` (its last-defrag-time), if readable."""
     if node is None:
         return None
-    try:
-        return parse_time(node.annotations.get(LAST_DEFRAG_ANNOTATION))
-    except ValueError:
-        return None
+    return parse_time_or_none(node.annotations.get(LAST_DEFRAG_ANNOTATION))
 
 
 def _wanted(

@@ -362,11 +362,8 @@ class MigrationExecutor:
         node = c.view.store.nodes.get(source)
         if node is None or has_drain_taint(node) or source in self._marks.tainted:
             return step, True
-        if self.writes.node_taint(source, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT, True):
+        if self._set_drain_taint(source):
             self._marks.tainted.add(source)
-            self._event(
-                node_ref(source), NORMAL, DRAINING, f"drain taint set: moving pods off {source}"
-            )
             return step, True
         message = f"could not set the drain taint on {source}; retrying next round"
         return replace(step, reason=m.REASON_TAINT_FAILED, message=message), False
@@ -447,10 +444,7 @@ class MigrationExecutor:
         cleanup = plan_cleanup(jobs, view, now, self._marks.frozen())
         self._marks = _Marks()
         for name in cleanup.taint:
-            if self.writes.node_taint(name, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT, True):
-                self._event(
-                    node_ref(name), NORMAL, DRAINING, f"drain taint set: moving pods off {name}"
-                )
+            self._set_drain_taint(name)
         for end in cleanup.untaint:
             if self.writes.node_taint(end.node, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT, False):
                 self._drain_ended(end)
@@ -463,6 +457,12 @@ class MigrationExecutor:
             if self.writes.delete_priority_class(name):
                 self.log.info("unused PriorityClass deleted", priority_class=name)
         return cleanup
+
+    def _set_drain_taint(self, node: str) -> bool:
+        if not self.writes.node_taint(node, DRAIN_TAINT_KEY, DRAIN_TAINT_EFFECT, True):
+            return False
+        self._event(node_ref(node), NORMAL, DRAINING, f"drain taint set: moving pods off {node}")
+        return True
 
     def _drain_ended(self, end: DrainEnd) -> None:
         if end.freed:

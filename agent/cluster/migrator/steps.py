@@ -16,15 +16,14 @@ the reservation.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from agent.model import migration as m
 from agent.model import reservation as r
 from agent.model.eviction import EvictionResult
-from agent.model.objects import Pod
-from agent.model.timeutil import parse_time
+from agent.model.objects import EVICTABLE_ANNOTATION, Pod
+from agent.model.timeutil import format_time, parse_time_or_none
 
 DEFAULT_TTL_SECONDS = 300.0
 
@@ -90,7 +89,7 @@ class Tracked:
     started_at: float | None = None
 
     def annotations(self) -> dict[str, str]:
-        started = "" if self.started_at is None else _rfc3339(self.started_at)
+        started = "" if self.started_at is None else format_time(self.started_at)
         return {
             STARTED_AT_ANNOTATION: started,
             POD_UID_ANNOTATION: self.pod_uid,
@@ -99,10 +98,6 @@ class Tracked:
             else "",
             m.SOURCE_NODE_ANNOTATION: self.source_node,
         }
-
-
-def _rfc3339(epoch: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
 
 def tracked_from_pod(pod: Pod, started_at: float | None = None) -> Tracked:
@@ -117,10 +112,7 @@ def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
     if not uid:
         return None
     kind, name, owner_uid = ([*annotations.get(OWNER_ANNOTATION, "").split("/", 2), "", ""])[:3]
-    try:
-        started = parse_time(annotations.get(STARTED_AT_ANNOTATION) or None)
-    except ValueError:
-        started = None
+    started = parse_time_or_none(annotations.get(STARTED_AT_ANNOTATION))
     return Tracked(
         uid, kind, name, owner_uid, annotations.get(m.SOURCE_NODE_ANNOTATION, ""), started
     )
@@ -192,12 +184,17 @@ def is_drain(job: m.PodMigrationJob) -> bool:
     return job.created_by == DRAIN_CREATOR
 
 
+def _holds_room(world: World) -> bool:
+    """The job has a placeholder that is neither gone nor going."""
+    return placeholder_state(world.placeholder) not in (NO_PLACEHOLDER, PLACEHOLDER_TERMINATING)
+
+
 def _release(job: m.PodMigrationJob, world: World) -> tuple[str, ...]:
     """What an ending job gives back: its reservation and its placeholder."""
     actions: tuple[str, ...] = ()
     if job.mode == m.RESERVATION_FIRST and world.reservation_phase:
         actions += (RELEASE_RESERVATION,)
-    if placeholder_state(world.placeholder) not in (NO_PLACEHOLDER, PLACEHOLDER_TERMINATING):
+    if _holds_room(world):
         actions += (REMOVE_PLACEHOLDER,)
     return actions
 
@@ -245,7 +242,7 @@ def _advance(job: m.PodMigrationJob, world: World) -> Step | None:
             m.FAILED,
             m.REASON_FORBIDDEN_MIGRATE_POD,
             f"pod {pod.key} may not move: {world.storage_reason} (annotate it "
-            f'qos.waterline.io/evictable: "true" to move it anyway)',
+            f'{EVICTABLE_ANNOTATION}: "true" to move it anyway)',
             _release(job, world),
         )
     if job.mode != m.RESERVATION_FIRST:
@@ -271,10 +268,7 @@ def _after_pod_left(job: m.PodMigrationJob, world: World) -> Step:
     """Running, the pod gone or terminating: the placeholder goes as soon as a
     replacement appears (so the scheduler finds the room); the job waits for the
     replacement to run when the controller exists to make one, else the move is done."""
-    holding = placeholder_state(world.placeholder) not in (
-        NO_PLACEHOLDER,
-        PLACEHOLDER_TERMINATING,
-    )
+    holding = _holds_room(world)
     if world.controller_exists and not world.replacement_node:
         if world.replacement_seen and holding:
             return Step(
@@ -358,38 +352,37 @@ def _hold(job: m.PodMigrationJob, world: World, pod: Pod, res: str) -> Step:
 def after_eviction(
     job: m.PodMigrationJob, step: Step, result: EvictionResult, detail: str = ""
 ) -> Step:
-    """The status after the Eviction API answered ``result`` for ``step``'s EVICT."""
+    """The status after the Eviction API answered ``result`` for ``step``'s EVICT (its
+    nodes kept)."""
     rf = job.mode == m.RESERVATION_FIRST
     suffix = f": {detail}" if detail else ""
-    if result is EvictionResult.EVICTED:
-        return Step(
+    outcomes: dict[EvictionResult, tuple[str, str, str, tuple[str, ...]]] = {
+        EvictionResult.EVICTED: (
             m.RUNNING,
             m.REASON_WAIT_REPLACEMENT,
             f"pod {job.pod_key} evicted; waiting for a Running replacement",
-            node_name=step.node_name,
-            target_node=step.target_node,
-        )
-    if result is EvictionResult.GONE:
-        return Step(
+            (),
+        ),
+        EvictionResult.GONE: (
             m.SUCCEEDED,
             m.REASON_COMPLETED,
             f"pod {job.pod_key} was already gone (404)",
             (COMPLETE_RESERVATION, REMOVE_PLACEHOLDER) if rf else (),
-            node_name=step.node_name,
-            target_node=step.target_node,
-        )
-    if result is EvictionResult.BLOCKED_BY_PDB:
-        return Step(
+        ),
+        EvictionResult.BLOCKED_BY_PDB: (
             m.RUNNING,
             m.REASON_EVICTION_BLOCKED,
             f"eviction refused (429), retrying next round{suffix}",
-            node_name=step.node_name,
-            target_node=step.target_node,
-        )
+            (),
+        ),
+        EvictionResult.FAILED: (
+            m.RUNNING,
+            m.REASON_EVICTION_FAILED,
+            f"eviction failed, retrying next round{suffix}",
+            (),
+        ),
+    }
+    phase, reason, message, actions = outcomes[result]
     return Step(
-        m.RUNNING,
-        m.REASON_EVICTION_FAILED,
-        f"eviction failed, retrying next round{suffix}",
-        node_name=step.node_name,
-        target_node=step.target_node,
+        phase, reason, message, actions, node_name=step.node_name, target_node=step.target_node
     )

@@ -15,12 +15,14 @@ from agent.model.objects.budgets import (
     disruptions_allowed,
     parse_pdb,
 )
-from agent.model.objects.common import EMPTY, Resources, guarded
+from agent.model.objects.common import EMPTY, Resources, guarded, resource_list
 from agent.model.objects.nodes import (
     HOSTNAME_LABEL,
+    NAMESPACE_NAME_LABEL,
     Namespace,
     Node,
     Taint,
+    namespace_labels,
     parse_namespace,
     parse_node,
 )
@@ -29,6 +31,7 @@ from agent.model.objects.pods import (
     BEST_EFFORT,
     BURSTABLE,
     CONFIG_SOURCE_ANNOTATION,
+    EVICTABLE_ANNOTATION,
     GUARANTEED,
     MIRROR_ANNOTATION,
     PROTECTED_ANNOTATION,
@@ -55,6 +58,7 @@ __all__ = [
     "BURSTABLE",
     "CONFIG_SOURCE_ANNOTATION",
     "EMPTY",
+    "EVICTABLE_ANNOTATION",
     "GUARANTEED",
     "HOSTNAME_LABEL",
     "MIRROR_ANNOTATION",
@@ -67,6 +71,7 @@ __all__ = [
     "WORKLOAD_KINDS",
     "BudgetStatus",
     "Container",
+    "NAMESPACE_NAME_LABEL",
     "Namespace",
     "Node",
     "OwnerRef",
@@ -82,6 +87,7 @@ __all__ = [
     "budget_status",
     "disruptions_allowed",
     "guarded",
+    "namespace_labels",
     "parse_namespace",
     "parse_node",
     "parse_pdb",
@@ -89,4 +95,5 @@ __all__ = [
     "parse_persistent_volume_claim",
     "parse_pod",
     "parse_workload",
+    "resource_list",
 ]

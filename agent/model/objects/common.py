@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from agent.errors import InvalidObject
+from agent.model.quantity import parse_resource_list
 
 Resources = Mapping[str, float]
 EMPTY: Resources = {}
@@ -36,6 +37,15 @@ def mapping(value: object, path: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise ValueError(f"{path}: must be a mapping, got {value!r}")
     return value
+
+
+def resource_list(value: object, path: str) -> dict[str, float]:
+    """A ResourceList field of an object; a bad quantity is refused with its path
+    (``status.capacity.cpu: ...``)."""
+    try:
+        return parse_resource_list(value)
+    except ValueError as err:
+        raise ValueError(f"{path}.{err}") from None
 
 
 def str_map(value: object) -> dict[str, str]:

@@ -7,10 +7,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.objects.common import Resources, guarded, listed, mapping, metadata, str_map
-from agent.model.quantity import parse_resource_list
+from agent.model.objects.common import (
+    Resources,
+    guarded,
+    listed,
+    mapping,
+    metadata,
+    resource_list,
+    str_map,
+)
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The label the API server gives every namespace: its name.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,14 +62,8 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
         for cond in listed(status.get("conditions"), "status.conditions"):
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 ready = cond.get("status") == "True"
-        try:
-            allocatable = parse_resource_list(status.get("allocatable"))
-        except ValueError as err:
-            raise ValueError(f"status.allocatable.{err}") from None
-        try:
-            capacity = parse_resource_list(status.get("capacity"))
-        except ValueError as err:
-            raise ValueError(f"status.capacity.{err}") from None
+        allocatable = resource_list(status.get("allocatable"), "status.allocatable")
+        capacity = resource_list(status.get("capacity"), "status.capacity")
         if not allocatable:
             allocatable = dict(capacity)
         return Node(
@@ -93,5 +96,12 @@ def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
     if not name:
         raise InvalidObject("Namespace", "", "metadata.name", "must be set")
     labels = str_map(meta.get("labels"))
-    labels.setdefault("kubernetes.io/metadata.name", name)
+    labels.setdefault(NAMESPACE_NAME_LABEL, name)
     return Namespace(name, labels)
+
+
+def namespace_labels(namespaces: Mapping[str, Namespace], namespace: str) -> Mapping[str, str]:
+    """The labels a namespaceSelector sees; a namespace we do not know has the one label
+    every namespace has."""
+    ns = namespaces.get(namespace)
+    return ns.labels if ns else {NAMESPACE_NAME_LABEL: namespace}

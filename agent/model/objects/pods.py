@@ -7,10 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.objects.common import Resources, guarded, listed, metadata, str_map
+from agent.model.objects.common import (
+    Resources,
+    guarded,
+    listed,
+    metadata,
+    resource_list,
+    str_map,
+)
 from agent.model.objects.nodes import Taint
 from agent.model.objects.owners import OwnerRef, parse_owner
-from agent.model.quantity import parse_resource_list
 from agent.model.selectors import (
     LabelSelector,
     NodeSelector,
@@ -30,6 +36,9 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 CONFIG_SOURCE_ANNOTATION = "kubernetes.io/config.source"
 PROTECTED_ANNOTATION = "qos.waterline.io/protected"
+#: Set to "true", the pod's owner accepts its eviction where we would otherwise refuse it
+#: (no controller, a workload of one replica, data kept on the node).
+EVICTABLE_ANNOTATION = "qos.waterline.io/evictable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +139,10 @@ class Pod:
         return self.annotations.get(PROTECTED_ANNOTATION) == "true"
 
     @property
+    def marked_evictable(self) -> bool:
+        return self.annotations.get(EVICTABLE_ANNOTATION) == "true"
+
+    @property
     def is_terminating(self) -> bool:
         return self.deletion_time is not None
 
@@ -159,14 +172,8 @@ def _parse_container(raw: object, path: str) -> Container:
     res = raw.get("resources") or {}
     if not isinstance(res, dict):
         raise ValueError(f"{path}.resources: expected a mapping")
-    try:
-        limits = parse_resource_list(res.get("limits"))
-    except ValueError as err:
-        raise ValueError(f"{path}.resources.limits.{err}") from None
-    try:
-        requests = parse_resource_list(res.get("requests"))
-    except ValueError as err:
-        raise ValueError(f"{path}.resources.requests.{err}") from None
+    limits = resource_list(res.get("limits"), f"{path}.resources.limits")
+    requests = resource_list(res.get("requests"), f"{path}.resources.requests")
     for resource, amount in limits.items():
         requests.setdefault(resource, amount)  # Kubernetes defaulting: request = limit
     return Container(name, requests, limits)
@@ -312,10 +319,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             containers = tuple(
                 Container(c.name, c.requests, c.limits, ids.get(c.name, "")) for c in containers
             )
-        try:
-            overhead = parse_resource_list(spec.get("overhead"))
-        except ValueError as err:
-            raise ValueError(f"spec.overhead.{err}") from None
+        overhead = resource_list(spec.get("overhead"), "spec.overhead")
         priority = spec.get("priority", 0)
         if priority is None:
             priority = 0
