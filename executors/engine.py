@@ -552,17 +552,29 @@ class Executor:
             reason="gap" if spec.throttle_quantified else "pressure"))
 
 
+@dataclass(frozen=True, slots=True)
+class LateEviction:
+    """A pod an eviction answered after its tick evicted: it now terminates."""
+
+    pod: str
+    action: str
+
+
 def count_late_evictions(state: NodeState, pods: Mapping[str, Pod],
-                         usage: Mapping[str, PodUsage], now: float) -> None:
+                         usage: Mapping[str, PodUsage], now: float) -> list[LateEviction]:
     """Count the pods that late eviction answers evicted (they now terminate) as this
     node's evictions: released, a token taken, the action's cool-down started. Called
-    before the tick's analysis, so their usage is released from this tick's gaps, once."""
+    before the tick's analysis, so their usage is released from this tick's gaps, once.
+    Returns them, for the Event and the metric their own tick could not give."""
+    late = []
     for key, entry in settle(state.unanswered, pods):
+        late.append(LateEviction(key, entry.action))
         state.evicting[key] = usage.get(key, PodUsage())
         if state.bucket is not None:
             state.bucket.take()
         state.last_eviction_round[entry.action] = max(
             now, state.last_eviction_round.get(entry.action, now))
+    return late
 
 
 def execute(ctx: TickContext, state: NodeState, evictor: Evictor,

@@ -1,7 +1,9 @@
 """What a tick tells the cluster as Kubernetes Events (pure: no API here).
 
 * on the pod: ``Throttled``, ``Restored``, ``Evicted`` and ``EvictionBlocked`` (a budget
-  refused), each with its reason (rule, action, metric, value, waterline, gap);
+  refused), each with its reason (rule, action, metric, value, waterline, gap); an
+  eviction answered after its tick gets its ``Evicted`` when the watch shows the pod
+  terminating (the cluster brake counts these Events, so none may be missing);
 * on the node: ``RuleTriggered`` / ``RuleRestored`` when a rule changes state.
 
 Invalid policies and actions are only logged by the agents (``agent.node.incluster``):
@@ -141,6 +143,12 @@ def tick_events(
     """Every event of one tick: the node's rule changes first, then the pods' actions in
     the order they were taken."""
     out = rule_events(node_name, rules, report.rules, reported, report.usage)
+    for late in report.late_evictions:
+        out.append(EventIntent(
+            _pod(late.pod, pods), WARNING, EVICTED,
+            f"Evicted by action {late.action}: the eviction was answered after its tick "
+            "stopped waiting, and the pod now terminates",
+        ))  # fmt: skip
     for record in report.actions:
         intent = action_event(record, pods)
         if intent is not None:

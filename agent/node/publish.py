@@ -5,6 +5,10 @@ from __future__ import annotations
 from agent.metrics import AgentMetrics, Health, NodeSnapshot, PodFigures
 from agent.node.loop import TickOutcome, action_result
 
+#: The result of an eviction whose answer came after its tick (counted ``failed`` there,
+#: for want of an answer) once the watch shows the pod terminating.
+LATE_EVICTION_RESULT = "evicted-late"
+
 
 def snapshot_of(outcome: TickOutcome) -> NodeSnapshot:
     report = outcome.report
@@ -50,6 +54,8 @@ class MetricsPublisher:
         if outcome.report is not None:
             for record in outcome.report.actions:
                 m.actions.labels(record.action, action_result(record, outcome)).inc()
+            for _ in outcome.report.late_evictions:
+                m.actions.labels("evict", LATE_EVICTION_RESULT).inc()
             if outcome.report.limited is not None:
                 m.rounds_limited.labels(outcome.report.limited).inc()
         if outcome.ok:

@@ -17,7 +17,14 @@ from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
 from executors.actuators import CpuThrottler, Evictor
-from executors.engine import ActionRecord, Executor, NodeState, TickContext, count_late_evictions
+from executors.engine import (
+    ActionRecord,
+    Executor,
+    LateEviction,
+    NodeState,
+    TickContext,
+    count_late_evictions,
+)
 
 
 @dataclass
@@ -33,6 +40,9 @@ class TickReport:
     limited: str | None = None
     #: Seconds the node's eviction rounds now wait after an API fault this tick.
     eviction_backoff: float | None = None
+    #: Pods that evictions answered after their tick evicted, seen terminating this tick
+    #: (live agents only: ``simulate`` answers every eviction in its tick).
+    late_evictions: list[LateEviction] = field(default_factory=list)
 
     def to_report(self, origin: float = 0.0) -> dict[str, Any]:
         at = self.at - origin
@@ -96,7 +106,7 @@ class NodeBrain:
             r.action_name: policies.actions[r.action_name] for r in rules if r.action_name in policies.actions
         }
         by_key = {p.key: p for p in pods}
-        count_late_evictions(self.state, by_key, usage, now)
+        late = count_late_evictions(self.state, by_key, usage, now)
         full = derive_utilization(metrics, node.allocatable)
         analysis = analyze(
             rules,
@@ -130,6 +140,7 @@ class NodeBrain:
             missing=list(analysis.missing),
             limited=executor.limits.limited,
             eviction_backoff=executor.limits.backoff_delay,
+            late_evictions=late,
         )
 
     def caps(self) -> dict[str, float]:

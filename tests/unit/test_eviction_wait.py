@@ -14,14 +14,19 @@ import pytest
 from agent.errors import InvalidObject
 from agent.kube.client import ClientArgs
 from agent.kube.errors import KubeError, KubeTooManyRequests, KubeUnreachable
+from agent.metrics import AgentMetrics, Health
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod, parse_node, parse_pod
 from agent.model.policy import load_policies
 from agent.model.settings import AgentSettings, EvictionRateLimit, parse_agent_settings
 from agent.model.usage import PodUsage
+from agent.node.events import tick_events
+from agent.node.loop import TickOutcome
+from agent.node.publish import LATE_EVICTION_RESULT, MetricsPublisher
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
 from executors.actuators import EvictionAnswer
+from executors.engine import LateEviction
 from executors.eviction import ApiEvictor, answer_wait
 from executors.unanswered import Unanswered, settle
 from tests.unit.builders import NOW, action, node, pod, policy, rule
@@ -234,3 +239,26 @@ def test_eviction_answer_seconds_parses_with_the_one_error_format() -> None:
     with pytest.raises(InvalidObject) as err:
         parse_agent_settings({"evictionAnswerSeconds": 0}, prefix="agent.")
     assert str(err.value) == "config agent: agent.evictionAnswerSeconds must be > 0, got 0"
+
+
+def test_a_late_eviction_gets_its_event_and_its_count() -> None:
+    """The cluster brake counts the agents' Evicted Events: an eviction answered after its
+    tick must get one too, and the actions counter says how it ended."""
+    brain = NodeBrain()
+    api = Scripted(EvictionAnswer(FAILED, unanswered=True), EvictionAnswer(EVICTED))
+    first = tick(brain, api, 0, pods())
+    assert first.late_evictions == []
+    now_pods = pods(deleting="a")
+    later = tick(brain, api, 60, now_pods)
+    assert later.late_evictions == [LateEviction("default/a", "evict")]
+    assert tick(brain, api, 61, now_pods).late_evictions == []  # once
+    by_key = {p.key: p for p in now_pods}
+    evicted = [e for e in tick_events("n1", later, [], {}, by_key) if e.reason == "Evicted"]
+    assert [(e.ref.name, e.type) for e in evicted][0] == ("a", "Warning")
+    assert "answered after its tick" in evicted[0].message
+    metrics = AgentMetrics()
+    publish = MetricsPublisher(metrics, Health(stale_after=60.0))
+    publish(TickOutcome(seq=2, at=NOW + 60, duration=0.1, node="n1", report=later))
+    counted = metrics.registry.get_sample_value(
+        "waterline_actions_total", {"action": "evict", "result": LATE_EVICTION_RESULT})
+    assert counted == 1.0
