@@ -28,6 +28,7 @@ from tests.integration.test_agent_cluster import (
     Load,
     action,
     agent_args,
+    events,
     fake_pod,
     node,
     policy,
@@ -191,8 +192,8 @@ def test_a_hanging_eviction_endpoint_never_delays_throttling(tmp_path: Path) -> 
 
 def test_a_late_eviction_answer_counts_once_the_pod_terminates(tmp_path: Path) -> None:
     """The eviction endpoint answers after 2 s (the tick waits 1 s): the pod is evicted
-    all the same; the agent sees it terminating, counts it as its eviction and never
-    asks for it again."""
+    all the same; the agent sees it terminating, counts it as its eviction (with its
+    Evicted Event) and never asks for it again."""
     names = NAMES[:3]
     load = Load(tmp_path / "cg", names)
     objects = [node("node-1"), namespace(), *(fake_pod(n) for n in names), *evict_everything()]
@@ -228,6 +229,9 @@ def test_a_late_eviction_answer_counts_once_the_pod_terminates(tmp_path: Path) -
         deleting = [p["metadata"]["name"] for p in running.api.request("GET", PODS.path("demo"))["items"]
                     if p["metadata"].get("deletionTimestamp")]  # fmt: skip
         assert sorted(deleting) == sorted(names)
+        # Its Evicted Event (the cluster brake counts them) came when the watch settled it.
+        late = [m for n, r, m in events(running.api, "demo") if (n, r) == (first.split("/")[1], "Evicted")]
+        assert len(late) == 1 and "answered after its tick" in late[0], late
 
 
 def test_the_brake_configmap_stops_evictions_on_every_agent(tmp_path: Path) -> None:
