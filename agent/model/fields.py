@@ -184,11 +184,16 @@ class Fields:
         maximum: float | None,
     ) -> None:
         if above is not None and not number > above:
-            raise self.bad(key, f"must be > {above:g}", value)
+            raise self.bad(key, f"must be > {_bound(above)}", value)
         if minimum is not None and number < minimum:
-            raise self.bad(key, f"must be >= {minimum:g}", value)
+            raise self.bad(key, f"must be >= {_bound(minimum)}", value)
         if maximum is not None and number > maximum:
-            raise self.bad(key, f"must be <= {maximum:g}", value)
+            raise self.bad(key, f"must be <= {_bound(maximum)}", value)
+
+
+def _bound(limit: float) -> str:
+    """A bound as written in the spec: ``1000000000``, not ``1e+09``; ``0.5`` as is."""
+    return str(int(limit)) if float(limit).is_integer() else f"{limit:g}"
 
 
 def config_values(

@@ -134,7 +134,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
     meta = meta if isinstance(meta, dict) else {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise InvalidObject(KIND, "", "metadata.name", "must be set")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {name!r}")
     f = Fields(KIND, name)
     spec = raw.get("spec")
     if not isinstance(spec, dict):

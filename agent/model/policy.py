@@ -8,12 +8,13 @@ valid objects, the live agent reports them, `simulate` exits 2 on the first).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.fields import Fields
+from agent.model.fields import Fields, bad, is_number, problem
 from agent.model.objects import (
     BEST_EFFORT,
     BURSTABLE,
@@ -139,42 +140,33 @@ def never_evicted_reason(pod: Pod) -> str | None:
 # -- parsing -------------------------------------------------------------------------
 
 
-def _name(raw: Mapping[str, Any]) -> str:
+def _name(raw: Mapping[str, Any], kind: str) -> str:
     meta = raw.get("metadata")
-    return str(meta.get("name") or "") if isinstance(meta, dict) else ""
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not name:
+        raise InvalidObject(kind, "", "metadata.name", problem("must be set", name))
+    return str(name)
 
 
-def _int(value: object, kind: str, name: str, path: str, default: int, minimum: int,
-         maximum: int | None = None) -> int:
+def _whole(fields: Fields, value: object, key: str, default: int, minimum: int,
+           maximum: int | None = None) -> int:
+    """An integer field (a whole float such as 2.0 reads as 2); None is the default."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != int(value):
-        raise InvalidObject(kind, name, path, f"must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise InvalidObject(kind, name, path, f"must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise InvalidObject(kind, name, path, f"must be <= {maximum}, got {value}")
-    return value
+    if not is_number(value) or not math.isfinite(value) or value != int(value):
+        raise fields.bad(key, "must be an integer", value)
+    return fields.integer(int(value), key, minimum=minimum, maximum=maximum)
 
 
-def _number(value: object, kind: str, name: str, path: str, default: float, minimum: float,
-            maximum: float) -> float:
+def _ratio(fields: Fields, value: object, key: str, default: float, minimum: float) -> float:
+    """A percent field between ``minimum`` and 100; None is the default."""
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidObject(kind, name, path, f"must be a number, got {value!r}")
-    if not minimum <= value <= maximum:
-        raise InvalidObject(kind, name, path, f"must be between {minimum:g} and {maximum:g}, got {value}")
+    if not is_number(value) or not math.isfinite(value):
+        raise fields.bad(key, "must be a number (percent)", value)
+    if not minimum <= value <= 100:
+        raise fields.bad(key, f"must be between {minimum:g} and 100", value)
     return float(value)
-
-
-def _mapping(value: object, kind: str, name: str, path: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InvalidObject(kind, name, path, f"must be a mapping, got {type(value).__name__}")
-    return value
 
 
 def _selector(value: object, kind: str, name: str, path: str) -> LabelSelector:
@@ -200,113 +192,118 @@ def _eviction(raw: object, fields: Fields) -> Eviction:
     )
 
 
+def _throttle(raw: object, fields: Fields) -> CpuThrottle:
+    cpu = fields.child("cpuThrottle")
+    section = cpu.mapping(fields.mapping(raw).get("cpuThrottle"))
+    return CpuThrottle(
+        min_cpu_ratio=_ratio(cpu, section.get("minCPURatio"), "minCPURatio", 0.0, 0),
+        step_cpu_ratio=_ratio(cpu, section.get("stepCPURatio"), "stepCPURatio", 10.0, 1),
+    )
+
+
+def _scope(raw: object, fields: Fields) -> Scope:
+    scope = fields.mapping(raw)
+    qos_raw = scope.get("qosClasses")
+    qos = Scope().qos_classes
+    if qos_raw is not None:
+        if not isinstance(qos_raw, list):
+            raise fields.bad("qosClasses", f"must be a list of {', '.join(QOS_CLASSES)}", qos_raw)
+        for i, q in enumerate(qos_raw):
+            fields.choice(q, f"qosClasses[{i}]", QOS_CLASSES)
+        qos = frozenset(qos_raw)
+    return Scope(
+        qos_classes=qos,
+        max_priority=_whole(fields, scope.get("maxPriority"), "maxPriority",
+                            DEFAULT_MAX_PRIORITY, -(2**31), MAX_PRIORITY),
+        namespace_selector=_selector(scope.get("namespaceSelector"), fields.kind, fields.name,
+                                     fields.at("namespaceSelector")),
+        pod_selector=_selector(scope.get("podSelector"), fields.kind, fields.name,
+                               fields.at("podSelector")),
+    )
+
+
 def parse_action(raw: Mapping[str, Any]) -> Action:
-    kind, name = ACTION_KIND, _name(raw)
-    if not name:
-        raise InvalidObject(kind, "", "metadata.name", "must be set")
-    spec = _mapping(raw.get("spec"), kind, name, "spec")
-    cool_down = _int(spec.get("coolDownSeconds"), kind, name, "spec.coolDownSeconds",
-                     DEFAULT_COOL_DOWN, 0)
+    kind = ACTION_KIND
+    name = _name(raw, kind)
+    fields = Fields(kind, name)
+    spec = fields.mapping(raw.get("spec"), "spec")
+    at = fields.child("spec")
+    cool_down = _whole(at, spec.get("coolDownSeconds"), "coolDownSeconds", DEFAULT_COOL_DOWN, 0)
     throttle = None
-    throttle_raw = _mapping(spec.get("throttle"), kind, name, "spec.throttle")
     if spec.get("throttle") is not None:
-        cpu = _mapping(throttle_raw.get("cpuThrottle"), kind, name, "spec.throttle.cpuThrottle")
-        throttle = CpuThrottle(
-            min_cpu_ratio=_number(cpu.get("minCPURatio"), kind, name,
-                                  "spec.throttle.cpuThrottle.minCPURatio", 0.0, 0, 100),
-            step_cpu_ratio=_number(cpu.get("stepCPURatio"), kind, name,
-                                   "spec.throttle.cpuThrottle.stepCPURatio", 10.0, 1, 100),
-        )
+        throttle = _throttle(spec.get("throttle"), at.child("throttle"))
     eviction = None
     if spec.get("eviction") is not None:
-        eviction = _eviction(spec.get("eviction"), Fields(kind, name, "spec.eviction."))
+        eviction = _eviction(spec.get("eviction"), at.child("eviction"))
     if throttle is None and eviction is None:
-        raise InvalidObject(kind, name, "spec", "must set throttle or eviction (or both)")
-    scope_raw = _mapping(spec.get("scope"), kind, name, "spec.scope")
-    qos_raw = scope_raw.get("qosClasses")
-    if qos_raw is None:
-        qos = Scope().qos_classes
-    else:
-        if not isinstance(qos_raw, list):
-            raise InvalidObject(kind, name, "spec.scope.qosClasses", "must be a list")
-        for i, q in enumerate(qos_raw):
-            if q not in QOS_CLASSES:
-                raise InvalidObject(kind, name, f"spec.scope.qosClasses[{i}]",
-                                    f"must be one of {list(QOS_CLASSES)}, got {q!r}")
-        qos = frozenset(qos_raw)
-    scope = Scope(
-        qos_classes=qos,
-        max_priority=_int(scope_raw.get("maxPriority"), kind, name, "spec.scope.maxPriority",
-                          DEFAULT_MAX_PRIORITY, -(2**31), MAX_PRIORITY),
-        namespace_selector=_selector(scope_raw.get("namespaceSelector"), kind, name,
-                                     "spec.scope.namespaceSelector"),
-        pod_selector=_selector(scope_raw.get("podSelector"), kind, name, "spec.scope.podSelector"),
-    )
-    disable = spec.get("disableScheduling", False)
-    if not isinstance(disable, bool):
-        raise InvalidObject(kind, name, "spec.disableScheduling", f"must be a boolean, got {disable!r}")
+        raise fields.bad("spec", "must set throttle or eviction (or both)", dict(spec))
+    scope = _scope(spec.get("scope"), at.child("scope"))
+    disable = at.boolean(spec.get("disableScheduling", False), "disableScheduling")
     return Action(name, float(cool_down), throttle, eviction, scope, disable)
+
+
+def _rule(raw: object, fields: Fields, index: int, policy: str,
+          actions: Mapping[str, Action] | None) -> Rule:
+    rule = fields.mapping(raw)
+    rule_name = fields.string(rule.get("name"), "name", required=True)
+    metric_fields = fields.child("metricRule")
+    metric_rule = fields.mapping(rule.get("metricRule"), "metricRule")
+    metric = metric_rule.get("name")
+    if not isinstance(metric, str) or metric not in BY_NAME:
+        raise metric_fields.bad("name", f"must be a known metric ({', '.join(BY_NAME)})", metric)
+    value = _waterline(metric_fields, metric_rule.get("value"))
+    action_name = fields.string(rule.get("actionName"), "actionName", required=True)
+    if actions is not None and action_name not in actions:
+        raise fields.bad("actionName", "must name an AvoidanceAction that exists and is valid",
+                         action_name)
+    strategy = rule.get("strategy", "None")
+    strategy = fields.choice("None" if strategy is None else strategy, "strategy", STRATEGIES)
+    return Rule(
+        policy=policy,
+        name=rule_name,
+        index=index,
+        metric=metric,
+        value=value,
+        avoidance_threshold=_whole(fields, rule.get("avoidanceThreshold"), "avoidanceThreshold", 1, 1),
+        restore_threshold=_whole(fields, rule.get("restoreThreshold"), "restoreThreshold", 1, 1),
+        action_name=action_name,
+        preview=strategy == "Preview",
+    )
+
+
+def _waterline(fields: Fields, raw: object) -> float:
+    """``metricRule.value``: a quantity (``"6"``, ``"28Gi"``, ``80``), finite and >= 0."""
+    if raw is None:
+        raise fields.bad("value", "must be set", raw)
+    try:
+        value = parse_quantity(raw)
+    except ValueError:
+        raise fields.bad("value", 'must be a quantity like "6", "500m", "28Gi" or a number',
+                         raw) from None
+    if not math.isfinite(value):
+        raise fields.bad("value", "must be finite", raw)
+    if value < 0:
+        raise fields.bad("value", "must be >= 0", value)
+    return value
 
 
 def parse_policy(raw: Mapping[str, Any], actions: Mapping[str, Action] | None = None) -> Policy:
     """Parse a policy. With ``actions`` given, every rule must name one of them."""
-    kind, name = POLICY_KIND, _name(raw)
-    if not name:
-        raise InvalidObject(kind, "", "metadata.name", "must be set")
-    spec = _mapping(raw.get("spec"), kind, name, "spec")
+    kind = POLICY_KIND
+    name = _name(raw, kind)
+    fields = Fields(kind, name)
+    spec = fields.mapping(raw.get("spec"), "spec")
     selector = _selector(spec.get("nodeSelector"), kind, name, "spec.nodeSelector")
     rules_raw = spec.get("objectiveEnsurances")
     if not isinstance(rules_raw, list) or not rules_raw:
-        raise InvalidObject(kind, name, "spec.objectiveEnsurances", "must be a non-empty list")
+        raise fields.bad("spec.objectiveEnsurances", "must be a non-empty list", rules_raw)
     rules: list[Rule] = []
-    seen: set[str] = set()
     for i, rule_raw in enumerate(rules_raw):
-        path = f"spec.objectiveEnsurances[{i}]"
-        rule = _mapping(rule_raw, kind, name, path)
-        rule_name = rule.get("name")
-        if not isinstance(rule_name, str) or not rule_name:
-            raise InvalidObject(kind, name, f"{path}.name", "must be a non-empty string")
-        if rule_name in seen:
-            raise InvalidObject(kind, name, f"{path}.name", f"duplicate rule name {rule_name!r}")
-        seen.add(rule_name)
-        metric_rule = _mapping(rule.get("metricRule"), kind, name, f"{path}.metricRule")
-        metric = metric_rule.get("name")
-        if metric not in BY_NAME:
-            raise InvalidObject(kind, name, f"{path}.metricRule.name",
-                                f"unknown metric {metric!r} (known: {', '.join(BY_NAME)})")
-        if metric_rule.get("value") is None:
-            raise InvalidObject(kind, name, f"{path}.metricRule.value", "must be set")
-        try:
-            value = parse_quantity(metric_rule.get("value"))
-        except ValueError as err:
-            raise InvalidObject(kind, name, f"{path}.metricRule.value", str(err)) from None
-        if value < 0:
-            raise InvalidObject(kind, name, f"{path}.metricRule.value", f"must be >= 0, got {value}")
-        action_name = rule.get("actionName")
-        if not isinstance(action_name, str) or not action_name:
-            raise InvalidObject(kind, name, f"{path}.actionName", "must name an AvoidanceAction")
-        if actions is not None and action_name not in actions:
-            raise InvalidObject(kind, name, f"{path}.actionName",
-                                f"AvoidanceAction {action_name!r} does not exist or is invalid")
-        strategy = rule.get("strategy", "None")
-        if strategy is None:
-            strategy = "None"
-        if strategy not in STRATEGIES:
-            raise InvalidObject(kind, name, f"{path}.strategy",
-                                f"must be one of {list(STRATEGIES)}, got {strategy!r}")
-        rules.append(Rule(
-            policy=name,
-            name=rule_name,
-            index=i,
-            metric=str(metric),
-            value=value,
-            avoidance_threshold=_int(rule.get("avoidanceThreshold"), kind, name,
-                                     f"{path}.avoidanceThreshold", 1, 1),
-            restore_threshold=_int(rule.get("restoreThreshold"), kind, name,
-                                   f"{path}.restoreThreshold", 1, 1),
-            action_name=action_name,
-            preview=strategy == "Preview",
-        ))
+        rule_fields = Fields(kind, name, f"spec.objectiveEnsurances[{i}].")
+        rule = _rule(rule_raw, rule_fields, i, name, actions)
+        if any(r.name == rule.name for r in rules):
+            raise rule_fields.bad("name", "must be unique among the policy's rules", rule.name)
+        rules.append(rule)
     return Policy(name, selector, tuple(rules))
 
 
@@ -337,7 +334,7 @@ def load_policies(raw_policies: Iterable[Mapping[str, Any]],
             errors.append(err)
             continue
         if action.name in actions:
-            errors.append(InvalidObject(ACTION_KIND, action.name, "metadata.name", "is defined twice"))
+            errors.append(bad(ACTION_KIND, action.name, "metadata.name", "is defined twice", action.name))
             continue
         actions[action.name] = action
     policies: list[Policy] = []
@@ -349,7 +346,7 @@ def load_policies(raw_policies: Iterable[Mapping[str, Any]],
             errors.append(err)
             continue
         if policy.name in names:
-            errors.append(InvalidObject(POLICY_KIND, policy.name, "metadata.name", "is defined twice"))
+            errors.append(bad(POLICY_KIND, policy.name, "metadata.name", "is defined twice", policy.name))
             continue
         names.add(policy.name)
         policies.append(policy)

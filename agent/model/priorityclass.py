@@ -23,5 +23,5 @@ def parse_priority_class(raw: Mapping[str, Any]) -> PriorityClass:
     meta = raw.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
-        raise InvalidObject(KIND, "", "metadata.name", "must be set")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {name!r}")
     return PriorityClass(name, Fields(KIND, name).integer(raw.get("value"), "value"))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from agent.model.fields import problem
+
 _SUFFIXES: dict[str, float] = {
     "": 1.0,
     "n": 1e-9,
@@ -32,6 +34,8 @@ _QUANTITY = re.compile(
     r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:(?P<exp>[eE][+-]?\d+)|(?P<suffix>[a-zA-Z]*))$"
 )
 
+_SHAPE = 'must be a quantity like "500m", "2Gi" or a number'
+
 _cache: dict[str, float] = {}
 
 
@@ -41,24 +45,24 @@ def parse_quantity(value: object) -> float:
     Raises ValueError with the offending text; callers wrap it with the object and field.
     """
     if isinstance(value, bool):
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(problem(_SHAPE, value))
     if isinstance(value, (int, float)):
         return float(value)
     if not isinstance(value, str):
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(problem(_SHAPE, value))
     cached = _cache.get(value)
     if cached is not None:
         return cached
     match = _QUANTITY.match(value.strip())
     if match is None:
-        raise ValueError(f"not a quantity: {value!r}")
+        raise ValueError(problem(_SHAPE, value))
     number = float(match.group("num"))
     if match.group("exp"):
         result = number * 10.0 ** int(match.group("exp")[1:])
     else:
         suffix = match.group("suffix") or ""
         if suffix not in _SUFFIXES:
-            raise ValueError(f"unknown quantity suffix {suffix!r} in {value!r}")
+            raise ValueError(problem(f"{_SHAPE} (unknown suffix {suffix!r})", value))
         result = number * _SUFFIXES[suffix]
     if len(_cache) < 100_000:
         _cache[value] = result
@@ -70,7 +74,7 @@ def parse_resource_list(raw: object) -> dict[str, float]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ValueError(f"expected a mapping of resources, got {type(raw).__name__}")
+        raise ValueError(problem("must be a mapping of resources", raw))
     out: dict[str, float] = {}
     for name, quantity in raw.items():
         try:

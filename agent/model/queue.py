@@ -72,7 +72,7 @@ def parse_queue(raw: Mapping[str, Any]) -> Queue:
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     name = str((meta or {}).get("name") or "")
     if not name:
-        raise InvalidObject(KIND, "", "metadata.name", "must be set")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {(meta or {}).get('name')!r}")
     f = Fields(KIND, name)
     spec = raw.get("spec") or {}
     if not isinstance(spec, dict):

@@ -44,28 +44,28 @@ class Requirement:
 
 def _parse_requirement(raw: object, path: str, operators: frozenset[str]) -> Requirement:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
+        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
     key = raw.get("key")
     if not isinstance(key, str) or not key:
-        raise ValueError(f"{path}.key: must be a non-empty string")
+        raise ValueError(f"{path}.key: must be a non-empty string, got {key!r}")
     op = raw.get("operator")
     if op not in operators:
         raise ValueError(f"{path}.operator: must be one of {sorted(operators)}, got {op!r}")
     values = raw.get("values") or []
     if not isinstance(values, list):
-        raise ValueError(f"{path}.values: must be a list")
+        raise ValueError(f"{path}.values: must be a list, got {values!r}")
     values = [str(v) for v in values]
     if op in ("In", "NotIn") and not values:
-        raise ValueError(f"{path}.values: must be non-empty for {op}")
+        raise ValueError(f"{path}.values: must be non-empty for {op}, got {values!r}")
     if op in ("Exists", "DoesNotExist") and values:
-        raise ValueError(f"{path}.values: must be empty for {op}")
+        raise ValueError(f"{path}.values: must be empty for {op}, got {values!r}")
     if op in ("Gt", "Lt"):
         if len(values) != 1:
-            raise ValueError(f"{path}.values: must hold exactly one integer for {op}")
+            raise ValueError(f"{path}.values: must hold exactly one integer for {op}, got {values!r}")
         try:
             int(values[0])
         except ValueError:
-            raise ValueError(f"{path}.values: {values[0]!r} is not an integer") from None
+            raise ValueError(f"{path}.values[0]: must be an integer for {op}, got {values[0]!r}") from None
     return Requirement(key, op, tuple(values))
 
 
@@ -95,16 +95,19 @@ def parse_label_selector(raw: object, path: str = "selector") -> LabelSelector:
     if raw is None:
         return EVERYTHING
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
-    unknown = set(raw) - {"matchLabels", "matchExpressions"}
+        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+    unknown = sorted(str(k) for k in raw if k not in ("matchLabels", "matchExpressions"))
     if unknown:
-        raise ValueError(f"{path}.{sorted(unknown)[0]}: unknown field")
+        raise ValueError(
+            f"{path}.{unknown[0]}: is not a known field (known: matchLabels, matchExpressions), "
+            f"got {raw[unknown[0]]!r}"
+        )
     labels = raw.get("matchLabels") or {}
     if not isinstance(labels, dict):
-        raise ValueError(f"{path}.matchLabels: expected a mapping")
+        raise ValueError(f"{path}.matchLabels: must be a mapping, got {labels!r}")
     exprs = raw.get("matchExpressions") or []
     if not isinstance(exprs, list):
-        raise ValueError(f"{path}.matchExpressions: expected a list")
+        raise ValueError(f"{path}.matchExpressions: must be a list, got {exprs!r}")
     return LabelSelector(
         tuple(sorted((str(k), str(v)) for k, v in labels.items())),
         tuple(
@@ -155,15 +158,15 @@ def parse_node_selector(raw: object, path: str) -> NodeSelector:
     if raw is None:
         return NodeSelector()
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
+        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
     terms_raw = raw.get("nodeSelectorTerms") or []
     if not isinstance(terms_raw, list):
-        raise ValueError(f"{path}.nodeSelectorTerms: expected a list")
+        raise ValueError(f"{path}.nodeSelectorTerms: must be a list, got {terms_raw!r}")
     terms = []
     for i, term in enumerate(terms_raw):
         tpath = f"{path}.nodeSelectorTerms[{i}]"
         if not isinstance(term, dict):
-            raise ValueError(f"{tpath}: expected a mapping")
+            raise ValueError(f"{tpath}: must be a mapping, got {term!r}")
         exprs = term.get("matchExpressions") or []
         fields = term.get("matchFields") or []
         terms.append(

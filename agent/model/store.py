@@ -97,10 +97,10 @@ class ObjectStore:
 
     def add(self, raw: object, where: str = "object") -> None:
         if not isinstance(raw, dict):
-            raise InvalidObject("object", where, "", f"expected a mapping, got {type(raw).__name__}")
+            raise InvalidObject("object", where, "", f"must be a mapping, got {raw!r}")
         kind = raw.get("kind")
         if not isinstance(kind, str) or not kind:
-            raise InvalidObject("object", where, "kind", "must be set")
+            raise InvalidObject("object", where, "kind", f"must be set, got {kind!r}")
         parser = RECORD_PARSERS.get(kind)
         if parser is None:
             self.raw[kind].append(raw)

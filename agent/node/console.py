@@ -14,6 +14,7 @@ A throttle or restore whose quota write failed shows ``[failed: ...]``, never
 
 from __future__ import annotations
 
+import math
 import time
 from typing import TextIO
 
@@ -24,14 +25,32 @@ from agent.node.tick import TickReport
 from executors.engine import FAILED, ActionRecord
 
 
+def _unit(metric: str) -> str:
+    return str(getattr(BY_NAME.get(metric), "unit", ""))
+
+
 def _value(metric: str, value: float | None) -> str:
     if value is None:
         return "-"
-    unit = getattr(BY_NAME.get(metric), "unit", "")
+    unit = _unit(metric)
     if unit == "bytes":
         return f"{value / 2**30:.2f} GiB"
     suffix = {"cores": " cores", "percent": "%"}.get(unit, "")
     return f"{value:.2f}{suffix}"
+
+
+def _gap(metric: str, gap: float, sign: str = "") -> str:
+    """A gap in the unit its metric is shown in (GiB for bytes), without the suffix."""
+    return gap_text(gap / 2**30 if _unit(metric) == "bytes" else gap, sign)
+
+
+def gap_text(gap: float, sign: str = "") -> str:
+    """A gap to two decimals, except one that is open but under 0.005: it keeps its first
+    significant digit (``0.003``), so an action on a small gap never reads ``gap 0.00 ->
+    0.00`` as if it acted on nothing."""
+    if abs(gap) >= 0.005 or abs(gap) < 1e-6:
+        return f"{gap:{sign}.2f}"
+    return f"{gap:{sign}.{-math.floor(math.log10(abs(gap)))}f}"
 
 
 def render(outcome: TickOutcome) -> str:
@@ -92,7 +111,7 @@ def _metrics(outcome: TickOutcome, report: TickReport) -> list[str]:
             gap = report.gaps.get(action_type, {}).get(metric)
             shown = f"{action_type} {_value(metric, line)}"
             if gap is not None:
-                shown += f" (gap {gap:+.2f})"
+                shown += f" (gap {_gap(metric, gap, '+')})"
             parts.append(shown)
         lines.append("  ".join(parts))
     if report.missing:
@@ -117,8 +136,8 @@ def _action_line(record: ActionRecord, outcome: TickOutcome) -> str:
         )
         what += f"  cap {limit}"
     if record.metric:
-        before = "-" if record.gap_before is None else f"{record.gap_before:.2f}"
-        after = "-" if record.gap_after is None else f"{record.gap_after:.2f}"
+        before = "-" if record.gap_before is None else _gap(record.metric, record.gap_before)
+        after = "-" if record.gap_after is None else _gap(record.metric, record.gap_after)
         what += (
             f"  by {record.rule} on {record.metric} {_value(record.metric, record.value)}"
             f" vs {_value(record.metric, record.waterline)}, gap {before} -> {after}"

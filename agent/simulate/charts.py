@@ -221,7 +221,7 @@ def action_chips(actions: Sequence[Mapping[str, Any]], unit: str) -> str:
         colour = MARK_COLOURS.get(action["action"], "#555")
         outcome = action.get("result") or (
             "" if action["action"] == "evict"
-            else "original quota" if action.get("cpuCap") is None else f"cap {action['cpuCap']:.3g}"
+            else "original quota" if action.get("cpuCap") is None else f"cap {action['cpuCap']:.3g} cores"
         )
         preview = " (preview)" if action.get("preview") else ""
         gap = ""

@@ -43,6 +43,20 @@ td.bars{padding:2px 6px}td.bars svg{display:block}
 """
 
 
+def _cell(value: Any) -> str:
+    """A table cell's text: a value the report leaves out (None) reads "-", not "None"."""
+    return "-" if value is None else str(value)
+
+
+def _result_or_cap(action: Mapping[str, Any]) -> str:
+    """An eviction's result; a throttle's or restore's cap (a restore to the pod's own
+    quota has none: "original quota")."""
+    if action.get("result") is not None or action["action"] == "evict":
+        return str(action.get("result", "-"))
+    cap = action.get("cpuCap")
+    return "original quota" if cap is None else f"{cap:.3g} cores"
+
+
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], raw: Sequence[int] = ()) -> str:
     """An HTML table; cells in the ``raw`` columns are markup (SVG), the rest text."""
     if not rows:
@@ -50,7 +64,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], raw: Sequence[
     head = "".join(f"<th>{escape(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(
-            f'<td class="bars">{c}</td>' if i in raw else f"<td>{escape(str(c))}</td>"
+            f'<td class="bars">{c}</td>' if i in raw else f"<td>{escape(_cell(c))}</td>"
             for i, c in enumerate(row)
         ) + "</tr>"
         for row in rows
@@ -93,7 +107,7 @@ def _node_section(name: str, node: Mapping[str, Any]) -> str:
                      "throttled: lower bounds of its demand, replayed as the demand.</p>"
                      + _table(["at", "pod", "cap when measured (cores)"], capped))
     rows = [(t["at"], a["action"], a["pod"], a.get("rule", ""), a.get("metric", ""),
-             a.get("result", a.get("cpuCap", "")), "yes" if a.get("preview") else "")
+             _result_or_cap(a), "yes" if a.get("preview") else "")
             for t in ticks for a in t.get("actions", [])]
     parts.append("<h3>Actions</h3>" + _table(["at", "action", "pod", "rule", "metric", "result / cap", "preview"], rows))
     parts.append("<h3>Outcome</h3>" + _table(

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -18,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from agent.logs import configure_logging
 from agent.model.settings import AgentSettings
 from agent.node.command import build_host_parts
 from agent.node.console import render
@@ -32,6 +35,29 @@ from devtools.demo.pods import DemoPod, demo_objects
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+class HeldLog(io.StringIO):
+    """The agent's log lines, held while a tick runs and shown under its view (``  log
+    ...``), so a warning (no per-cgroup PSI on cgroup v1, a stopped pod with no task) never
+    lands in the middle of the view. The tick line carries the time: the timestamp goes."""
+
+    _STAMP = re.compile(r"^\S+Z \[")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self._part = ""
+
+    def write(self, s: str) -> int:
+        *done, self._part = (self._part + s).split("\n")
+        self.lines.extend(line for line in done if line.strip())
+        return len(s)
+
+    def drain(self) -> list[str]:
+        """The lines held so far, each as it is shown, and forget them."""
+        lines, self.lines = self.lines, []
+        return [f"  log  {self._STAMP.sub('[', line)}" for line in lines]
 
 
 def waterline_for(web: float, batch: float) -> float:
@@ -49,6 +75,7 @@ class Session:
     args: argparse.Namespace
     tree: CgroupTree
     workdir: str
+    held: HeldLog = field(default_factory=HeldLog)
     web: DemoPod = field(default_factory=lambda: DemoPod("web", "Guaranteed", 0.5))
     batch: list[DemoPod] = field(
         default_factory=lambda: [
@@ -66,10 +93,12 @@ class Session:
 def live_demo(
     args: argparse.Namespace, cpu_root: str, acct_root: str, memory_root: str | None
 ) -> int:
+    held = HeldLog()
+    configure_logging("console", args.log_level, stream=held)
     kubelet_root = f"waterline-demo-{os.getpid()}"
     tree = CgroupTree(cpu_root, acct_root, memory_root, kubelet_root)
     _remove_leftovers(tree.roots)
-    session = Session(args, tree, tempfile.mkdtemp(prefix=f"{kubelet_root}-"))
+    session = Session(args, tree, tempfile.mkdtemp(prefix=f"{kubelet_root}-"), held)
     ok = False
     try:
         with _terminate_as_interrupt():
@@ -79,6 +108,8 @@ def live_demo(
     except OSError as err:
         say(f"\nthe demo failed: {err}; cleaning up")
     finally:
+        for line in held.drain():  # what was logged after the last tick (the clean-up)
+            say(line)
         clean = _clean_up(session)
     return 0 if ok and clean else 1
 
@@ -162,6 +193,8 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
         say(render(outcome))
         measured = kernel.sample()
         say("  kernel (cpuacct)  " + "  ".join(f"{k} {v:.2f}" for k, v in measured.items()))
+        for line in s.held.drain():
+            say(line)
 
     return NodeLoop(
         node_name="demo-node",

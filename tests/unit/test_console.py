@@ -117,4 +117,17 @@ def test_a_round_stopped_by_a_safety_limit_shows_limited() -> None:
                        {"default/be-1": PodUsage(cpu=0.1, memory=3.0 * 2**30)})  # fmt: skip
     loop = make_loop(objects_of(manifests), Scripted([usage]), evictions_performed=False)
     loop.brain.settings = AgentSettings(cluster_brake=True)
-    assert "limited  evictions stopped by clusterBrake" in render(loop.tick())
+    text = render(loop.tick())
+    assert "limited  evictions stopped by clusterBrake" in text
+    # a memory gap in GiB, as its usage and waterline are shown, not in bytes
+    assert "memory_total_usage           3.00 GiB  evict 1.00 GiB (gap +2.00)" in text
+
+
+def test_an_action_on_a_small_gap_shows_the_gap_it_closed_not_zero() -> None:
+    """Near the waterline the gap is a few millicores: shown as such, never ``gap 0.00 ->
+    0.00`` (which reads as an action taken on nothing)."""
+    objs = objects_of([node_manifest(), pod_manifest("be-1", "u1"), *policy_manifests(avoid=1)])
+    text = render(make_loop(objs, Scripted([cpu(1.003, be_1=0.5)])).tick())
+    assert "throttleDown 1.00 cores (gap +0.003)" in text
+    assert "throttle default/be-1  cap 0.50 cores" in text
+    assert "gap 0.003 -> 0.00  [applied]" in text

@@ -64,3 +64,22 @@ def test_a_leftover_belongs_to_a_demo_that_no_longer_runs(tmp_path) -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_the_agents_log_lines_are_shown_under_the_tick_not_inside_its_view() -> None:
+    import structlog
+
+    from agent.logs import configure_logging
+    from devtools.demo.live import HeldLog
+
+    held = HeldLog()
+    configure_logging("console", "warning", stream=held)
+    try:
+        structlog.get_logger().warning("no per-cgroup PSI on this kernel", path="/x/cpu.pressure")
+        structlog.get_logger().info("not shown at level warning")
+        assert held.drain() == [
+            "  log  [warning  ] no per-cgroup PSI on this kernel path=/x/cpu.pressure"
+        ]
+        assert held.drain() == []  # each line once
+    finally:
+        structlog.reset_defaults()  # configure_logging set it for the whole process

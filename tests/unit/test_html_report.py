@@ -92,3 +92,14 @@ def test_defrag_shows_sources_freed_nodes_and_bars_before_and_after():
     for node, widths in bars.items():
         assert widths["before"] == pytest.approx(utilization["before"][node] / 100 * 260, abs=0.1)
         assert widths["after"] == pytest.approx(utilization["after"][node] / 100 * 260, abs=0.1)
+
+
+def test_tables_say_original_quota_and_dash_never_none():
+    """A restore to the pod's own quota has no cap, a DaemonSet pod with no victims no
+    strategy: the tables say so, not "None"."""
+    restore = render_html(build_report(load_scenario(SCENARIOS / "node-restore-unlimited.yaml")))
+    daemonset = render_html(build_report(load_scenario(SCENARIOS / "daemonset-max-victims.yaml")))
+    assert "<td>None</td>" not in restore + daemonset
+    assert "<td>cpu_total_usage</td><td>original quota</td>" in restore
+    assert "<td>cpu_total_usage</td><td>3.5 cores</td>" in restore
+    assert "<td>kube-system/fluentd-n1</td><td>n1</td><td>-</td><td>-</td>" in daemonset

@@ -44,7 +44,9 @@ def test_valid_and_invalid_objects_with_matched_nodes() -> None:
         "NodeQOSEnsurancePolicy bad: spec.objectiveEnsurances[0].metricRule.value must be >= 0, got -1.0"
     )
     assert updates["orphan"].status["matchedNodes"] == 1  # what it would select once fixed
-    assert "AvoidanceAction 'gone' does not exist" in updates["orphan"].message
+    assert updates["orphan"].message.endswith(
+        "actionName must name an AvoidanceAction that exists and is valid, got 'gone'"
+    )
     assert updates["t"].status["matchedNodes"] == 2  # through the valid policy p
     assert updates["unused"].status["matchedNodes"] == 0
 

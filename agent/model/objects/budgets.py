@@ -32,7 +32,7 @@ def _int_or_percent(value: object, fieldpath: str) -> int | str | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ValueError(f"{fieldpath}: must be an integer or a percentage")
+        raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {value!r}")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{fieldpath}: must be >= 0, got {value}")
@@ -41,7 +41,7 @@ def _int_or_percent(value: object, fieldpath: str) -> int | str | None:
         try:
             int(value[:-1])
         except ValueError:
-            raise ValueError(f"{fieldpath}: {value!r} is not a percentage") from None
+            raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {value!r}") from None
         return value
     if isinstance(value, str) and value.isdigit():
         return int(value)
@@ -59,7 +59,9 @@ def parse_pdb(raw: Mapping[str, Any]) -> PodDisruptionBudget:
         min_av = _int_or_percent(spec.get("minAvailable"), "spec.minAvailable")
         max_un = _int_or_percent(spec.get("maxUnavailable"), "spec.maxUnavailable")
         if min_av is not None and max_un is not None:
-            raise ValueError("spec: minAvailable and maxUnavailable are mutually exclusive")
+            raise ValueError(
+                f"spec.maxUnavailable: must not be set with minAvailable (they are mutually exclusive), got {max_un!r}"
+            )
         selector = spec.get("selector")
         return PodDisruptionBudget(
             namespace,

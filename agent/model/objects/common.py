@@ -42,6 +42,8 @@ def mapping(value: object, path: str) -> Mapping[str, Any]:
 def resource_list(value: object, path: str) -> dict[str, float]:
     """A ResourceList field of an object; a bad quantity is refused with its path
     (``status.capacity.cpu: ...``)."""
+    if value is not None and not isinstance(value, dict):
+        raise ValueError(f"{path}: must be a mapping of resources, got {value!r}")
     try:
         return parse_resource_list(value)
     except ValueError as err:
@@ -55,10 +57,16 @@ def str_map(value: object) -> dict[str, str]:
 
 
 def guarded(kind: str, name: str, fieldpath: str, fn: Callable[[], T]) -> T:
-    """Run a parse step and turn a ValueError/TypeError into InvalidObject for kind/name."""
+    """Run a parse step and turn a ValueError/TypeError into InvalidObject for kind/name.
+    A ``"<field path>: <problem>"`` message of the helpers becomes the field and the
+    problem, so the error reads ``Pod ns/p: spec.containers[0].name must be ...``."""
     try:
         return fn()
     except InvalidObject:
         raise
     except (ValueError, TypeError) as err:
-        raise InvalidObject(kind, name, fieldpath, str(err)) from None
+        text = str(err)
+        path, sep, message = text.partition(": ")
+        if sep and not fieldpath and path and " " not in path:
+            raise InvalidObject(kind, name, path, message) from None
+        raise InvalidObject(kind, name, fieldpath, text) from None

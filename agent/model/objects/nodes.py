@@ -53,7 +53,7 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
     meta = metadata(raw)
     name = str(meta.get("name") or "")
     if not name:
-        raise InvalidObject("Node", "", "metadata.name", "must be set")
+        raise InvalidObject("Node", "", "metadata.name", f"must be set, got {meta.get('name')!r}")
 
     def body() -> Node:
         spec = mapping(raw.get("spec"), "spec")
@@ -94,7 +94,7 @@ def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
     meta = metadata(raw)
     name = str(meta.get("name") or "")
     if not name:
-        raise InvalidObject("Namespace", "", "metadata.name", "must be set")
+        raise InvalidObject("Namespace", "", "metadata.name", f"must be set, got {meta.get('name')!r}")
     labels = str_map(meta.get("labels"))
     labels.setdefault(NAMESPACE_NAME_LABEL, name)
     return Namespace(name, labels)

@@ -21,7 +21,7 @@ class OwnerRef:
 
 def parse_owner(raw: object, path: str) -> OwnerRef:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
+        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
     return OwnerRef(
         str(raw.get("kind") or ""),
         str(raw.get("name") or ""),
@@ -72,7 +72,7 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
     owner = None
     for i, o in enumerate(owners):
         if not isinstance(o, dict):
-            raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", "expected a mapping")
+            raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", f"must be a mapping, got {o!r}")
         ref = parse_owner(o, f"metadata.ownerReferences[{i}]")
         if ref.controller:
             owner = ref

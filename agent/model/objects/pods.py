@@ -165,13 +165,13 @@ class Pod:
 
 def _parse_container(raw: object, path: str) -> Container:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: expected a mapping")
+        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        raise ValueError(f"{path}.name: must be a non-empty string")
+        raise ValueError(f"{path}.name: must be a non-empty string, got {name!r}")
     res = raw.get("resources") or {}
     if not isinstance(res, dict):
-        raise ValueError(f"{path}.resources: expected a mapping")
+        raise ValueError(f"{path}.resources: must be a mapping, got {res!r}")
     limits = resource_list(res.get("limits"), f"{path}.resources.limits")
     requests = resource_list(res.get("requests"), f"{path}.resources.requests")
     for resource, amount in limits.items():
@@ -238,7 +238,7 @@ def _parse_affinity(spec: Mapping[str, Any], path: str) -> tuple[NodeSelector | 
         for i, term in enumerate(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
             tpath = f"{path}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
             if not isinstance(term, dict):
-                raise ValueError(f"{tpath}: expected a mapping")
+                raise ValueError(f"{tpath}: must be a mapping, got {term!r}")
             terms.append(
                 PodAffinityTerm(
                     parse_label_selector(term.get("labelSelector"), f"{tpath}.labelSelector")
@@ -294,13 +294,13 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     namespace = str(meta.get("namespace") or "default")
     label = f"{namespace}/{name}"
     if not name:
-        raise InvalidObject("Pod", label, "metadata.name", "must be set")
+        raise InvalidObject("Pod", label, "metadata.name", f"must be set, got {meta.get('name')!r}")
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     if not isinstance(spec, dict):
-        raise InvalidObject("Pod", label, "spec", "expected a mapping")
+        raise InvalidObject("Pod", label, "spec", f"must be a mapping, got {spec!r}")
     if not isinstance(status, dict):
-        raise InvalidObject("Pod", label, "status", "expected a mapping")
+        raise InvalidObject("Pod", label, "status", f"must be a mapping, got {status!r}")
 
     def body() -> Pod:
         containers = tuple(
