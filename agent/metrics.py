@@ -275,15 +275,19 @@ class MetricsServer:
         self.metrics = metrics
         self.health = health
         handler = _handler(metrics, health)
+        server_class = ThreadingHTTPServer
         if ":" in host:
             import socket
 
             class _V6(ThreadingHTTPServer):
                 address_family = socket.AF_INET6
 
-            self._server: ThreadingHTTPServer = _V6((host, port), handler)
-        else:
-            self._server = ThreadingHTTPServer((host, port), handler)
+            server_class = _V6
+        try:
+            self._server: ThreadingHTTPServer = server_class((host, port), handler)
+        except OSError as err:
+            raise OSError(err.errno, f"cannot serve metrics on {addr!r}: {err.strerror} "
+                          "(choose another address with --metrics-addr, or 'off')") from err
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="metrics", daemon=True

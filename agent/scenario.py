@@ -133,7 +133,7 @@ def _number(value: object, where: str, name: str, allow_none: bool = True) -> fl
 
 def _container_usage(raw: object, where: str, name: str) -> ContainerUsage:
     if not isinstance(raw, dict):
-        raise _bad(where, "expected a mapping", name)
+        raise _bad(where, f"must be a mapping, got {_short(raw)}", name)
     return ContainerUsage(
         cpu=_number(raw.get("cpu"), f"{where}.cpu", name),
         memory=_number(raw.get("memory"), f"{where}.memory", name),
@@ -148,13 +148,13 @@ def _sum_known(values: list[float | None]) -> float | None:
 
 def parse_pod_usage(raw: object, where: str, name: str = "scenario") -> PodUsage:
     if not isinstance(raw, dict):
-        raise _bad(where, "expected a mapping", name)
+        raise _bad(where, f"must be a mapping, got {_short(raw)}", name)
     containers_raw = raw.get("containers")
     if containers_raw is None:
         total = _container_usage(raw, where, name)
         return PodUsage(total.cpu, total.memory, total.ext_cpu)
     if not isinstance(containers_raw, dict):
-        raise _bad(f"{where}.containers", "expected a mapping", name)
+        raise _bad(f"{where}.containers", f"must be a mapping, got {_short(containers_raw)}", name)
     containers = {
         str(c): _container_usage(u, f"{where}.containers.{c}", name) for c, u in containers_raw.items()
     }
@@ -176,7 +176,7 @@ def parse_sample(raw: object, where: str, now: float, name: str = "scenario") ->
         raise _bad(f"{where}.node", f"must name a node, got {_short(node)}", name)
     metrics_raw = raw.get("metrics") or {}
     if not isinstance(metrics_raw, dict):
-        raise _bad(f"{where}.metrics", "expected a mapping", name)
+        raise _bad(f"{where}.metrics", f"must be a mapping, got {_short(metrics_raw)}", name)
     metrics = {}
     for metric, value in metrics_raw.items():
         number = _number(value, f"{where}.metrics.{metric}", name)
@@ -184,12 +184,12 @@ def parse_sample(raw: object, where: str, now: float, name: str = "scenario") ->
             metrics[str(metric)] = number
     pods_raw = raw.get("pods") or {}
     if not isinstance(pods_raw, dict):
-        raise _bad(f"{where}.pods", "expected a mapping of namespace/name to usage", name)
+        raise _bad(f"{where}.pods", f"must be a mapping of namespace/name to usage, got {_short(pods_raw)}", name)
     pods = {}
     capped: dict[str, float | None] = {}
     for key, usage in pods_raw.items():
         if not isinstance(key, str) or key.count("/") != 1:
-            raise _bad(f"{where}.pods.{key}", "pod keys are namespace/name", name)
+            raise _bad(f"{where}.pods", f"keys must be namespace/name, got {key!r}", name)
         pods[key] = parse_pod_usage(usage, f"{where}.pods.{key}", name)
         if _is_capped(usage, f"{where}.pods.{key}", name):
             capped[key] = _number(usage.get("cpuCap"), f"{where}.pods.{key}.cpuCap", name)
@@ -203,5 +203,6 @@ def _is_capped(raw: Mapping[str, Any], where: str, name: str) -> bool:
     if not isinstance(flag, bool):
         raise _bad(f"{where}.capped", f"must be true or false, got {flag!r}", name)
     if not flag and raw.get("cpuCap") is not None:
-        raise _bad(f"{where}.cpuCap", "is the cap of a capped figure: give it with capped: true", name)
+        raise _bad(f"{where}.cpuCap", "is the cap of a capped figure: give it with capped: true, "
+                   f"got capped: {flag!r}", name)
     return flag

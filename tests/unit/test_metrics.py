@@ -183,3 +183,12 @@ def test_parse_addr(addr: str, expected: tuple[str, int]) -> None:
 def test_parse_addr_refuses(addr: str) -> None:
     with pytest.raises(ValueError):
         parse_addr(addr)
+
+
+def test_a_taken_port_is_named_with_the_way_out(served: Any) -> None:
+    server, _ = served
+    addr = f"127.0.0.1:{server.port}"
+    with pytest.raises(OSError) as err:
+        MetricsServer(addr, AgentMetrics(), Health())
+    assert f"cannot serve metrics on {addr!r}" in str(err.value)
+    assert "--metrics-addr" in str(err.value)
