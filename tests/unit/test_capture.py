@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 
 from agent.capture.caps import OwnCaps, QuotaCaps
@@ -215,8 +216,11 @@ def test_a_capture_that_cannot_start_says_why_in_one_line(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], words: list[str]
 ) -> None:
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
-    code, out, err = _run(capsys, "capture", *argv, "--state-dir", str(tmp_path / "state"),
-                          "-o", str(tmp_path / "day.json"))  # fmt: skip
+    try:
+        code, out, err = _run(capsys, "capture", *argv, "--state-dir", str(tmp_path / "state"),
+                              "-o", str(tmp_path / "day.json"))  # fmt: skip
+    finally:
+        structlog.reset_defaults()  # run() configured logging into capsys's stream
     assert code == 2 and not (tmp_path / "day.json").exists()
     lines = [line for line in err.splitlines() if line.startswith("waterline capture:")]
     assert len(lines) == 1 and all(w in lines[0] for w in words), err
