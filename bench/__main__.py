@@ -7,6 +7,7 @@ the one benchmark named. ON_REQUEST benchmarks run only when named (minutes long
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 
 BENCHMARKS = (
@@ -26,11 +27,20 @@ def main(argv: list[str]) -> int:
     if flags and len(names) != 1:
         print("flags go to one named benchmark: python -m bench NAME --flag ...", file=sys.stderr)
         return 2
+    known = [m.rsplit(".", 1)[-1] for m in BENCHMARKS + ON_REQUEST]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = ", ".join(k.replace("_", "-") for k in known)
+        print(f"unknown benchmark {unknown[0]!r} (known: {listed})", file=sys.stderr)
+        return 2
     for module_name in BENCHMARKS + ON_REQUEST:
         short = module_name.rsplit(".", 1)[-1]
         if (names and short not in names) or (not names and module_name in ON_REQUEST):
             continue
         module = importlib.import_module(module_name)
+        if flags and not inspect.signature(module.main).parameters:
+            print(f"{short.replace('_', '-')} takes no flags, got {' '.join(flags)}", file=sys.stderr)
+            return 2
         print(f"== {module_name}")
         module.main(flags) if flags else module.main()
     return 0

@@ -83,7 +83,44 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    "latency-critical pod that asks for less than it uses; default: Guaranteed)")
     p.add_argument("--trace", action="store_true", help="also print every tick of every phase")
     p.add_argument("--seed", type=int, default=7)
-    return p.parse_args(list(argv))  # fmt: skip
+    args = p.parse_args(list(argv))  # fmt: skip
+    problem = check_args(args)
+    if problem:
+        p.error(problem)  # one line, exit 2
+    return args
+
+
+#: (flag, the attribute, the test it must pass, what that test says)
+LIMITS: tuple[tuple[str, str, Callable[[float], bool], str], ...] = (
+    ("--rounds", "rounds", lambda v: v >= 1, "must be >= 1"),
+    ("--phase", "phase", lambda v: v > 0, "must be > 0 seconds"),
+    ("--baseline", "baseline", lambda v: v > 0, "must be > 0 seconds"),
+    ("--settle", "settle", lambda v: v >= 0, "must be >= 0 seconds"),
+    ("--rate", "rate", lambda v: v > 0, "must be > 0 requests a second"),
+    ("--work-ms", "work_ms", lambda v: v > 0, "must be > 0 ms"),
+    ("--line", "line", lambda v: v > 0, "must be > 0 cores"),
+    ("--wait-line", "wait_line", lambda v: 0 < v <= 100, "must be in (0, 100] %"),
+    ("--weight", "weight", lambda v: 2 <= v <= 262144, "must be a cpu.shares value, 2..262144"),
+)
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags, before any cgroup is made; None when nothing is."""
+    for flag, attr, ok, need in LIMITS:
+        if not ok(getattr(args, attr)):
+            return f"{flag} {need}, got {getattr(args, attr)}"
+    if args.web_request is not None and not 0 < args.web_request <= WEB_LIMIT:
+        return f"--web-request must be in (0, {WEB_LIMIT}] cores (web's limit), got {args.web_request}"
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.cpu is not None and args.cpu not in cpus:
+        return f"--cpu must be one this process may run on ({cpus}), got {args.cpu}"
+    from bench.colocation_strategies import STRATEGIES
+
+    keys = {s.key for s in STRATEGIES}
+    unknown = sorted(set((args.strategies or "").split(",")) - keys - {""})
+    if unknown:
+        return f"--strategies: unknown {', '.join(unknown)} (known: {', '.join(sorted(keys))})"
+    return None
 
 
 # -- the pods ----------------------------------------------------------------------------

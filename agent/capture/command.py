@@ -29,6 +29,7 @@ from typing import Any
 
 import structlog
 import yaml
+from kubernetes.config.config_exception import ConfigException
 
 from agent.capture.caps import OwnCaps, QuotaCaps
 from agent.capture.manifests import ClusterManifests, LocalManifests, scenario_objects
@@ -42,6 +43,9 @@ from agent.node.loop import NodeLoop
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     agent_command.add_arguments(parser)
+    for action in parser._actions:  # the agent's `release` verb means nothing to a capture
+        if action.dest == "verb":
+            action.help = argparse.SUPPRESS
     parser.add_argument(
         "-o", "--output", required=True, metavar="SCENARIO",
         help="the scenario to write (.json: JSON; else YAML)",
@@ -100,6 +104,8 @@ def write_document(path: str, doc: dict[str, Any]) -> None:
 
 
 def _check(args: argparse.Namespace) -> str | None:
+    if getattr(args, "verb", None):
+        return f"{args.verb!r} is a command of `waterline agent`, not of capture"
     if args.interval <= 0:
         return f"--interval must be > 0 seconds, got {args.interval}"
     if args.ticks is not None and args.ticks < 1:
@@ -128,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidObject as err:
         print(f"waterline capture: bad configuration: {err}", file=sys.stderr)
         return 2
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, ConfigException) as err:
         print(f"waterline capture: not started: {err}", file=sys.stderr)
         return 2
     total = tick_budget(args)

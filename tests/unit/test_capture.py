@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import yaml
 
 from agent.capture.caps import OwnCaps, QuotaCaps
@@ -201,3 +202,26 @@ def test_html_lists_the_capped_figures() -> None:
     html = render_html(report)
     assert "Figures measured under a cap" in html
     assert "<td>default/be-1</td><td>1.0</td>" in html and "<td>1.5</td>" in html
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["release"], ["'release' is a command of `waterline agent`, not of capture"]),
+    (["--kubeconfig", "{tmp}/none.kubeconfig", "--node-name", "n1"],
+     ["not started:", "kube-config"]),
+    (["--local"], ["--local needs --objects PATH"]),
+    (["--local", "--objects", "{tmp}", "--ticks", "0"], ["--ticks must be >= 1, got 0"]),
+    (["--local", "--objects", "{tmp}/missing"], ["not started:", "missing"]),
+])  # fmt: skip
+def test_a_capture_that_cannot_start_says_why_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], words: list[str]
+) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    try:
+        code, out, err = _run(capsys, "capture", *argv, "--state-dir", str(tmp_path / "state"),
+                              "-o", str(tmp_path / "day.json"))  # fmt: skip
+    finally:
+        structlog.reset_defaults()  # run() configured logging into capsys's stream
+    assert code == 2 and not (tmp_path / "day.json").exists()
+    lines = [line for line in err.splitlines() if line.startswith("waterline capture:")]
+    assert len(lines) == 1 and all(w in lines[0] for w in words), err
+    assert "Traceback" not in err

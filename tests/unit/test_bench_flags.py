@@ -1,0 +1,49 @@
+"""`python -m bench` refuses what it cannot run with one line and exit 2, before any
+benchmark starts (and, for the co-location benchmark, before any cgroup is made)."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.__main__ import main as bench_main
+from bench.colocation import parse_args
+
+
+def test_an_unknown_benchmark_is_refused_not_silently_skipped(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["defrag-e3"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown benchmark 'defrag_e3'" in err and "defrag-e2e" in err
+
+
+def test_flags_to_a_benchmark_that_takes_none_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["defrag-e2e", "--nodes", "100"]) == 2
+    captured = capsys.readouterr()
+    assert "defrag-e2e takes no flags, got --nodes 100" in captured.err
+    assert "== bench" not in captured.out  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--rounds", "0"], "--rounds must be >= 1, got 0"),
+        (["--phase", "-1"], "--phase must be > 0 seconds, got -1.0"),
+        (["--rate", "0"], "--rate must be > 0 requests a second, got 0.0"),
+        (["--line", "-1"], "--line must be > 0 cores, got -1.0"),
+        (["--wait-line", "150"], "--wait-line must be in (0, 100] %, got 150.0"),
+        (["--web-request", "0.9"], "--web-request must be in (0, 0.6] cores (web's limit), got 0.9"),
+        (["--cpu", "4096"], "--cpu must be one this process may run on"),
+        (["--strategies", "waterline-cpu,bogus"], "--strategies: unknown bogus"),
+    ],
+)
+def test_colocation_refuses_bad_flags_with_one_line(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(flags)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_colocation_takes_its_documented_short_settings() -> None:
+    args = parse_args(["--rounds", "1", "--phase", "8", "--strategies", "waterline-lc", "--web-request", "0.2"])
+    assert (args.rounds, args.phase, args.strategies, args.web_request) == (1, 8.0, "waterline-lc", 0.2)
