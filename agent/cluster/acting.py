@@ -76,7 +76,8 @@ class PlanActs:
         changed since the snapshot is refused (409) and decided again next round."""
         status = {"phase": phase, "reason": verdict.reason, "message": verdict.message}
         if ((job.phase or m.PENDING), job.reason, job.message) != tuple(status.values()):
-            self.writer.job_status(job.name, status, job.resource_version)
+            self.writer.job_status(job.name, status, job.resource_version,
+                                   transition=phase != (job.phase or m.PENDING))
 
     def defrag(
         self, plan: DefragPlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool

@@ -154,7 +154,11 @@ class GuardedWriter:
 
     # -- migration (the migrator's Writes) ------------------------------------------------
     @calls(grant(MIGRATION_JOBS, "patch", "status"))
-    def job_status(self, name: str, status: Mapping[str, Any], resource_version: str = "") -> bool:
+    def job_status(self, name: str, status: Mapping[str, Any], resource_version: str = "",
+                   *, transition: bool = True) -> bool:
+        """Write a job's status; a ``transition`` (its phase changes) is counted and told
+        as the phase's Event, once: a status rewritten within a phase tells nothing here
+        (the migrator tells each step itself)."""
         if (api := self.guard("write job status", job=name, **status)) is None:
             return False
         patch = status_patch(status, resource_version)
@@ -163,7 +167,7 @@ class GuardedWriter:
             lambda: merge_patch(api, MIGRATION_JOBS, name, patch, subresource="status"),
             job=name,
         )
-        if ok:
+        if ok and transition:
             phase = str(status.get("phase"))
             self.metrics.migrations.labels(phase).inc()
             self._migration_event(name, phase, status)

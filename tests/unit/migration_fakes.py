@@ -21,12 +21,15 @@ class Recorder:
         self.refuse = set(refuse)
         #: Events: (kind/name, type, reason, message).
         self.recorded: list[tuple[str, str, str, str]] = []
+        #: Status writes: (job, phase, whether the phase changed).
+        self.transitions: list[tuple[str, str, bool]] = []
 
     def _note(self, kind: str, key: Any, body: Any) -> bool:
         self.calls.append((kind, key, body))
         return kind not in self.refuse
 
-    def job_status(self, name: str, status: Mapping[str, Any]) -> bool:
+    def job_status(self, name: str, status: Mapping[str, Any], *, transition: bool = True) -> bool:
+        self.transitions.append((name, str(status.get("phase")), transition))
         return self._note("job_status", name, dict(status))
 
     def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool:

@@ -132,3 +132,30 @@ def test_no_write_is_sent_with_less_than_the_minimum_left() -> None:
     with pytest.raises(NotLeader):
         writer.annotate_node("n1", {"a": "b"})
     assert server.requests == []
+
+
+class Told:
+    """The controller's recorder, as the writer sees it: the Events it was asked for."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def record(self, ref: Any, type_: str, reason: str, message: str) -> None:
+        self.events.append((ref.name, reason))
+
+
+def test_a_job_status_tells_its_phase_once_not_at_every_step() -> None:
+    clock = Clock(T0)
+    elector = leader(clock)
+    metrics = ControllerMetrics()
+    writer = GuardedWriter(KubeApi(SlowServer(clock, commit_after=0.0)), elector.time_left, False, metrics)
+    told = Told()
+    writer.recorder = told  # type: ignore[assignment]
+    clock.now = T0 + 1.0
+    assert writer.job_status("j-1", {"phase": "Running", "reason": "Started"}, transition=True)
+    assert writer.job_status("j-1", {"phase": "Running", "reason": "Evicting"}, transition=False)
+    assert writer.job_status("j-1", {"phase": "Succeeded"}, transition=True)
+    assert told.events == [("j-1", "MigrationStarted"), ("j-1", "MigrationSucceeded")]
+    count = metrics.registry.get_sample_value(
+        "waterline_controller_migration_transitions_total", {"phase": "Running"})
+    assert count == 1.0

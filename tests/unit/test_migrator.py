@@ -290,6 +290,9 @@ def test_executor_start_records_then_evicts_directly() -> None:
     assert rec.calls[0][2][mg.OWNER_ANNOTATION] == "ReplicaSet/web-1-owner/uid-web-1-owner"
     assert rec.calls[1][2]["phase"] == m.RUNNING
     assert step is not None and step.reason == m.REASON_WAIT_REPLACEMENT
+    # One phase change (one MigrationStarted Event, one count); the eviction's status is a
+    # step within the phase, told by the migrator's own step Event.
+    assert [(phase, moved) for _, phase, moved in rec.transitions] == [(m.RUNNING, True), (m.RUNNING, False)]
 
 
 def test_executor_waits_for_a_replacement_of_the_recorded_owner() -> None:

@@ -69,7 +69,9 @@ class Writes(Protocol):
     """Every write the migration makes. Each returns False when nothing was written
     (dry run, or the API refused); a lost leadership raises instead, ending the round."""
 
-    def job_status(self, name: str, status: Mapping[str, Any]) -> bool: ...
+    def job_status(self, name: str, status: Mapping[str, Any], *, transition: bool = True) -> bool:
+        """``transition``: the phase changes (the writer's phase Event and count)."""
+        ...
 
     def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool: ...
 
@@ -235,7 +237,7 @@ class MigrationExecutor:
         # (the next arbitration would fail it as MissingPod).
         if not self.writes.job_annotations(job.name, annotations):
             return None
-        if not self.writes.job_status(job.name, status_of(started)):
+        if not self.writes.job_status(job.name, status_of(started), transition=True):
             return None
         if self.metrics is not None:
             self.metrics.moves.labels("started").inc()
@@ -393,10 +395,13 @@ class MigrationExecutor:
     # -- status, events, metrics -------------------------------------------------------------
     def _write_status(self, c: _Job, step: Step) -> None:
         job = c.job
-        if not changed(job, step) or not self.writes.job_status(job.name, status_of(step, c.now)):
+        transition = step.phase != (job.phase or m.PENDING)
+        if not changed(job, step) or not self.writes.job_status(
+            job.name, status_of(step, c.now), transition=transition
+        ):
             return
         self._tell(c, step)
-        if step.phase != (job.phase or m.PENDING):
+        if transition:
             self.log.info(
                 "migration job",
                 job=job.name,
