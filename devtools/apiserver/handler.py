@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import structlog
 import yaml
 
-from devtools.apiserver import api, endpoints, tables
+from devtools.apiserver import api, endpoints, protobuf, tables
 from devtools.apiserver.admission import Admission
 from devtools.apiserver.errors import ApiStatus
 from devtools.apiserver.faults import Fault
@@ -33,6 +33,14 @@ MAX_BODY = 3 * 1024 * 1024
 DRAIN_LIMIT = 4 * MAX_BODY
 JSON = "application/json"
 TOO_LARGE = "the server has rejected the request because the request is too large"
+#: kubectl create <kind> sends protobuf: only a Namespace is read (``protobuf``), any other
+#: kind is a 415 that says what to do (kubectl does not fall back to JSON).
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+UNSUPPORTED_PROTOBUF = (
+    "this dev API server reads JSON and YAML bodies, and of protobuf only a Namespace "
+    "(kubectl create <kind> sends protobuf): write the object in a manifest and use "
+    "kubectl apply -f or kubectl create -f"
+)
 
 
 def parse_json(data: bytes, duplicates: list[str] | None = None) -> Any:
@@ -187,6 +195,11 @@ class Handler(BaseHTTPRequestHandler):
         if not data.strip():
             return {}
         kind = (self.headers.get("Content-Type") or JSON).split(";")[0].strip().lower()
+        if kind == PROTOBUF:
+            try:
+                return protobuf.decode(data)
+            except (protobuf.Unsupported, UnicodeDecodeError) as err:
+                raise ApiStatus(415, "UnsupportedMediaType", f"{UNSUPPORTED_PROTOBUF} ({err})") from None
         try:
             if kind in ("application/yaml", "application/apply-patch+yaml"):
                 body = yaml.safe_load(data)

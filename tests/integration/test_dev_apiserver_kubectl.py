@@ -295,3 +295,16 @@ def test_deleting_a_crd_stops_serving_its_kind(kubectl: Kubectl) -> None:
     gone = kubectl.run("get", "nqp", ok=False)
     assert gone.returncode != 0 and "nodeqosensurancepolicies" in gone.stderr
     assert len(kubectl.rows("avoidanceactions")) == 5  # the samples' actions, and the header
+
+
+def test_create_namespace_works_and_other_create_kinds_say_what_to_do(kubectl: Kubectl) -> None:
+    """kubectl create <kind> sends protobuf: a Namespace (the first thing a session
+    creates) is read; another kind is refused with the way out, not 'not valid JSON'."""
+    made = kubectl.run("create", "namespace", "waterline-system")
+    assert made.stdout.strip() == "namespace/waterline-system created"
+    kubectl.run("label", "namespace", "waterline-system", "team=qos")
+    labels = kubectl.run("get", "ns", "waterline-system", "-o", "jsonpath={.metadata.labels}").stdout
+    assert json.loads(labels)["team"] == "qos"
+    refused = kubectl.run("create", "configmap", "c", "--from-literal=a=b", ok=False)
+    assert refused.returncode != 0
+    assert "use kubectl apply -f" in refused.stderr and "ConfigMap" in refused.stderr
