@@ -574,3 +574,72 @@ def test_siblings_running_before_the_start_are_not_replacements() -> None:
     view = mg.ClusterView.build(ObjectStore.from_dicts([node("n1"), node("n2"), rs, old, new]))
     world, _ = mg.observe(job(phase=m.RUNNING), annotations, view, started + 30)
     assert world.replacement_node == "n2"
+
+
+# -- one replacement, one job ---------------------------------------------------------
+
+
+def _owned(name: str, created: str, node_name: str = "n2", phase: str = "Running") -> dict[str, Any]:
+    raw = pod(name, node_name=node_name, started=created)
+    raw["metadata"]["ownerReferences"][0]["uid"] = "uid-web-owner"
+    raw["status"]["phase"] = phase
+    return raw
+
+
+WEB_RS = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+          "metadata": {"name": "web-owner", "namespace": "default", "uid": "uid-web-owner"}}  # fmt: skip
+
+
+def _started_job(name: str, pod_name: str, started: float, phase: str = m.RUNNING,
+                 present: tuple[str, ...] = ()) -> dict[str, Any]:  # fmt: skip
+    tracked = mg.Tracked(f"uid-{pod_name}", "ReplicaSet", "web-owner", "uid-web-owner", "n1",
+                         started, present)  # fmt: skip
+    return {"apiVersion": m.API_VERSION, "kind": m.KIND,
+            "metadata": {"name": name, "uid": f"uid-job-{name}", "annotations": tracked.annotations()},
+            "spec": {"podRef": {"namespace": "default", "name": pod_name}, "mode": m.EVICT_DIRECTLY},
+            "status": {"phase": phase}}  # fmt: skip
+
+
+def _worlds(*objects: dict[str, Any]) -> dict[str, mg.World]:
+    store = ObjectStore.from_dicts([node("n1"), node("n2"), WEB_RS, *objects])
+    view = mg.ClusterView.build(store)
+    return {j.name: mg.observe(j, j.annotations, view, T0 + 200)[0] for j in store.migration_jobs}
+
+
+def test_two_jobs_of_one_workload_never_take_the_same_replacement() -> None:
+    """Two replicas moved at once, one new replica so far: it is the replacement of the job
+    that started first; the other waits for a pod of its own."""
+    jobs = [_started_job("move-a", "web-a", T0 + 100), _started_job("move-b", "web-b", T0 + 100.5)]
+    first = _worlds(*jobs, _owned("web-x", "2026-01-01T00:01:45Z"))  # T0 + 105
+    assert (first["move-a"].replacement_node, first["move-b"].replacement_node) == ("n2", "")
+    assert not first["move-b"].replacement_seen
+    both = _worlds(*jobs, _owned("web-x", "2026-01-01T00:01:45Z"),
+                   _owned("web-y", "2026-01-01T00:01:46Z", node_name="n1"))  # fmt: skip
+    assert (both["move-a"].replacement_node, both["move-b"].replacement_node) == ("n2", "n1")
+
+
+def test_a_succeeded_job_keeps_the_replacement_it_landed_as() -> None:
+    done = _started_job("move-a", "web-a", T0 + 100, phase=m.SUCCEEDED)
+    later = _started_job("move-b", "web-b", T0 + 150)
+    worlds = _worlds(done, later, _owned("web-x", "2026-01-01T00:02:35Z"))  # T0 + 155, after both starts
+    assert worlds["move-b"].replacement_node == "" and not worlds["move-b"].replacement_seen
+
+
+def test_a_sibling_created_just_before_the_start_is_no_replacement() -> None:
+    """Created a second before the start (within the slack for whole-second timestamps):
+    the executor records it as present at the start, so the job waits for a new pod."""
+    rec = Recorder()
+    sibling = _owned("web-2", "2026-01-01T00:01:39Z")  # T0 + 99
+    mine = _owned("web-1", "2026-01-01T00:00:00Z", node_name="n1")
+    store = ObjectStore.from_dicts([node("n1"), node("n2"), WEB_RS, sibling, mine])
+    view = mg.ClusterView.build(store)
+    step = mg.MigrationExecutor(rec).start(job(phase="Pending"), view.pods["default/web-1"], view, T0 + 100)
+    assert step is not None and step.reason == m.REASON_WAIT_REPLACEMENT
+    annotations = rec.calls[0][2]
+    assert annotations[mg.PRESENT_AT_START_ANNOTATION] == "uid-web-2"
+    tracked = mg.tracked_from_annotations(annotations)
+    assert tracked is not None and tracked.present_at_start == ("uid-web-2",)
+    running = _started_job("j1", "web-1", T0 + 100, present=tracked.present_at_start)
+    assert _worlds(running, sibling)["j1"].replacement_node == ""
+    without = _started_job("j1", "web-1", T0 + 100)  # what the slack alone would have taken
+    assert _worlds(without, sibling)["j1"].replacement_node == "n2"

@@ -230,7 +230,9 @@ class MigrationExecutor:
 
     def start(self, job: m.PodMigrationJob, pod: Pod, view: ClusterView, now: float) -> Step | None:
         """Start a job that arbitration passed: record what it moves, then take its first step."""
-        tracked = tracked_from_pod(pod, now)
+        owner = pod.controller
+        siblings = view.by_owner.get(owner.uid, ()) if owner is not None else ()
+        tracked = tracked_from_pod(pod, now, siblings)
         annotations = tracked.annotations()
         started = Step(m.RUNNING, "Started", f"passed arbitration; moving pod {pod.key}")
         # Record first, act second: a job whose pod was evicted must never stay Pending

@@ -4,8 +4,7 @@ the node a reservation should go to, and the Reservation a job creates."""
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +19,10 @@ from agent.cluster.migrator.steps import (
     ABORT_ANNOTATION,
     CREATED_BY_LABEL,
     JOB_LABEL,
-    REPLACEMENT_SLACK_SECONDS,
     WATCHED_CONTROLLER_KINDS,
     Tracked,
     World,
+    created_since,
     tracked_from_annotations,
     tracked_from_pod,
     ttl_seconds,
@@ -50,7 +49,6 @@ class ClusterView:
 
     store: ObjectStore
     pods: Mapping[str, Pod]
-    running_by_owner: Mapping[str, tuple[Pod, ...]]
     reservations: Mapping[str, r.Reservation]
     #: Pods not terminating, by controller uid (has a replacement appeared?).
     by_owner: Mapping[str, tuple[Pod, ...]] = field(default_factory=dict)
@@ -60,11 +58,12 @@ class ClusterView:
     #: The placement snapshot the round's targets are chosen on, built on first use and
     #: kept current as placeholders are placed (so two jobs do not take one gap).
     _placement: list[Snapshot] = field(default_factory=list)
+    #: Job name -> the pod that replaces its pod (``replacement_of``), built on first use.
+    _claims: list[Mapping[str, Pod | None]] = field(default_factory=list)
 
     @classmethod
     def build(cls, store: ObjectStore) -> ClusterView:
         pods = {p.key: p for p in store.pods}
-        running: dict[str, list[Pod]] = {}
         alive: dict[str, list[Pod]] = {}
         placeholders: dict[str, Pod] = {}
         for pod in store.pods:
@@ -76,17 +75,26 @@ class ClusterView:
             if ctl is None or not ctl.uid or pod.is_terminating:
                 continue
             alive.setdefault(ctl.uid, []).append(pod)
-            if pod.phase == "Running":
-                running.setdefault(ctl.uid, []).append(pod)
         return cls(
             store,
             pods,
-            {k: tuple(v) for k, v in running.items()},
             {res.name: res for res in store.reservations},
             {k: tuple(v) for k, v in alive.items()},
             placeholders,
             Storage(store.claims, store.volumes),
         )
+
+    def replacement_of(self, job_name: str, tracked: Tracked) -> Pod | None:
+        """The pod that replaces ``job_name``'s: each new pod of an owner is one job's
+        replacement, never two jobs' (``claim_replacements``). A job the snapshot does not
+        know as started (it starts this round) gets a pod no other job took."""
+        if not self._claims:
+            self._claims.append(claim_replacements(self.store.migration_jobs, self.by_owner))
+        claims = self._claims[0]
+        if job_name in claims:
+            return claims[job_name]
+        taken = {p.uid for p in claims.values() if p is not None}
+        return _first_candidate(tracked, self.by_owner.get(tracked.owner_uid, ()), taken)
 
     def placement(self, now: float) -> Snapshot:
         """Ready, schedulable nodes with what is bound to them and reserved at ``now``."""
@@ -121,14 +129,10 @@ def observe(
             exists = tracked.owner_uid in view.store.workloads
         else:
             exists = True  # a kind we do not watch: assume it replaces its pods
-        for other in view.running_by_owner.get(tracked.owner_uid, ()):
-            if other.uid != tracked.pod_uid and _created_since(other, tracked.started_at):
-                replacement = other.node_name
-                break
-        seen = bool(replacement) or any(
-            other.uid != tracked.pod_uid and _created_since(other, tracked.started_at)
-            for other in view.by_owner.get(tracked.owner_uid, ())
-        )
+        successor = view.replacement_of(job.name, tracked)
+        seen = successor is not None
+        if successor is not None and successor.phase == "Running":
+            replacement = successor.node_name
     name = reservation_name(job.name)
     res = view.reservations.get(name)
     return (
@@ -148,10 +152,43 @@ def observe(
     )
 
 
-def _created_since(pod: Pod, started_at: float | None) -> bool:
-    if started_at is None or pod.creation_time is None:
-        return True
-    return pod.creation_time >= math.floor(started_at) - REPLACEMENT_SLACK_SECONDS
+def claim_replacements(
+    jobs: Iterable[m.PodMigrationJob], by_owner: Mapping[str, Sequence[Pod]]
+) -> dict[str, Pod | None]:
+    """Each started job's replacement, one pod a job: the jobs of an owner in the order
+    they started (name on a tie), each taking the first pod of the owner that is not
+    taken, not its own, not there at its start, and created since it (Running pods
+    first, then by creation). Succeeded jobs take part, so the pod a job landed as stays
+    its own and a later job of the same workload waits for a pod of its own (two jobs
+    of one ReplicaSet both took the first new replica before). Pure: the same snapshot
+    gives the same claims, so no claim needs to be written."""
+    started = []
+    for job in jobs:
+        if job.phase not in (m.RUNNING, m.SUCCEEDED):
+            continue
+        tracked = tracked_from_annotations(job.annotations)
+        if tracked is not None and tracked.owner_uid:
+            started.append((tracked.started_at or 0.0, job.name, tracked))
+    claims: dict[str, Pod | None] = {}
+    taken: dict[str, set[str]] = {}
+    for _, name, tracked in sorted(started, key=lambda s: (s[0], s[1])):
+        owner_taken = taken.setdefault(tracked.owner_uid, set())
+        pod = _first_candidate(tracked, by_owner.get(tracked.owner_uid, ()), owner_taken)
+        if pod is not None:
+            owner_taken.add(pod.uid)
+        claims[name] = pod
+    return claims
+
+
+def _first_candidate(tracked: Tracked, pods: Iterable[Pod], taken: Set[str]) -> Pod | None:
+    candidates = [
+        p for p in pods
+        if p.uid != tracked.pod_uid and p.uid not in taken
+        and p.uid not in tracked.present_at_start and created_since(p, tracked.started_at)
+    ]  # fmt: skip
+    if not candidates:
+        return None
+    return min(candidates, key=lambda p: (p.phase != "Running", p.creation_time or 0.0, p.name))
 
 
 def choose_target(pod: Pod, view: ClusterView, now: float, preferred: str = "") -> str | None:

@@ -16,7 +16,8 @@ the reservation.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from agent.model import migration as m
@@ -31,6 +32,12 @@ ABORT_ANNOTATION = "qos.waterline.io/abort"
 POD_UID_ANNOTATION = "migration.qos.waterline.io/pod-uid"
 OWNER_ANNOTATION = "migration.qos.waterline.io/owner"  # Kind/name/uid
 STARTED_AT_ANNOTATION = "migration.qos.waterline.io/started-at"
+#: Comma-separated uids of the owner's pods already there at the start though created
+#: within the slack below: siblings, never replacements.
+PRESENT_AT_START_ANNOTATION = "migration.qos.waterline.io/present-at-start"
+#: At most this many uids in it (a rollout creating more in one second is rare; past it
+#: the slack's pods may still be taken for replacements).
+MAX_PRESENT_AT_START = 50
 #: creationTimestamp has whole seconds (compared with the start rounded down) and the API
 #: server's clock is not ours: a pod of the owner created this much earlier still counts.
 REPLACEMENT_SLACK_SECONDS = 1.0
@@ -87,11 +94,14 @@ class Tracked:
     #: Wall-clock start: only pods of the owner created after it are replacements (the
     #: owner's other replicas were Running all along).
     started_at: float | None = None
+    #: Uids of the owner's pods there at the start though created within the slack.
+    present_at_start: tuple[str, ...] = ()
 
     def annotations(self) -> dict[str, str]:
         started = "" if self.started_at is None else format_time(self.started_at)
         return {
             STARTED_AT_ANNOTATION: started,
+            PRESENT_AT_START_ANNOTATION: ",".join(self.present_at_start),
             POD_UID_ANNOTATION: self.pod_uid,
             OWNER_ANNOTATION: f"{self.owner_kind}/{self.owner_name}/{self.owner_uid}"
             if self.owner_uid
@@ -100,11 +110,25 @@ class Tracked:
         }
 
 
-def tracked_from_pod(pod: Pod, started_at: float | None = None) -> Tracked:
+def tracked_from_pod(pod: Pod, started_at: float | None = None,
+                     siblings: Iterable[Pod] = ()) -> Tracked:
+    """What a job starting at ``started_at`` moves; ``siblings``: the owner's pods now,
+    those created within the slack are recorded as present (never replacements)."""
     ctl = pod.controller
     if ctl is None:
         return Tracked(pod.uid, source_node=pod.node_name, started_at=started_at)
-    return Tracked(pod.uid, ctl.kind, ctl.name, ctl.uid, pod.node_name, started_at)
+    present = tuple(sorted(
+        s.uid for s in siblings if s.uid != pod.uid and created_since(s, started_at)
+    ))[:MAX_PRESENT_AT_START]  # fmt: skip
+    return Tracked(pod.uid, ctl.kind, ctl.name, ctl.uid, pod.node_name, started_at, present)
+
+
+def created_since(pod: Pod, started_at: float | None) -> bool:
+    """Created at or after ``started_at``, within the slack (whole-second timestamps, the
+    API server's clock): a pod that may be a replacement."""
+    if started_at is None or pod.creation_time is None:
+        return True
+    return pod.creation_time >= math.floor(started_at) - REPLACEMENT_SLACK_SECONDS
 
 
 def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
@@ -113,8 +137,10 @@ def tracked_from_annotations(annotations: Mapping[str, str]) -> Tracked | None:
         return None
     kind, name, owner_uid = ([*annotations.get(OWNER_ANNOTATION, "").split("/", 2), "", ""])[:3]
     started = parse_time_or_none(annotations.get(STARTED_AT_ANNOTATION))
+    present = tuple(u for u in annotations.get(PRESENT_AT_START_ANNOTATION, "").split(",") if u)
     return Tracked(
-        uid, kind, name, owner_uid, annotations.get(m.SOURCE_NODE_ANNOTATION, ""), started
+        uid, kind, name, owner_uid, annotations.get(m.SOURCE_NODE_ANNOTATION, ""), started,
+        present,
     )
 
 
