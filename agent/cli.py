@@ -71,11 +71,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: {top.usage}\n\ncommands:\n{_commands()}", file=sys.stderr)
         return 2
     command = next(c for c in COMMANDS if c.name == top.parse_args(argv[:1]).command)
-    module = importlib.import_module(command.module)
-    parser = argparse.ArgumentParser(prog=f"waterline {command.name}", description=command.help)
-    module.add_arguments(parser)
-    args = parser.parse_args(argv[1:])
-    return int(module.run(args) or 0)
+    try:
+        module = importlib.import_module(command.module)
+        parser = argparse.ArgumentParser(prog=f"waterline {command.name}", description=command.help)
+        module.add_arguments(parser)
+        args = parser.parse_args(argv[1:])
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        # Ctrl-C before a command set its own handlers (imports take a moment): the
+        # `finally` blocks on the way have run; one line, the shell's code for SIGINT.
+        print(f"waterline {command.name}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,7 +29,6 @@ from typing import Any
 
 import structlog
 import yaml
-from kubernetes.config.config_exception import ConfigException
 
 from agent.capture.caps import OwnCaps, QuotaCaps
 from agent.capture.manifests import ClusterManifests, LocalManifests, scenario_objects
@@ -134,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidObject as err:
         print(f"waterline capture: bad configuration: {err}", file=sys.stderr)
         return 2
-    except (OSError, ValueError, ConfigException) as err:
+    except (OSError, ValueError) as err:  # a bad kubeconfig too (agent.kube.client)
         print(f"waterline capture: not started: {err}", file=sys.stderr)
         return 2
     total = tick_budget(args)

@@ -163,13 +163,21 @@ def build_api(
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-        config.load_incluster_config(client_configuration=configuration)
-    else:
-        with api_errors():
-            config.load_kube_config(
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
+    try:
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            config.load_incluster_config(client_configuration=configuration)
+        else:
+            with api_errors():
+                config.load_kube_config(
+                    config_file=kubeconfig, context=context, client_configuration=configuration
+                )
+    except (OSError, KubeError):
+        raise
+    except Exception as err:  # noqa: BLE001 - the loader raises ConfigException, TypeError,
+        # KeyError... on a bad file; every command reports a ValueError in one line
+        where = kubeconfig or "in-cluster config, $KUBECONFIG or ~/.kube/config"
+        what = str(err) if isinstance(err, config.ConfigException) else f"{type(err).__name__}: {err}"
+        raise ValueError(f"cannot load the kubeconfig ({where}): {what}") from None
     args = (args or ClientArgs()).validate()
     configuration.retries = urllib3.Retry(
         total=0, connect=0, read=0, redirect=0, status=0, raise_on_redirect=False

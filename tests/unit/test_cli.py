@@ -33,3 +33,16 @@ def test_an_unknown_command_names_the_valid_ones(capsys: pytest.CaptureFixture[s
         main(["agnet"])
     assert exit_.value.code == 2
     assert "invalid choice: 'agnet'" in capsys.readouterr().err
+
+
+def test_ctrl_c_before_a_command_handles_it_is_one_line_and_130(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agent.simulate import command as simulate
+
+    def interrupted(_args: object) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(simulate, "run", interrupted)
+    assert main(["simulate", "x.yaml"]) == 130
+    assert capsys.readouterr().err == "waterline simulate: interrupted\n"

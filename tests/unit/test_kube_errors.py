@@ -134,3 +134,16 @@ def test_client_exception_subclasses_map_like_the_base_class():
     exc = NotFoundException(status=404, reason="Not Found")
     exc.body = '{"kind": "Status", "reason": "NotFound", "code": 404, "message": "pods \\"x\\" not found"}'
     assert isinstance(translate(exc), KubeNotFound)
+
+
+def test_a_kubeconfig_that_cannot_be_loaded_is_one_line_naming_it(tmp_path: Any) -> None:
+    """agent, controller and capture all report a ValueError in one line (exit 2)."""
+    from agent.kube.client import build_api
+
+    missing = str(tmp_path / "none.kubeconfig")
+    with pytest.raises(ValueError, match=r"cannot load the kubeconfig \(.*none.kubeconfig\)"):
+        build_api(missing)
+    garbage = tmp_path / "garbage.kubeconfig"
+    garbage.write_text("clusters: 5\n")
+    with pytest.raises(ValueError, match="cannot load the kubeconfig"):
+        build_api(str(garbage))
