@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 import urllib3
@@ -136,7 +137,7 @@ def test_client_exception_subclasses_map_like_the_base_class():
     assert isinstance(translate(exc), KubeNotFound)
 
 
-def test_a_kubeconfig_that_cannot_be_loaded_is_one_line_naming_it(tmp_path: Any) -> None:
+def test_a_kubeconfig_that_cannot_be_loaded_is_one_line_naming_it(tmp_path: Path) -> None:
     """agent, controller and capture all report a ValueError in one line (exit 2)."""
     from agent.kube.client import build_api
 
