@@ -8,7 +8,9 @@ Kubernetes client and a broken optional module cannot break the others.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import os
 import sys
 from dataclasses import dataclass
 from importlib import metadata
@@ -77,6 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         module.add_arguments(parser)
         args = parser.parse_args(argv[1:])
         return int(module.run(args) or 0)
+    except BrokenPipeError:
+        # stdout's reader went away (`waterline simulate ... | head`): not an error of
+        # ours; stdout is pointed at /dev/null so the interpreter's final flush is quiet.
+        with contextlib.suppress(OSError, ValueError):  # no file descriptor (tests)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as the shell's own tools end
     except KeyboardInterrupt:
         # Ctrl-C before a command set its own handlers (imports take a moment): the
         # `finally` blocks on the way have run; one line, the shell's code for SIGINT.

@@ -77,9 +77,7 @@ def run(args: argparse.Namespace) -> int:
     except InvalidObject as err:
         print(f"invalid scenario: {err}", file=sys.stderr)
         return 2
-    json.dump(report, sys.stdout, indent=args.indent, sort_keys=False)
-    sys.stdout.write("\n")
-    if args.html:
+    if args.html:  # first: a reader that stops reading stdout early must not cost the page
         from agent.simulate.html import write_html
 
         try:
@@ -87,4 +85,6 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             print(f"cannot write the HTML report to {args.html}: {err.strerror or err}", file=sys.stderr)
             return 2
+    json.dump(report, sys.stdout, indent=args.indent, sort_keys=False)
+    sys.stdout.write("\n")
     return 0

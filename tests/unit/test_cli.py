@@ -46,3 +46,14 @@ def test_ctrl_c_before_a_command_handles_it_is_one_line_and_130(
     monkeypatch.setattr(simulate, "run", interrupted)
     assert main(["simulate", "x.yaml"]) == 130
     assert capsys.readouterr().err == "waterline simulate: interrupted\n"
+
+
+def test_a_reader_that_goes_away_is_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`waterline simulate ... | head`: 141 (128 + SIGPIPE), as the shell's tools end."""
+    from agent.simulate import command as simulate
+
+    def reader_gone(_args: object) -> int:
+        raise BrokenPipeError
+
+    monkeypatch.setattr(simulate, "run", reader_gone)
+    assert main(["simulate", "x.yaml"]) == 141
