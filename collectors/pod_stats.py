@@ -36,7 +36,7 @@ from agent.model.usage import ContainerUsage, PodUsage
 from collectors.cgroups import CgroupMounts
 from collectors.files import OnceLog, read_bytes, read_int, stat_field
 from collectors.layout import PodCgroup, PodCgroupLayout
-from collectors.psi import parse_psi
+from collectors.psi import some_avg10
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +157,7 @@ class PodStatsCollector:
                 return None, False
             return None, enabled
         try:
-            return parse_psi(data.decode("ascii", "replace")).some.avg10, True
+            return some_avg10(data), True
         except ValueError as err:
             self._log.warn("garbage in PSI file", path, error=str(err))
             return None, True

@@ -65,6 +65,26 @@ def parse_psi(text: str) -> Psi:
     return Psi(some=some, full=full)
 
 
+_SOME_AVG10 = b"some avg10="
+
+
+def some_avg10(data: bytes) -> float:
+    """The ``some avg10`` figure alone, straight from the file's bytes: the per-pod reader
+    needs only it, from 2,000 files a tick at 250 pods, where ``parse_psi`` was a third
+    of the v2 collector's time. Raises ValueError on anything that is not PSI, as
+    ``parse_psi`` does."""
+    at = 0 if data.startswith(_SOME_AVG10) else data.find(b"\n" + _SOME_AVG10) + 1
+    if at == 0 and not data.startswith(_SOME_AVG10):
+        raise ValueError("no 'some avg10=' in PSI text")
+    start = at + len(_SOME_AVG10)
+    end = data.find(b" ", start)
+    figure = data[start:] if end < 0 else data[start:end]
+    try:
+        return float(figure)
+    except ValueError:
+        raise ValueError(f"bad PSI avg10 {figure[:20]!r}") from None
+
+
 def read_psi(path: str) -> Psi:
     """Read and parse one PSI file; raises OSError / ValueError for the caller to log."""
     fd = os.open(path, os.O_RDONLY)

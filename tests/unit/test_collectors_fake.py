@@ -11,7 +11,7 @@ from agent.model.objects import BEST_EFFORT, BURSTABLE, GUARANTEED
 from collectors.files import OnceLog, stat_field
 from collectors.node_stats import NodeStatsCollector, meminfo_field
 from collectors.pod_stats import PodStatsCollector
-from collectors.psi import parse_psi
+from collectors.psi import parse_psi, some_avg10
 from tests.unit.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
 
 V2_POD = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice"
@@ -180,6 +180,25 @@ def test_psi_parsing() -> None:
         parse_psi("full avg10=1 avg60=1 avg300=1 total=1\n")
     with pytest.raises(ValueError):
         parse_psi("some avg10=x\n")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "some avg10=3.72 avg60=0.93 avg300=0.36 total=2690513\nfull avg10=1.00 avg60=0 avg300=0 total=5\n",
+        "full avg10=1.00 avg60=0 avg300=0 total=5\nsome avg10=0.00 avg60=0 avg300=0 total=0\n",
+        "some avg10=12.50 avg60=0.00 avg300=0.00 total=1\n",
+    ],
+)
+def test_the_per_pod_psi_reader_agrees_with_the_full_parser(text: str) -> None:
+    assert some_avg10(text.encode()) == parse_psi(text).some.avg10
+
+
+@pytest.mark.parametrize("data", [b"", b"full avg10=1 avg60=1 avg300=1 total=1\n", b"some avg10=x avg60=0",
+                                  b"xsome avg10=1.0 avg60=0", b"garbage"])  # fmt: skip
+def test_the_per_pod_psi_reader_refuses_what_is_not_psi(data: bytes) -> None:
+    with pytest.raises(ValueError):
+        some_avg10(data)
 
 
 STAT = "cpu  {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\ncpu1 0 0 0 0 0 0 0 0 0 0\n"
