@@ -173,6 +173,8 @@ POLICIES = [
                 _rule("memory-usage", "memory_total_usage", "1Gi", "evict-batch"),
                 _rule("memory-utilization", "memory_total_utilization", "20", "evict-batch"),
                 _rule("memory-pressure", "memory_pressure", "1", "evict-batch"),
+                # the Guaranteed web pod is latency-critical; its cgroup's CPU PSI is 12
+                _rule("web-pressure", "lc_cpu_pressure", "5", "throttle-batch"),
             ]
         },
     },
@@ -256,6 +258,8 @@ class FakeNode:
                 d = self.cgroup / rel
                 d.mkdir(parents=True, exist_ok=True)
                 (d / "cpu.max").write_text("max 100000\n")
+                (d / "cpu.pressure").write_text("some avg10=12.00 avg60=8.00 avg300=4.00 total=4242\n"
+                                                "full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")  # fmt: skip
         self.step()
         self._thread = threading.Thread(target=self._run, name="fake-node", daemon=True)
 
