@@ -26,6 +26,7 @@ import resource
 import signal
 import socket
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ from agent.model.fields import Fields, bad
 from agent.model.settings import CONFIG_SECTIONS, AgentSettings, parse_agent_settings
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
+from agent.node.eviction_memory import EvictionMemory
 from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
 from agent.node.publish import MetricsPublisher
 from agent.node.resume import Resume
@@ -388,6 +390,10 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
         publishers.append(effects)
+    if not (args.local or args.dry_run):  # the only mode that evicts
+        memory = EvictionMemory(args.state_dir, brain)
+        memory.load(time.time())
+        publishers.append(memory)
     if config is not None:
         publishers.append(config.reloader(brain, collector))
     if args.local and not args.no_console:
