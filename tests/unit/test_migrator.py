@@ -293,6 +293,9 @@ def test_executor_start_records_then_evicts_directly() -> None:
     # One phase change (one MigrationStarted Event, one count); the eviction's status is a
     # step within the phase, told by the migrator's own step Event.
     assert [(phase, moved) for _, phase, moved in rec.transitions] == [(m.RUNNING, True), (m.RUNNING, False)]
+    # The start is the writer's MigrationStarted on the job: no second "Started" beside it.
+    assert [e[2] for e in rec.about(m.KIND)] == [m.REASON_WAIT_REPLACEMENT]
+    assert [e[2] for e in rec.about("Pod")] == ["Started", m.REASON_WAIT_REPLACEMENT]
 
 
 def test_executor_waits_for_a_replacement_of_the_recorded_owner() -> None:
@@ -718,3 +721,16 @@ def test_a_statefulset_pod_is_replaced_by_the_pod_of_its_own_name() -> None:
                      _stateful("db-1", "new-db-1", "2026-01-01T00:02:35Z", "n2", "Running"))  # fmt: skip
     assert (worlds["move-0"].replacement_node, worlds["move-0"].replacement_seen) == ("", True)
     assert worlds["move-1"].replacement_node == "n2"
+
+
+def test_waiting_for_a_replacement_that_appeared_reads_the_same_after_the_release() -> None:
+    """The placeholder goes when the replacement appears; the rounds after that while it is
+    not Running write nothing new (one Event on the job, not a message flipping back)."""
+    running = job(m.RESERVATION_FIRST, m.RUNNING, status={"targetNode": "n2"})
+    holder = parse_pod(placeholder("j1", node_name="n2", phase="Running"))
+    seen = {"pod": None, "controller_exists": True, "replacement_seen": True}
+    release = mg.advance(running, world(placeholder=holder, **seen))
+    assert release is not None and mg.REMOVE_PLACEHOLDER in release.actions
+    after = replace(running, reason=release.reason, message=release.message)
+    assert "placeholder released" in release.message
+    assert not mg.changed(after, mg.advance(after, world(**seen)))  # type: ignore[arg-type]
