@@ -293,6 +293,9 @@ def test_executor_start_records_then_evicts_directly() -> None:
     # One phase change (one MigrationStarted Event, one count); the eviction's status is a
     # step within the phase, told by the migrator's own step Event.
     assert [(phase, moved) for _, phase, moved in rec.transitions] == [(m.RUNNING, True), (m.RUNNING, False)]
+    # The start is the writer's MigrationStarted on the job: no second "Started" beside it.
+    assert [e[2] for e in rec.about(m.KIND)] == [m.REASON_WAIT_REPLACEMENT]
+    assert [e[2] for e in rec.about("Pod")] == ["Started", m.REASON_WAIT_REPLACEMENT]
 
 
 def test_executor_waits_for_a_replacement_of_the_recorded_owner() -> None:
@@ -620,6 +623,7 @@ def test_two_jobs_of_one_workload_never_take_the_same_replacement() -> None:
 
 def test_a_succeeded_job_keeps_the_replacement_it_landed_as() -> None:
     done = _started_job("move-a", "web-a", T0 + 100, phase=m.SUCCEEDED)
+    done["status"]["landedNode"] = "n2"
     later = _started_job("move-b", "web-b", T0 + 150)
     worlds = _worlds(done, later, _owned("web-x", "2026-01-01T00:02:35Z"))  # T0 + 155, after both starts
     assert worlds["move-b"].replacement_node == "" and not worlds["move-b"].replacement_seen
@@ -643,3 +647,90 @@ def test_a_sibling_created_just_before_the_start_is_no_replacement() -> None:
     assert _worlds(running, sibling)["j1"].replacement_node == ""
     without = _started_job("j1", "web-1", T0 + 100)  # what the slack alone would have taken
     assert _worlds(without, sibling)["j1"].replacement_node == "n2"
+
+
+# -- review6: claims across phases, StatefulSets, deleted and stuck pods -------------------
+
+
+def _landed(name: str, pod_name: str, started: float, landed: str = "") -> dict[str, Any]:
+    raw = _started_job(name, pod_name, started, phase=m.SUCCEEDED)
+    if landed:
+        raw["status"]["landedNode"] = landed
+    return raw
+
+
+def test_a_job_that_succeeded_on_a_404_takes_no_later_replacement() -> None:
+    """Its pod was already gone (no landing): a later job of the workload gets its own."""
+    gone = _landed("move-a", "web-a", T0 + 100)
+    later = _started_job("move-b", "web-b", T0 + 150)
+    worlds = _worlds(gone, later, _owned("web-y", "2026-01-01T00:02:35Z", node_name="n1"))
+    assert worlds["move-b"].replacement_node == "n1"
+
+
+def test_a_succeeded_job_whose_pod_was_moved_again_takes_not_the_next_one() -> None:
+    """move-a landed as web-x on n2; move-b then moved web-x: web-x's replacement is
+    move-b's, not move-a's second."""
+    done = _landed("move-a", "web-a", T0 + 100, landed="n2")
+    again = _started_job("move-b", "web-x", T0 + 150)
+    moved = _owned("web-x", "2026-01-01T00:01:45Z")
+    moved["metadata"]["deletionTimestamp"] = "2026-01-01T00:02:31Z"
+    worlds = _worlds(done, again, moved, _owned("web-y", "2026-01-01T00:02:35Z", node_name="n1"))
+    assert worlds["move-b"].replacement_node == "n1"
+
+
+def test_a_pending_replacement_is_not_swapped_for_a_later_jobs_running_one() -> None:
+    """move-a's replacement (created first) is still Pending, move-b's runs: move-b is
+    done on n1, move-a waits for its own (it would otherwise report move-b's landing)."""
+    jobs = [_started_job("move-a", "web-a", T0 + 100), _started_job("move-b", "web-b", T0 + 150)]
+    worlds = _worlds(*jobs, _owned("web-x", "2026-01-01T00:01:45Z", phase="Pending"),
+                     _owned("web-y", "2026-01-01T00:02:35Z", node_name="n1"))  # fmt: skip
+    assert (worlds["move-a"].replacement_node, worlds["move-a"].replacement_seen) == ("", True)
+    assert worlds["move-b"].replacement_node == "n1"
+
+
+def test_a_lone_job_takes_a_running_new_pod_over_a_stuck_one() -> None:
+    """One job, two new pods (a scale-up stuck Pending, then its replacement Running):
+    nobody else needs the Running one, so the job is done."""
+    jobs = [_started_job("move-a", "web-a", T0 + 100)]
+    worlds = _worlds(*jobs, _owned("web-s", "2026-01-01T00:01:42Z", phase="Pending"),
+                     _owned("web-x", "2026-01-01T00:01:45Z", node_name="n1"))  # fmt: skip
+    assert worlds["move-a"].replacement_node == "n1"
+
+
+def _stateful(name: str, uid: str, created: str, node_name: str, phase: str) -> dict[str, Any]:
+    raw = pod(name, node_name=node_name, started=created, owner_kind="StatefulSet")
+    raw["metadata"]["uid"] = uid
+    raw["metadata"]["ownerReferences"][0].update(name="db", uid="uid-db")
+    raw["status"]["phase"] = phase
+    return raw
+
+
+def test_a_statefulset_pod_is_replaced_by_the_pod_of_its_own_name() -> None:
+    """db-0 and db-1 moved; the new db-1 runs, the new db-0 is still Pending: the job of
+    db-0 waits (db-1 is no replacement of db-0), the job of db-1 is done."""
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet",
+           "metadata": {"name": "db", "namespace": "default", "uid": "uid-db"}}  # fmt: skip
+    jobs = []
+    for name, pod_name, started in (("move-0", "db-0", T0 + 100), ("move-1", "db-1", T0 + 150)):
+        tracked = mg.Tracked(f"old-{pod_name}", "StatefulSet", "db", "uid-db", "n1", started)
+        raw = _started_job(name, pod_name, started)
+        raw["metadata"]["annotations"] = tracked.annotations()
+        jobs.append(raw)
+    worlds = _worlds(sts, *jobs,
+                     _stateful("db-0", "new-db-0", "2026-01-01T00:01:45Z", "", "Pending"),
+                     _stateful("db-1", "new-db-1", "2026-01-01T00:02:35Z", "n2", "Running"))  # fmt: skip
+    assert (worlds["move-0"].replacement_node, worlds["move-0"].replacement_seen) == ("", True)
+    assert worlds["move-1"].replacement_node == "n2"
+
+
+def test_waiting_for_a_replacement_that_appeared_reads_the_same_after_the_release() -> None:
+    """The placeholder goes when the replacement appears; the rounds after that while it is
+    not Running write nothing new (one Event on the job, not a message flipping back)."""
+    running = job(m.RESERVATION_FIRST, m.RUNNING, status={"targetNode": "n2"})
+    holder = parse_pod(placeholder("j1", node_name="n2", phase="Running"))
+    seen = {"pod": None, "controller_exists": True, "replacement_seen": True}
+    release = mg.advance(running, world(placeholder=holder, **seen))
+    assert release is not None and mg.REMOVE_PLACEHOLDER in release.actions
+    after = replace(running, reason=release.reason, message=release.message)
+    assert "placeholder released" in release.message
+    assert not mg.changed(after, mg.advance(after, world(**seen)))  # type: ignore[arg-type]

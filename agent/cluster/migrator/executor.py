@@ -246,7 +246,8 @@ class MigrationExecutor:
         running = replace(job, phase=m.RUNNING, reason=started.reason, message=started.message)
         world, _ = observe(running, annotations, view, now)
         world = replace(world, pod=pod)
-        self._tell(_Job(running, annotations, view, now, world, tracked), started)
+        # Told as the job left Pending: the writer's MigrationStarted is the job's Event.
+        self._tell(_Job(job, annotations, view, now, world, tracked), started)
         return self.run(running, annotations, view, now, world=world, tracked=tracked)
 
     def run(

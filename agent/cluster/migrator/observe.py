@@ -84,17 +84,18 @@ class ClusterView:
             Storage(store.claims, store.volumes),
         )
 
-    def replacement_of(self, job_name: str, tracked: Tracked) -> Pod | None:
-        """The pod that replaces ``job_name``'s: each new pod of an owner is one job's
+    def replacement_of(self, job: m.PodMigrationJob, tracked: Tracked) -> Pod | None:
+        """The pod that replaces ``job``'s: each new pod of an owner is one job's
         replacement, never two jobs' (``claim_replacements``). A job the snapshot does not
         know as started (it starts this round) gets a pod no other job took."""
         if not self._claims:
             self._claims.append(claim_replacements(self.store.migration_jobs, self.by_owner))
         claims = self._claims[0]
-        if job_name in claims:
-            return claims[job_name]
+        if job.name in claims:
+            return claims[job.name]
         taken = {p.uid for p in claims.values() if p is not None}
-        return _first_candidate(tracked, self.by_owner.get(tracked.owner_uid, ()), taken)
+        pods = _candidates(job, tracked, self.by_owner.get(tracked.owner_uid, ()), taken)
+        return next((p for p in pods if p.phase == "Running"), pods[0] if pods else None)
 
     def placement(self, now: float) -> Snapshot:
         """Ready, schedulable nodes with what is bound to them and reserved at ``now``."""
@@ -129,7 +130,7 @@ def observe(
             exists = tracked.owner_uid in view.store.workloads
         else:
             exists = True  # a kind we do not watch: assume it replaces its pods
-        successor = view.replacement_of(job.name, tracked)
+        successor = view.replacement_of(job, tracked)
         seen = successor is not None
         if successor is not None and successor.phase == "Running":
             replacement = successor.node_name
@@ -156,39 +157,57 @@ def claim_replacements(
     jobs: Iterable[m.PodMigrationJob], by_owner: Mapping[str, Sequence[Pod]]
 ) -> dict[str, Pod | None]:
     """Each started job's replacement, one pod a job: the jobs of an owner in the order
-    they started (name on a tie), each taking the first pod of the owner that is not
-    taken, not its own, not there at its start, and created since it (Running pods
-    first, then by creation). Succeeded jobs take part, so the pod a job landed as stays
-    its own and a later job of the same workload waits for a pod of its own (two jobs
-    of one ReplicaSet both took the first new replica before). Pure: the same snapshot
-    gives the same claims, so no claim needs to be written."""
+    they started (name on a tie), each taking the first pod (by creation) of the owner
+    that is not taken, not its own, not there at its start and created since it; then a
+    Running job whose pod is still Pending takes a Running one nobody took instead (a
+    lone job is done on any new replica). A StatefulSet's pod is replaced only by the pod
+    of its name. A Succeeded job keeps a Running pod on the node it landed on (none when
+    it landed nowhere: a 404), so a later job of the workload waits for a pod of its own
+    (two jobs of one ReplicaSet both took the first new replica before). Pure: the same
+    snapshot gives the same claims, so no claim needs to be written."""
     started = []
     for job in jobs:
         if job.phase not in (m.RUNNING, m.SUCCEEDED):
             continue
         tracked = tracked_from_annotations(job.annotations)
         if tracked is not None and tracked.owner_uid:
-            started.append((tracked.started_at or 0.0, job.name, tracked))
+            started.append((tracked.started_at or 0.0, job.name, job, tracked))
+    started.sort(key=lambda s: (s[0], s[1]))
     claims: dict[str, Pod | None] = {}
     taken: dict[str, set[str]] = {}
-    for _, name, tracked in sorted(started, key=lambda s: (s[0], s[1])):
+    for _, name, job, tracked in started:
         owner_taken = taken.setdefault(tracked.owner_uid, set())
-        pod = _first_candidate(tracked, by_owner.get(tracked.owner_uid, ()), owner_taken)
-        if pod is not None:
-            owner_taken.add(pod.uid)
-        claims[name] = pod
+        pods = _candidates(job, tracked, by_owner.get(tracked.owner_uid, ()), owner_taken)
+        claims[name] = pods[0] if pods else None
+        owner_taken.update(p.uid for p in pods[:1])
+    for _, name, job, tracked in started:
+        claim, owner_taken = claims[name], taken[tracked.owner_uid]
+        if job.phase != m.RUNNING or claim is None or claim.phase == "Running":
+            continue
+        pods = _candidates(job, tracked, by_owner.get(tracked.owner_uid, ()), owner_taken)
+        running = next((p for p in pods if p.phase == "Running"), None)
+        if running is not None:
+            owner_taken.symmetric_difference_update({claim.uid, running.uid})
+            claims[name] = running
     return claims
 
 
-def _first_candidate(tracked: Tracked, pods: Iterable[Pod], taken: Set[str]) -> Pod | None:
+def _candidates(
+    job: m.PodMigrationJob, tracked: Tracked, pods: Iterable[Pod], taken: Set[str]
+) -> list[Pod]:
+    """The pods that may replace ``job``'s, oldest first (see ``claim_replacements``)."""
+    if job.phase == m.SUCCEEDED and not job.landed_node:
+        return []
+    name = job.pod_key if tracked.owner_kind == "StatefulSet" else ""
+    landed = job.landed_node if job.phase == m.SUCCEEDED else ""
     candidates = [
         p for p in pods
         if p.uid != tracked.pod_uid and p.uid not in taken
         and p.uid not in tracked.present_at_start and created_since(p, tracked.started_at)
+        and (not name or p.key == name)
+        and (not landed or (p.node_name == landed and p.phase == "Running"))
     ]  # fmt: skip
-    if not candidates:
-        return None
-    return min(candidates, key=lambda p: (p.phase != "Running", p.creation_time or 0.0, p.name))
+    return sorted(candidates, key=lambda p: (p.creation_time or 0.0, p.name))
 
 
 def choose_target(pod: Pod, view: ClusterView, now: float, preferred: str = "") -> str | None:

@@ -296,12 +296,14 @@ def _after_pod_left(job: m.PodMigrationJob, world: World) -> Step:
     replacement to run when the controller exists to make one, else the move is done."""
     holding = _holds_room(world)
     if world.controller_exists and not world.replacement_node:
-        if world.replacement_seen and holding:
+        if world.replacement_seen:  # one message while it stays so: one Event, not two
+            released = "placeholder released, " if holding or job.target_node else ""
             return Step(
                 m.RUNNING,
                 m.REASON_WAIT_REPLACEMENT,
-                f"pod {job.pod_key} evicted; its replacement appeared: placeholder released",
-                (REMOVE_PLACEHOLDER,),
+                f"pod {job.pod_key} evicted; its replacement appeared: {released}"
+                "waiting for it to run",
+                (REMOVE_PLACEHOLDER,) if holding else (),
                 node_name=job.node_name,
             )
         return Step(
