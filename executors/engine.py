@@ -569,7 +569,9 @@ def count_late_evictions(state: NodeState, pods: Mapping[str, Pod],
     late = []
     for key, entry in settle(state.unanswered, pods):
         late.append(LateEviction(key, entry.action))
-        state.evicting[key] = usage.get(key, PodUsage())
+        pod = pods.get(key)
+        if pod is not None and pod.is_terminating and (not entry.uid or pod.uid == entry.uid):
+            state.evicting[key] = usage.get(key, PodUsage())  # on its way out: released once
         if state.bucket is not None:
             state.bucket.take()
         state.last_eviction_round[entry.action] = max(

@@ -225,12 +225,25 @@ def test_a_late_failure_leaves_the_pod_a_candidate() -> None:
     assert "default/a" in brain.state.evicting
 
 
-def test_settle_forgets_pods_gone_or_replaced() -> None:
+def test_settle_counts_pods_terminating_gone_or_replaced() -> None:
+    """Gone or replaced before a tick saw it terminating (grace 0, a slow watch): most
+    likely our eviction; the limits rather count one too many than miss one."""
     pending = {"default/a": Unanswered("x", "uid-a"), "default/b": Unanswered("x", "old-uid"),
                "default/c": Unanswered("x", "uid-c"), "default/z": Unanswered("x", "")}  # fmt: skip
     now = {p.key: p for p in pods(deleting="c")}
-    assert settle(pending, now) == [("default/c", Unanswered("x", "uid-c"))]
-    assert pending == {"default/a": Unanswered("x", "uid-a")}  # b replaced, z gone
+    assert [key for key, _ in settle(pending, now)] == ["default/b", "default/c", "default/z"]
+    assert pending == {"default/a": Unanswered("x", "uid-a")}  # still running: still pending
+
+
+def test_a_pod_gone_before_it_was_seen_terminating_is_counted_not_released() -> None:
+    brain = NodeBrain(AgentSettings(eviction_rate_limit=EvictionRateLimit(per_minute=1, burst=5)))
+    api = Scripted(EvictionAnswer(FAILED, unanswered=True), EvictionAnswer(EVICTED))
+    tick(brain, api, 0, pods())
+    remaining = [p for p in pods() if p.name != "a"]  # deleted at once: never seen terminating
+    later = tick(brain, api, 60, remaining)
+    assert later.late_evictions == [LateEviction("default/a", "evict")]  # its Event, its count
+    assert "default/a" not in brain.state.evicting  # nothing of it left to release
+    assert brain.state.bucket is not None and brain.state.bucket.tokens == pytest.approx(5 - 1 + 1 - 1 - 1)
 
 
 def test_eviction_answer_seconds_parses_with_the_one_error_format() -> None:
