@@ -49,7 +49,10 @@ class EvictionMemory:
         self.path = os.path.join(state_dir, MEMORY_FILE)
         self.brain = brain
         self.log = logger or structlog.get_logger()
-        self._saved: dict[str, Any] | None = None
+        #: The rounds in the file, and the bucket's tokens last seen: a write is owed when
+        #: the rounds moved or tokens were taken since.
+        self._rounds: dict[str, float] = {}
+        self._tokens: float | None = None
 
     def load(self, now: float) -> None:
         try:
@@ -77,12 +80,13 @@ class EvictionMemory:
                 at = _time(value, now)
                 if isinstance(action, str) and at is not None:
                     state.last_eviction_round[action] = at
-        self._saved = self._snapshot()
+        self._rounds = dict(state.last_eviction_round)
+        self._tokens = None if state.bucket is None else state.bucket.tokens
         self.log.info("eviction limits resumed from the state dir",
                       tokens=None if state.bucket is None else round(state.bucket.tokens, 2),
                       cooling=sorted(state.last_eviction_round))  # fmt: skip
 
-    def _snapshot(self) -> dict[str, Any]:
+    def _document(self) -> dict[str, Any]:
         state = self.brain.state
         out: dict[str, Any] = {"version": FORMAT_VERSION,
                                "lastEvictionRound": dict(sorted(state.last_eviction_round.items()))}  # fmt: skip
@@ -90,26 +94,18 @@ class EvictionMemory:
             out["bucket"] = {"tokens": state.bucket.tokens, "at": state.bucket.at}
         return out
 
-    def _changed_by_an_eviction(self, now: dict[str, Any]) -> bool:
-        """A round started, or a token was taken (a bucket only refilling needs no write:
-        the refill is recomputed from the saved time at the next start)."""
-        saved = self._saved or {}
-        if now["lastEvictionRound"] != saved.get("lastEvictionRound", {}):
-            return True
-        bucket, before = now.get("bucket"), saved.get("bucket")
-        if bucket is None:
-            return False
-        return before is None or bucket["tokens"] < before["tokens"] - 1e-9
-
     def __call__(self, outcome: TickOutcome) -> None:
-        now = self._snapshot()
-        if not self._changed_by_an_eviction(now):
-            if self._saved is not None and "bucket" in now:
-                self._saved["bucket"] = now["bucket"]  # compare the next take with this
+        state = self.brain.state
+        tokens = None if state.bucket is None else state.bucket.tokens
+        taken = tokens is not None and (self._tokens is None or tokens < self._tokens - 1e-9)
+        if not taken and state.last_eviction_round == self._rounds:
+            # A bucket only refilling needs no write: the next start recomputes the refill
+            # from the saved time.
+            self._tokens = tokens
             return
         try:
-            atomic_write(self.path, json.dumps(now).encode())
-        except OSError as err:
+            atomic_write(self.path, json.dumps(self._document()).encode())
+        except OSError as err:  # owed still: tried again next tick
             self.log.warning("eviction limits not saved", path=self.path, error=str(err))
             return
-        self._saved = now
+        self._rounds, self._tokens = dict(state.last_eviction_round), tokens
