@@ -5,15 +5,35 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: setup demo test lint scenarios bench ci clean image base-image
+.PHONY: setup demo test lint scenarios bench ci clean image base-image lock test-latest
 
+# The environment is exactly requirements/dev.lock (versions and hashes; --no-deps: nothing
+# the lock does not name), then Waterline itself, editable, built by the locked setuptools
+# (whose boxed warning that folders named like the package are importable here is silenced:
+# they are the package).
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements/dev.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --require-hashes --no-deps -r requirements/dev.lock
+	PYTHONWARNINGS=ignore $(BIN)/pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+
+# Refresh both locks to the newest versions pyproject.toml's ranges (and
+# requirements/constraints.txt) admit; commit the refresh on its own, listing what moved.
+lock: setup
+	PATH=$(CURDIR)/$(BIN):$$PATH hack/lock
+
+# The test suite on the newest versions the ranges admit, not the lock: a throw-away
+# environment (.venv-latest, made anew each time), to see a coming break before `make lock`.
+LATEST_VENV ?= .venv-latest
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/pip install --quiet --upgrade pip
+	$(LATEST_VENV)/bin/pip install --quiet -e '.[test]'
+	$(LATEST_VENV)/bin/pip freeze --exclude-editable
+	$(LATEST_VENV)/bin/python -m pytest -rs $(PYTEST_ARGS)
 
 demo: setup
 	$(BIN)/waterline demo
@@ -38,7 +58,7 @@ bench: setup
 ci: lint test scenarios
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(LATEST_VENV) build *.egg-info
 
 # The Grafana dashboard's queries and the alert rules against a real Prometheus (Debian's
 # `prometheus` package; .ci/run installs it) scraping a real agent on a fake node; prints

@@ -36,7 +36,7 @@ from typing import Any
 
 import structlog
 
-from agent.documents import DocumentError, load_yaml_all
+from agent.documents import DocumentError, load_json, load_yaml_all
 from agent.errors import InvalidObject
 from agent.model.objects import Node, namespace_labels
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
@@ -74,8 +74,10 @@ def object_files(paths: Sequence[str]) -> list[str]:
 
 
 def read_objects_file(path: str) -> list[Any]:
-    """The documents of one file (YAML; JSON is YAML too). Raises OSError or DocumentError
-    with the reason; a hostile file is refused before it is parsed."""
+    """The documents of one file: YAML, or one JSON document for ``*.json`` (read by the
+    standard library under our own depth bound, as a scenario's JSON is, not by the YAML
+    parser, whose own bounds differ between PyYAML releases). Raises OSError or
+    DocumentError with the reason; a hostile file is refused before it is parsed."""
     with open(path, "rb") as f:
         data = f.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
@@ -84,6 +86,8 @@ def read_objects_file(path: str) -> list[Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise DocumentError(f"not UTF-8 text ({err.reason} at byte {err.start})") from None
+    if path.endswith(".json"):
+        return [load_json(data)]
     return load_yaml_all(text)
 
 

@@ -114,6 +114,36 @@ def test_the_image_runs_as_65532_and_knows_its_version(engine: str) -> None:
     assert out.stdout == f"waterline {version()}\n"
 
 
+#: Locked, and cut from the image on purpose (the Containerfile says why).
+CUT_FROM_THE_IMAGE = {"tzdata"}
+
+
+def test_the_image_holds_exactly_the_locked_versions(engine: str) -> None:
+    """What the image ships is what the tests ran: requirements/runtime.lock's pins, which
+    are dev.lock's, and nothing else beside Waterline itself."""
+    listing = "import importlib.metadata as m; print('\\n'.join(sorted(f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions())))"
+    out = run([engine, "run", "--rm", "--entrypoint", "python3", IMAGE, "-c", listing]).stdout
+    installed = {_canonical(line) for line in out.split()}
+    locked = {_canonical(pin) for pin in locked_pins(ROOT / "requirements/runtime.lock")}
+    assert installed == {p for p in locked if p.split("==")[0] not in CUT_FROM_THE_IMAGE} | {
+        f"waterline=={version()}"
+    }
+
+
+def locked_pins(lock: Path) -> list[str]:
+    """The ``name==version`` lines of a lock made by `make lock` (markers and hashes cut)."""
+    return [
+        line.split(" ")[0]
+        for line in lock.read_text().splitlines()
+        if line[:1].isalnum() and "==" in line
+    ]
+
+
+def _canonical(pin: str) -> str:
+    name, _, ver = pin.partition("==")
+    return f"{name.lower().replace('_', '-').replace('.', '-')}=={ver}"
+
+
 def version() -> str:
     import tomllib
 

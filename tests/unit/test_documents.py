@@ -30,11 +30,27 @@ def nested(depth: int, opener: str = "[", closer: str = "]") -> str:
         nested(100_000),
         "- " * 100_000 + "x",  # block sequences, compact
         "{a: " * 100_000,
-        "".join(" " * i + "a:\n" for i in range(MAX_DEPTH + 1)),  # block mappings
-        nested(MAX_DEPTH + 1),
     ],
 )
-def test_yaml_nested_deeper_than_the_bound_is_refused(text):
+def test_yaml_nested_far_too_deep_is_refused_not_a_crash(text):
+    """Whichever layer refuses it first: our bound, or (PyYAML 6.0.4 and later) libyaml's
+    own at 1,000 levels, whose scanner runs ahead of the events we count. Either way one
+    DocumentError with a one-line reason, never a segfault or a RecursionError."""
+    with pytest.raises(DocumentError) as err:
+        load_yaml(text)
+    assert "\n" not in str(err.value) and str(err.value)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "".join(" " * i + "a:\n" for i in range(MAX_DEPTH + 1)),  # block mappings
+        nested(MAX_DEPTH + 1),
+        nested(500),  # deeper than ours, within any PyYAML's own bound
+        "{a: " * 500 + "1" + "}" * 500,
+    ],
+)
+def test_yaml_nested_deeper_than_our_bound_is_refused_by_it(text):
     with pytest.raises(DocumentError, match="nested deeper than 100 levels"):
         load_yaml(text)
 

@@ -72,8 +72,20 @@ def test_config_sections_are_the_agent_and_every_cluster_engine():
 
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_deep_nesting_is_refused_not_a_crash(tmp_path, suffix):
+    """Refused with the file named, by whichever layer is first: our bound (always, for
+    JSON) or PyYAML's own (6.0.4 and later refuse 1,000 levels themselves)."""
     path = tmp_path / f"deep{suffix}"
     path.write_text('{"objects": ' + "[" * 100_000)
+    with pytest.raises(InvalidObject, match=f"^Scenario deep{suffix}: ") as err:
+        load_scenario(path)
+    if suffix == ".json":
+        assert "nested deeper than 100 levels" in str(err.value)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_nesting_past_our_bound_is_refused_with_it(tmp_path, suffix):
+    path = tmp_path / f"deep{suffix}"
+    path.write_text('{"objects": ' + "[" * 300 + "]" * 300 + "}")
     with pytest.raises(InvalidObject, match="nested deeper than 100 levels"):
         load_scenario(path)
 
