@@ -10,6 +10,9 @@ import psutil
 import pytest
 from hypothesis import settings
 
+from tests.cluster import RealCluster
+from tests.cluster import start as start_cluster
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"
 SHARED_SCENARIOS = ROOT.parent / "shared" / "scenarios"
@@ -34,3 +37,14 @@ def _psutil_proc_path() -> Iterator[None]:
 settings.register_profile("default", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
+    """The real cluster, started once per test run, with deploy/ installed (tests/cluster.py)."""
+    running = start_cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        running.install()
+        yield running
+    finally:
+        running.close()

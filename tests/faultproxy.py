@@ -1,0 +1,261 @@
+"""A fault-injecting HTTP proxy in front of the real kube-apiserver.
+
+Clients under test (the agent, the controller, a reflector) talk plain HTTP on loopback to
+the proxy with their own bearer token; the proxy forwards every request over TLS to the
+real server, verifying its certificate, and streams the answer back (watches line by line).
+A test makes chosen requests fail, stall or drop with :class:`Fault`, configured per verb
+and path, and reads what was asked of the server in :attr:`FaultProxy.requests`. Nothing is
+answered by the proxy itself but the injected faults: every other answer is the real
+server's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+#: Headers that belong to one hop, never forwarded.
+HOP_BY_HOP = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
+              "transfer-encoding", "upgrade", "host", "accept-encoding", "content-length"}  # fmt: skip
+
+
+@dataclass
+class Fault:
+    """Applies to requests whose path (with its query) contains ``path``, of ``method``
+    ("" for any) and watch-ness (``watch`` None: both), ``times`` times.
+
+    * plain: ``delay`` seconds of silence, then an error ``status`` with a Status body (and
+      ``Retry-After`` when ``retry_after``); ``status=0`` forwards after the delay (a slow
+      answer); ``delay=float('inf')`` hangs until the proxy stops;
+    * a watch with ``drop_after`` or ``garbage`` is forwarded and then misbehaves: the
+      connection is cut after that many events, or the line ``garbage`` comes first."""
+
+    path: str
+    method: str = "GET"
+    watch: bool | None = None
+    status: int = 500
+    delay: float = 0.0
+    times: int = 1
+    drop_after: int | None = None
+    garbage: bytes | None = None
+    retry_after: int | None = None
+
+    def applies(self, method: str, path: str, is_watch: bool) -> bool:
+        return (
+            self.times > 0
+            and self.path in path
+            and (not self.method or self.method == method)
+            and (self.watch is None or self.watch == is_watch)
+        )
+
+    @property
+    def streams(self) -> bool:
+        return self.drop_after is not None or self.garbage is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    method: str
+    path: str  # with the query
+    status: int
+    watch: bool
+
+
+def _is_watch(path: str) -> bool:
+    query = urlsplit(path).query
+    return any(part in ("watch=true", "watch=1") for part in query.split("&"))
+
+
+class FaultProxy:
+    def __init__(self, upstream: str, ca: Path) -> None:
+        parts = urlsplit(upstream)
+        self.upstream_host = parts.hostname or "127.0.0.1"
+        self.upstream_port = parts.port or 443
+        self.context = ssl.create_default_context(cafile=str(ca))
+        self.faults: list[Fault] = []
+        self.requests: list[Seen] = []
+        self._lock = threading.Lock()
+        self._watches: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> FaultProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self.drop_watches()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> FaultProxy:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def inject(self, fault: Fault) -> Fault:
+        with self._lock:
+            self.faults.append(fault)
+        return fault
+
+    def clear(self) -> None:
+        with self._lock:
+            self.faults.clear()
+
+    def drop_watches(self) -> int:
+        """Cut every open watch stream (as a restarted server or a load balancer would)."""
+        with self._lock:
+            socks = list(self._watches)
+        for sock in socks:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+        return len(socks)
+
+    def seen(self, method: str = "GET", path: str = "", watch: bool | None = None) -> list[Seen]:
+        with self._lock:
+            return [
+                s for s in self.requests
+                if s.method == method and path in s.path and (watch is None or s.watch == watch)
+            ]  # fmt: skip
+
+    def _take(self, method: str, path: str, is_watch: bool) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.applies(method, path, is_watch):
+                    fault.times -= 1
+                    return fault
+        return None
+
+    def _record(self, seen: Seen) -> None:
+        with self._lock:
+            self.requests.append(seen)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._serve()
+
+            do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # noqa: N815
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                watch = _is_watch(self.path)
+                fault = proxy._take(self.command, self.path, watch)
+                if fault is not None and not fault.streams:
+                    if self._wait(fault.delay):
+                        return
+                    if fault.status:
+                        self._status(fault.status, fault.retry_after)
+                        proxy._record(Seen(self.command, self.path, fault.status, watch))
+                        return
+                    fault = None
+                try:
+                    conn = http.client.HTTPSConnection(
+                        proxy.upstream_host, proxy.upstream_port, context=proxy.context,
+                        timeout=None if watch else 60,
+                    )
+                    headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_BY_HOP}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    resp = conn.getresponse()
+                except OSError as err:
+                    self._status(502, None, f"upstream unreachable: {err}")
+                    proxy._record(Seen(self.command, self.path, 502, watch))
+                    return
+                proxy._record(Seen(self.command, self.path, resp.status, watch))
+                try:
+                    if watch and resp.status == 200:
+                        self._stream(resp, fault)
+                    else:
+                        self._whole(resp)
+                finally:
+                    conn.close()
+
+            def _wait(self, delay: float) -> bool:
+                """Sleep ``delay`` (forever: until the proxy stops); True when stopping."""
+                if delay <= 0:
+                    return False
+                return proxy._stopping.wait(None if delay == float("inf") else delay)
+
+            def _status(self, code: int, retry_after: int | None, message: str = "injected fault") -> None:
+                data = json.dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                   "message": message, "code": code}).encode()  # fmt: skip
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                if retry_after is not None:
+                    self.send_header("Retry-After", str(retry_after))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _copy_headers(self, resp: http.client.HTTPResponse) -> None:
+                self.send_response(resp.status)
+                for key, value in resp.getheaders():
+                    if key.lower() not in HOP_BY_HOP:
+                        self.send_header(key, value)
+
+            def _whole(self, resp: http.client.HTTPResponse) -> None:
+                data = resp.read()
+                self._copy_headers(resp)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _stream(self, resp: http.client.HTTPResponse, fault: Fault | None) -> None:
+                self._copy_headers(resp)
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                sock = self.connection
+                with proxy._lock:
+                    proxy._watches.add(sock)
+                try:
+                    if fault is not None and fault.garbage is not None:
+                        self._chunk(fault.garbage.rstrip(b"\n") + b"\n")
+                    events = 0
+                    while not proxy._stopping.is_set():
+                        line = resp.readline()
+                        if not line:
+                            break
+                        self._chunk(line)
+                        events += 1
+                        if fault is not None and fault.drop_after is not None and events >= fault.drop_after:
+                            sock.shutdown(socket.SHUT_RDWR)
+                            self.close_connection = True
+                            return
+                    self.wfile.write(b"0\r\n\r\n")
+                except OSError:
+                    self.close_connection = True
+                finally:
+                    with proxy._lock:
+                        proxy._watches.discard(sock)
+
+            def _chunk(self, data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+        return Handler
+
