@@ -92,7 +92,10 @@ def _apiserver(lay: Layout) -> list[str]:
     pki = lay.pki
     return [
         lay.tool("kube-apiserver"),
-        "--bind-address", "127.0.0.1", "--secure-port", str(lay.ports["kube-apiserver"]),
+        # Exposed (a real node joined): every address, so pods reach it through the
+        # kubernetes Service; else loopback only.
+        "--bind-address", "127.0.0.1" if lay.advertise == "127.0.0.1" else "0.0.0.0",
+        "--secure-port", str(lay.ports["kube-apiserver"]),
         "--advertise-address", lay.advertise,
         "--endpoint-reconciler-type", "lease" if lay.advertise != "127.0.0.1" else "none",
         "--etcd-servers", f"https://127.0.0.1:{lay.ports['etcd']}",

@@ -148,7 +148,7 @@ class Cluster:
         shutil.rmtree(self.root / "run", ignore_errors=True)
         self.layout = lay = Layout(self.root, self.bin_dir, free_ports(PORT_NAMES), self.advertise)
         lay.logs.mkdir(parents=True)
-        make_pki(lay.pki)
+        make_pki(lay.pki, lay.advertise)
         self._write_kubeconfigs(lay)
         deadline = time.monotonic() + timeout
         try:

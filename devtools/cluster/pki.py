@@ -38,7 +38,7 @@ IDENTITIES = (
     Identity("etcd-server", "etcd", dns=("localhost",), ips=("127.0.0.1",), server=True),
     Identity("apiserver-etcd-client", "kube-apiserver-etcd-client"),
     Identity("apiserver", "kube-apiserver", dns=SERVER_NAMES, ips=("127.0.0.1", SERVICE_IP), server=True),
-    Identity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "kubeadm:cluster-admins"),
+    Identity("apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"),
     Identity("admin", "kubernetes-admin", "system:masters"),
     Identity("controller-manager", "system:kube-controller-manager"),
     Identity("scheduler", "system:kube-scheduler"),
@@ -50,15 +50,21 @@ def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)  # noqa: S603,S607
 
 
-def make_pki(folder: Path, extra: tuple[Identity, ...] = ()) -> None:
-    """Every key and certificate of the cluster into ``folder`` (``<stem>.crt``/``.key``)."""
+def make_pki(folder: Path, advertise: str = "127.0.0.1") -> None:
+    """Every key and certificate of the cluster into ``folder`` (``<stem>.crt``/``.key``);
+    the API server's names include ``advertise``, the address pods reach it at."""
     folder.mkdir(parents=True, exist_ok=True)
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
              "-days", str(VALID_DAYS), "-subj", "/CN=waterline-cluster-ca", cwd=folder)  # fmt: skip
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=folder)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)
-    for ident in (*IDENTITIES, *extra):
-        issue(folder, ident)
+    for ident in IDENTITIES:
+        issue(folder, apiserver_identity(advertise) if ident.stem == "apiserver" else ident)
+
+
+def apiserver_identity(advertise: str) -> Identity:
+    ips = ("127.0.0.1", SERVICE_IP) + (() if advertise == "127.0.0.1" else (advertise,))
+    return Identity("apiserver", "kube-apiserver", dns=SERVER_NAMES, ips=ips, server=True)
 
 
 def issue(folder: Path, ident: Identity) -> None:
