@@ -82,6 +82,17 @@ cluster: cluster-build
 cluster-down:
 	$(PYTHON) -m devtools.cluster down
 
+# This machine as a real node of that cluster (root; docs/cluster.md): containerd, the
+# kubelet and kube-proxy, the project's image and its base loaded from local archives.
+NODE_TOOLS = kubelet kube-proxy containerd containerd-shim-runc-v2 ctr crictl
+.PHONY: node node-down
+node:
+	hack/cluster/build $(NODE_TOOLS)
+	$(PYTHON) -m devtools.cluster node
+
+node-down:
+	$(PYTHON) -m devtools.cluster node-down
+
 .PHONY: prometheus-check
 prometheus-check: setup
 	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs -s

@@ -32,6 +32,7 @@ import pytest
 from agent.kube.client import ClientArgs, KubeApi, build_api
 from devtools.cluster.api import write_kubeconfig
 from devtools.cluster.launcher import Cluster, ClusterError, kwok_node
+from devtools.cluster.node import down_all
 from tests.faultproxy import FaultProxy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,7 +202,7 @@ class RealCluster:
     def close(self) -> None:
         if self._admin_api is not None:
             self._admin_api.close()
-        self.cluster.down()
+        down_all(self.cluster)
 
 
 def start(folder: Path) -> RealCluster:

@@ -1,4 +1,5 @@
-"""``python -m devtools.cluster up|down|status`` (``make cluster`` / ``make cluster-down``)."""
+"""``python -m devtools.cluster up|down|status|node|node-down`` (``make cluster``,
+``make cluster-down``, ``make node``, ``make node-down``)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,24 @@ import sys
 import time
 from pathlib import Path
 
+from devtools.cluster.images import default_images, save_images
 from devtools.cluster.launcher import Cluster, ClusterError
+from devtools.cluster.node import RealNode, down_all
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.cluster", description=__doc__)
-    parser.add_argument("verb", choices=["up", "down", "status"])
+    parser.add_argument("verb", choices=["up", "down", "status", "node", "node-down"])
     parser.add_argument("--dir", type=Path, default=ROOT / ".cluster",
                         help="the cluster's folder (default %(default)s)")  # fmt: skip
     parser.add_argument("--bin", type=Path, default=None,
                         help="where the programs are (default DIR/bin, hack/cluster/build links them)")  # fmt: skip
     parser.add_argument("--nodes", type=int, default=3, help="kwok nodes to add (default %(default)s)")
+    parser.add_argument("--image", action="append", default=[],
+                        help="node: a local image to load into the node's containerd (repeat; "
+                             "default: the project's image and its base)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.nodes < 0:
         parser.error(f"--nodes must be >= 0, got {args.nodes}")
@@ -34,8 +40,19 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {cluster.bin_dir / 'kubectl'} get nodes")
             print("  make cluster-down   # stops it and removes its state")
         elif args.verb == "down":
-            stopped = cluster.down()
+            stopped = down_all(cluster)
             print(f"cluster: stopped {', '.join(stopped) or 'nothing (none was running)'}; state removed")
+        elif args.verb == "node":
+            start = time.monotonic()
+            node = RealNode(cluster, images=save_images(args.image or default_images(), cluster))
+            node.up()
+            print(f"node: {node.name} ({node.ip}) Ready in {time.monotonic() - start:.0f} s: "
+                  f"containerd, kubelet and kube-proxy; logs in {cluster.root / 'run/logs'}")
+            print(f"  {cluster.bin_dir / 'kubectl'} --kubeconfig {cluster.kubeconfig} get nodes -o wide")
+            print("  make node-down   # stops it and removes what it made on this host")
+        elif args.verb == "node-down":
+            stopped = RealNode(cluster).down()
+            print(f"node: stopped {', '.join(stopped) or 'nothing (none was running)'}; host cleaned")
         else:
             status = cluster.status()
             for name, alive in status.items():

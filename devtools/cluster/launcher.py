@@ -27,7 +27,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from devtools.cluster.components import (
     Component,
     Layout,
 )
-from devtools.cluster.pki import make_pki
+from devtools.cluster.pki import apiserver_identity, issue, make_pki
 
 STATE_FILE = "cluster.json"
 #: Allocatable of a kwok node unless a test says otherwise.
@@ -143,7 +143,7 @@ class Cluster:
         for tool in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
             if not (self.bin_dir / tool).exists():
                 raise ClusterError(f"no {self.bin_dir / tool}: run hack/cluster/build (make cluster)")
-        if self.load() is not None and any(_alive(p) for p in self._pids().values()):
+        if self.load() is not None and any(alive(p) for p in self._pids().values()):
             raise ClusterError(f"a cluster is already running under {self.root} (make cluster-down)")
         shutil.rmtree(self.root / "run", ignore_errors=True)
         self.layout = lay = Layout(self.root, self.bin_dir, free_ports(PORT_NAMES), self.advertise)
@@ -193,7 +193,7 @@ class Cluster:
         if pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, sig)
-            _wait_gone(pid, 30)
+            wait_gone(pid, 30)
         proc = self.procs.pop(name, None)
         if proc is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -203,6 +203,18 @@ class Cluster:
         self.kill(name)
         self.start(name)
         self._wait_ready(BY_NAME[name], time.monotonic() + timeout)
+
+    def expose(self, ip: str) -> None:
+        """Serve the API on ``ip`` too (a real node's pods reach it there, through the
+        ``kubernetes`` Service): a certificate naming it, every address bound, the
+        Service's endpoints kept by lease. A restart of the API server, nothing else."""
+        lay = self._layout()
+        if lay.advertise == ip:
+            return
+        issue(lay.pki, apiserver_identity(ip))
+        self.layout = replace(lay, advertise=ip)
+        self._save(self._pids())
+        self.restart("kube-apiserver")
 
     def _wait_ready(self, comp: Component, deadline: float) -> None:
         lay = self._layout()
@@ -266,8 +278,9 @@ class Cluster:
         admin = self.admin()
         for name in names:
             while True:
-                node = admin.get(f"/api/v1/nodes/{name}")
-                conds = {c["type"]: c["status"] for c in node.get("status", {}).get("conditions", [])}
+                code, node = admin.request("GET", f"/api/v1/nodes/{name}")  # 404 until it registers
+                conditions = node.get("status", {}).get("conditions", []) if code == 200 else []
+                conds = {c["type"]: c["status"] for c in conditions}
                 if conds.get("Ready") == "True":
                     break
                 if time.monotonic() > deadline:
@@ -277,18 +290,19 @@ class Cluster:
     # -- down ---------------------------------------------------------------------------
 
     def down(self) -> list[str]:
-        """Stop every recorded process (TERM, then KILL) and remove the cluster's state."""
+        """Stop every recorded process (TERM, then KILL) and remove the cluster's state (a
+        real node joined to it goes first: ``node.down_all``)."""
         stopped = []
         pids = self._pids()
         for name in reversed([c.name for c in COMPONENTS]):
             pid = pids.get(name)
-            if pid is not None and _alive(pid):
+            if pid is not None and alive(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGTERM)
-                if not _wait_gone(pid, 10):
+                if not wait_gone(pid, 10):
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
-                    _wait_gone(pid, 10)
+                    wait_gone(pid, 10)
                 stopped.append(name)
         for proc in self.procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -301,10 +315,10 @@ class Cluster:
 
     def status(self) -> dict[str, bool]:
         pids = self._pids()
-        return {c.name: pids.get(c.name) is not None and _alive(pids[c.name]) for c in COMPONENTS}
+        return {c.name: pids.get(c.name) is not None and alive(pids[c.name]) for c in COMPONENTS}
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -318,12 +332,12 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _wait_gone(pid: int, timeout: float) -> bool:
+def wait_gone(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.05)
     return False
