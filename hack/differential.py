@@ -5,6 +5,7 @@ A refactor of the engine must not change a decision. This makes N random node sc
 process and prints one JSON line per scenario (the `nodes` section of the report, or the
 error), so two trees can be compared:
 
+    export PYTHONHASHSEED=0  # simulate sums the figures of evicted pods over a set
     PYTHONPATH=/path/to/old/tree .venv/bin/python hack/differential.py 3000 > old.jsonl
     .venv/bin/python hack/differential.py 3000 > new.jsonl
     cmp old.jsonl new.jsonl

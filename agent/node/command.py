@@ -193,7 +193,7 @@ class Agent:
         if restore_all is None:
             return
         restored = restore_all()
-        self.loop.brain.state.throttled.clear()
+        self.loop.brain.state.forget_caps()
         if restored:
             structlog.get_logger().info("caps released", why=why, pods=len(restored))
 

@@ -36,7 +36,7 @@ from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain, TickReport
 from executors.actuators import CpuThrottler, EvictionAnswer, Evictor
-from executors.engine import ActionRecord
+from executors.records import ActionRecord
 
 
 @dataclass(frozen=True)
@@ -249,12 +249,11 @@ class NodeLoop:
                         evictor=guarded,
                         throttler=guarded,
                         brake=objects.eviction_brake is not None,
+                        evictions_take_effect=self.evictions_performed,
                     )
                 except Exception as err:  # noqa: BLE001
                     error = f"decide: {err!r}"
                     errors["decision"] = errors.get("decision", 0) + 1
-                if not self.evictions_performed:
-                    self.brain.state.evicting.clear()
         for source, n in guarded.errors.items():
             errors[source] = errors.get(source, 0) + n
         outcome = TickOutcome(

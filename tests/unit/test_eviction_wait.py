@@ -26,8 +26,8 @@ from agent.node.publish import LATE_EVICTION_RESULT, MetricsPublisher
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
 from executors.actuators import EvictionAnswer
-from executors.engine import LateEviction
 from executors.eviction import ApiEvictor, answer_wait
+from executors.records import LateEviction
 from executors.unanswered import Unanswered, settle
 from tests.unit.builders import NOW, action, node, pod, policy, rule
 

@@ -469,12 +469,14 @@ def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None
     """The log line and ``waterline_actions_total{result}`` say what happened: a cap that
     could not be written is ``failed``, never ``applied``."""
     from agent.node.loop import TickOutcome, action_result
-    from executors.engine import FAILED, ActionRecord
+    from executors.records import FAILED, ActionRecord
 
     outcome = TickOutcome(seq=1, at=0.0, duration=0.0, node="n1")
-    failed = ActionRecord("throttle", "default/be", "p/r", "a", "cpu_total_usage", 1.0, 1.0,
-                          1.0, cpu_cap=0.5, result=FAILED)
-    written = ActionRecord("throttle", "default/be", "p/r", "a", "cpu_total_usage", 1.0, 1.0,
-                           0.0, cpu_cap=0.5)
+    failed = ActionRecord(action="throttle", pod="default/be", rule="p/r", action_name="a",
+                          metric="cpu_total_usage", waterline=1.0, gap_before=1.0,
+                          gap_after=1.0, cpu_cap=0.5, result=FAILED)
+    written = ActionRecord(action="throttle", pod="default/be", rule="p/r", action_name="a",
+                           metric="cpu_total_usage", waterline=1.0, gap_before=1.0,
+                           gap_after=0.0, cpu_cap=0.5)
     assert action_result(failed, outcome) == "failed"
     assert action_result(written, outcome) == "applied"

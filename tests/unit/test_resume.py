@@ -25,8 +25,8 @@ from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
 from executors.adoption import HeldCap, adopt, held_caps
 from executors.cgroup_throttle import CgroupThrottler, spec_quota
-from executors.engine import NodeState
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
+from executors.state import NodeState
 from tests.unit.builders import NOW, action, node, pod, policy, rule
 from tests.unit.fake_cgroups import FakeTree
 
