@@ -41,7 +41,7 @@ not answer in its tick is settled by ``NodeState.settle_late_evictions``.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.analysis import EVICT, THROTTLE_DOWN, THROTTLE_UP, Analysis, Waterline
@@ -126,7 +126,8 @@ class _Tick:
                 continue
             if not action.scope.admits(pod, ctx.namespace_labels(pod.namespace)):
                 continue
-            out.append(self.candidate(key))
+            out.append(Candidate(pod, ctx.usage.get(key, PodUsage()), ctx.now,
+                                 ctx.settings.ext_cpu_resource))
         return SORTERS[sorter].sort(out)
 
     def candidate(self, key: str) -> Candidate:
@@ -340,13 +341,11 @@ def _throttle_pod(tick: _Tick, spec: MetricSpec, line: Waterline, cand: Candidat
         return False
     released_cores = used - new_cap
     preview = line.rule.preview
-    asked = ActionRecord(action=THROTTLE, pod=cand.key, rule=line.rule.key,
-                         action_name=line.action.name, metric=spec.name, waterline=line.value,
-                         gap_before=gap, gap_after=gap, value=tick.usage_of(spec), cpu_cap=new_cap)
     if not preview:
         tag = owner_tag(line.action.name, line.rule.key)
         if not (yield WriteCap(pod, split_cap(pod, cand.usage, new_cap), tag)):
-            tick.records.append(replace(asked, result=FAILED))
+            tick.records.append(_cap_record(THROTTLE, tick, spec, line, cand, gap, new_cap,
+                                            gap_after=gap, result=FAILED))
             return False  # nothing written: no cap recorded, nothing credited
         tick.state.hold_cap(cand.key, ThrottleRecord(new_cap, top, line.action.name,
                                                      line.rule.key, pod.uid))
@@ -355,8 +354,9 @@ def _throttle_pod(tick: _Tick, spec: MetricSpec, line: Waterline, cand: Candidat
     else:
         released = {}
         tick.gaps.close(THROTTLE_DOWN, spec.name)
-    tick.records.append(replace(
-        asked, gap_after=tick.gaps.get(THROTTLE_DOWN, spec.name) or 0.0, released=released,
+    tick.records.append(_cap_record(
+        THROTTLE, tick, spec, line, cand, gap, new_cap,
+        gap_after=tick.gaps.get(THROTTLE_DOWN, spec.name) or 0.0, released=released,
         preview=preview, reason="gap" if spec.throttle_quantified else "pressure"))
     return True
 
@@ -399,9 +399,6 @@ def _raise_pod(tick: _Tick, spec: MetricSpec, line: Waterline, cand: Candidate, 
     new_cap: float | None = None if raised_to >= record.ceiling - EPSILON else raised_to
     increase = (record.ceiling if new_cap is None else new_cap) - record.cap
     preview = line.rule.preview
-    asked = ActionRecord(action=RESTORE, pod=cand.key, rule=line.rule.key,
-                         action_name=line.action.name, metric=spec.name, waterline=line.value,
-                         gap_before=gap, gap_after=gap, value=tick.usage_of(spec), cpu_cap=new_cap)
     if not preview:
         if new_cap is None:
             written = yield RestoreCap(cand.pod)
@@ -413,14 +410,28 @@ def _raise_pod(tick: _Tick, spec: MetricSpec, line: Waterline, cand: Candidate, 
             if written:
                 tick.state.move_cap(cand.key, new_cap)
         if not written:
-            tick.records.append(replace(asked, result=FAILED))
+            tick.records.append(_cap_record(RESTORE, tick, spec, line, cand, gap, new_cap,
+                                            gap_after=gap, result=FAILED))
             return
     if spec.throttle_quantified:
         tick.gaps.charge(THROTTLE_UP, spec.name,
                          increase * spec.per_resource_unit(tick.ctx.node.allocatable))
-    tick.records.append(replace(
-        asked, gap_after=tick.gaps.get(THROTTLE_UP, spec.name) or 0.0, preview=preview,
+    tick.records.append(_cap_record(
+        RESTORE, tick, spec, line, cand, gap, new_cap,
+        gap_after=tick.gaps.get(THROTTLE_UP, spec.name) or 0.0, preview=preview,
         reason="gap" if spec.throttle_quantified else "pressure"))
+
+
+def _cap_record(kind: str, tick: _Tick, spec: MetricSpec, line: Waterline, cand: Candidate,
+                gap: float, cap: float | None, *, gap_after: float,
+                released: Mapping[str, float] | None = None, result: str | None = None,
+                preview: bool = False, reason: str = "gap") -> ActionRecord:
+    """A throttle or restore with its reason (the rule, metric, waterline and gaps)."""
+    return ActionRecord(
+        action=kind, pod=cand.key, rule=line.rule.key, action_name=line.action.name,
+        metric=spec.name, waterline=line.value, gap_before=gap, gap_after=gap_after,
+        value=tick.usage_of(spec), cpu_cap=cap, released=released or {}, result=result,
+        preview=preview, reason=reason)
 
 
 #: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up).

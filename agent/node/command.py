@@ -353,6 +353,11 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     effects: Publisher | None = None
     before_tick: list[Callable[[], None]] = []
     uninstalled: Callable[[], bool | None] | None = None
+    # Local mode's rules, all here: the objects come from files (no API server); an
+    # eviction is reported, never performed (ReportingEvictor), so the pod still runs and
+    # the brain keeps nothing of it as released (``evictions_performed`` below ->
+    # NodeState.forget_evictions); no eviction memory is kept (nothing was evicted); and
+    # every cap is released on exit (Agent.on_exit). --dry-run shares the eviction rules.
     if args.local:
         source, node_name = _local_source(args)
         evictor = ReportingEvictor("local mode: there is no API server")
