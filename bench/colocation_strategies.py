@@ -27,7 +27,7 @@ from agent.model.analysis import THROTTLE_DOWN
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
 from agent.model.policy import Action, PolicySet
-from agent.model.registry import SorterName, derive_utilization
+from agent.model.registry import derive_utilization
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
 from agent.node.tick import NodeBrain, TickReport
@@ -82,7 +82,7 @@ class ReferenceBrain(NodeBrain):
                 if p.key not in self.state.throttled and action.scope.admits(p, labels(p.namespace))]  # fmt: skip
         lowerable = [c for c in free if c.usage.cpu is not None
                      and c.usage.cpu > throttle_floor(c.pod, throttle, node) + EPSILON]  # fmt: skip
-        first = SORTERS[SorterName.CPU].sort(lowerable)[:1]
+        first = SORTERS["cpu"].sort(lowerable)[:1]
         keep = {c.key for c in first} | set(self.state.throttled)
         return [p for p in pods if p.key in keep]
 

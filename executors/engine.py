@@ -49,7 +49,7 @@ from agent.model.eviction import EvictionResult
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
 from agent.model.policy import Action, never_candidate_reason, never_evicted_reason
-from agent.model.registry import CPU, MEMORY, METRICS, MetricSpec, SorterName
+from agent.model.registry import CPU, MEMORY, METRICS, MetricSpec
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from executors.actuators import EvictionAnswer
@@ -114,7 +114,7 @@ class _Tick:
         self.limits = RoundLimits(ctx.node.name, ctx.now, ctx.brake or ctx.settings.cluster_brake,
                                   rate, bucket, state.backoff)
 
-    def candidates(self, action: Action, sorter: SorterName, evict: bool = False) -> list[Candidate]:
+    def candidates(self, action: Action, sorter: str, evict: bool = False) -> list[Candidate]:
         ctx = self.ctx
         out = []
         for key, pod in ctx.pods.items():
