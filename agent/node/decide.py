@@ -20,7 +20,7 @@ from agent.model.objects import Node, Pod
 from agent.model.policy import Action, PolicySet
 from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
 from agent.model.settings import AgentSettings
-from agent.model.usage import PodUsage
+from agent.model.usage import PodUsage, within_cpu_limit
 from agent.node.analyzer import ACTION_TYPES, analyze
 from executors.engine import TickContext, plan_actions
 from executors.intents import Plan
@@ -111,6 +111,23 @@ def released_by_terminating(state: NodeState, usage: Mapping[str, PodUsage],
     return out
 
 
+def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage]) -> Mapping[str, PodUsage]:
+    """The tick's pod figures, each CPU figure above its pod's CPU limit read as the limit:
+    applied here, where the figures enter the decision, so the sorters, the credits and
+    the caps all see the same figure (``within_cpu_limit``)."""
+    out: dict[str, PodUsage] | None = None
+    for key, measured in usage.items():
+        pod = pods.get(key)
+        if pod is None or measured.cpu is None:
+            continue
+        limit = pod.limits.get(CPU)
+        if limit is not None and measured.cpu > limit:
+            if out is None:
+                out = dict(usage)
+            out[key] = within_cpu_limit(measured, limit)
+    return usage if out is None else out
+
+
 def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
     """Decide one tick: yields the intents, returns the report and the memory after it."""
     node, usage = tick.node, tick.usage
@@ -120,6 +137,7 @@ def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
         for r in rules if r.action_name in tick.policies.actions
     }
     by_key = {p.key: p for p in tick.pods}
+    usage = figures_within_limits(by_key, usage)
     working = state.copy()
     late = working.settle_late_evictions(by_key, usage, tick.now)
     full = derive_utilization(tick.metrics, node.allocatable)
