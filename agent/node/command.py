@@ -45,22 +45,25 @@ from agent.defaults import (
 )
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
-from agent.metrics import DEFAULT_ADDR, AgentMetrics, Health, MetricsServer
+from agent.metrics import AgentMetrics
 from agent.model.fields import Fields, bad
 from agent.model.settings import CONFIG_SECTIONS, AgentSettings, parse_agent_settings
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
 from agent.node.eviction_memory import EvictionMemory
-from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
+from agent.node.loop import AfterTick, NodeLoop, Objects, Publisher, TickOutcome
 from agent.node.publish import MetricsPublisher
 from agent.node.resume import Resume
 from agent.node.sampling import NODE_CPU_SOURCES, CountingLog, HostCollector
 from agent.node.tick import NodeBrain
+from agent.serving import DEFAULT_ADDR, Health, MetricsServer
 from executors.actuators import CpuThrottler, Evictor
 from executors.cgroup_throttle import CgroupThrottler
 
 if TYPE_CHECKING:
     from agent.kube.watching import WatchArgs
+    from collectors.cgroups import CgroupMounts
+    from collectors.layout import PodCgroupLayout
 
 
 RELEASE = "release"
@@ -274,8 +277,8 @@ class ConfigFile:
         )
         return settings
 
-    def reloader(self, brain: NodeBrain, collector: HostCollector) -> Publisher:
-        """A publisher that applies a changed file from the next tick on."""
+    def reloader(self, brain: NodeBrain, collector: HostCollector) -> AfterTick:
+        """An after-tick hook that applies a changed file from the next tick on."""
 
         def reload(_outcome: TickOutcome) -> None:
             settings = self.changed()
@@ -285,6 +288,17 @@ class ConfigFile:
                 collector.pod_stats.ext_cpu_resource = settings.ext_cpu_resource
 
         return reload
+
+
+def host_cgroups(cgroup_root: str, proc_root: str, kubelet_root: str) -> tuple[CgroupMounts, PodCgroupLayout]:
+    """The host's cgroup mounts (v1 or v2, detected) and where the kubelet puts pods in
+    them, probed under the cpu (else cpuacct) controller; raises OSError/ValueError."""
+    from collectors.cgroups import detect_mounts
+    from collectors.layout import PodCgroupLayout
+
+    mounts = detect_mounts(cgroup_root, proc_root)
+    probe = mounts.controller_root("cpu") or mounts.controller_root("cpuacct") or cgroup_root
+    return mounts, PodCgroupLayout(probe, kubelet_root)
 
 
 def build_host_parts(
@@ -298,17 +312,13 @@ def build_host_parts(
     clock: Callable[[], float] | None = None,
 ) -> tuple[HostCollector, CpuThrottler]:
     """The collector and the throttler over the host's cgroup tree and /proc."""
-    from collectors.cgroups import detect_mounts
-    from collectors.layout import PodCgroupLayout
     from collectors.node_stats import NodeStatsCollector
     from collectors.pod_stats import PodStatsCollector
     from executors.cgroup_throttle import CgroupThrottler
     from executors.quota_state import QuotaState
 
     log = structlog.get_logger()
-    mounts = detect_mounts(cgroup_root, proc_root)
-    probe = mounts.controller_root("cpu") or mounts.controller_root("cpuacct") or cgroup_root
-    layout = PodCgroupLayout(probe, kubelet_root)
+    mounts, layout = host_cgroups(cgroup_root, proc_root, kubelet_root)
     pod_log, node_log = CountingLog(), CountingLog()
     clocks: dict[str, Any] = {"clock": clock} if clock is not None else {}
     pod_stats = PodStatsCollector(
@@ -395,14 +405,15 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
         publishers.append(effects)
+    if args.local and not args.no_console:
+        publishers.append(ConsoleView(sys.stdout))
+    after_tick: list[AfterTick] = []
     if not (args.local or args.dry_run):  # the only mode that evicts
         memory = EvictionMemory(args.state_dir, brain)
         memory.load(time.time())
-        publishers.append(memory)
+        after_tick.append(memory)
     if config is not None:
-        publishers.append(config.reloader(brain, collector))
-    if args.local and not args.no_console:
-        publishers.append(ConsoleView(sys.stdout))
+        after_tick.append(config.reloader(brain, collector))
     loop = NodeLoop(
         node_name=node_name,
         source=source,
@@ -412,6 +423,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         throttler=throttler,
         interval=args.interval,
         publishers=publishers,
+        after_tick=after_tick,
         evictions_performed=not (args.local or args.dry_run),
         dry_run=args.dry_run,
         prepare=Resume(brain, throttler) if isinstance(throttler, CgroupThrottler) else None,
@@ -485,18 +497,13 @@ def release(args: argparse.Namespace) -> int:
     """`waterline agent release`: write back the original quota of every container the
     state file names, exactly as it was, and forget them. Exit 1 when some could not be
     written (they stay in the file: run it again)."""
-    from collectors.cgroups import detect_mounts
-    from collectors.layout import PodCgroupLayout
     from executors.cgroup_throttle import CgroupThrottler
     from executors.quota_state import QuotaState
 
     log = structlog.get_logger()
     try:
-        mounts = detect_mounts(args.cgroup_root, args.proc_root)
-        probe = mounts.controller_root("cpu") or mounts.controller_root("cpuacct") or args.cgroup_root
-        throttler = CgroupThrottler(
-            mounts, QuotaState(args.state_dir), PodCgroupLayout(probe, args.kubelet_cgroup_root)
-        )
+        mounts, layout = host_cgroups(args.cgroup_root, args.proc_root, args.kubelet_cgroup_root)
+        throttler = CgroupThrottler(mounts, QuotaState(args.state_dir), layout)
     except (OSError, ValueError) as err:
         log.error("cannot release: no cgroup tree to write", error=str(err))
         return 2

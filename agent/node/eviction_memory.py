@@ -22,11 +22,11 @@ from typing import Any
 
 import structlog
 
+from agent.files import atomic_write
 from agent.model.numbers import EPSILON
 from agent.node.loop import TickOutcome
 from agent.node.tick import NodeBrain
 from executors.limits import TokenBucket
-from executors.quota_state import atomic_write
 
 MEMORY_FILE = "evictions.json"
 FORMAT_VERSION = 1
@@ -43,7 +43,7 @@ def _time(value: object, now: float) -> float | None:
 
 
 class EvictionMemory:
-    """Loads the limits into a brain at start; as a tick publisher, saves them when an
+    """Loads the limits into a brain at start; as an after-tick hook, saves them when an
     eviction changed them."""
 
     def __init__(self, state_dir: str, brain: NodeBrain, logger: Any = None) -> None:

@@ -110,7 +110,10 @@ class TickOutcome:
         return self.error is None
 
 
+#: Called with every tick's outcome: publishers show it (metrics, Events, the console),
+#: after-tick hooks keep house (the eviction limits' file, the config file's reload).
 Publisher = Callable[[TickOutcome], None]
+AfterTick = Callable[[TickOutcome], None]
 
 
 class _Guarded:
@@ -168,6 +171,7 @@ class NodeLoop:
         throttler: CpuThrottler,
         interval: float = 1.0,
         publishers: Sequence[Publisher] = (),
+        after_tick: Sequence[AfterTick] = (),
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] | None = None,
@@ -186,6 +190,7 @@ class NodeLoop:
         self.throttler = throttler
         self.interval = interval
         self.publishers = list(publishers)
+        self.after_tick = list(after_tick)
         self.clock = clock
         self.monotonic = monotonic
         self._stop = threading.Event()
@@ -282,6 +287,11 @@ class NodeLoop:
                 publish(outcome)
             except Exception as err:  # noqa: BLE001
                 self.log.error("publishing a tick failed", publisher=repr(publish), error=repr(err))
+        for keep in self.after_tick:
+            try:
+                keep(outcome)
+            except Exception as err:  # noqa: BLE001
+                self.log.error("an after-tick hook failed", hook=repr(keep), error=repr(err))
         return outcome
 
     def _prepare(self, objects: Objects) -> None:
@@ -313,7 +323,7 @@ class NodeLoop:
             if record.action == "evict" and result == "failed":
                 failed.append(record.pod)  # one line for all: an API outage fails them all
                 continue
-            self.log.info(record.action, tick=outcome.seq, outcome=result, **action_fields(record))
+            self.log.info(record.label, tick=outcome.seq, outcome=result, **action_fields(record))
         if failed:
             self.log.warning(
                 "evictions failed; the pods stay candidates",

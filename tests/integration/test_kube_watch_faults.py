@@ -16,7 +16,8 @@ from structlog.testing import capture_logs
 
 from agent.kube.backoff import BackoffArgs
 from agent.kube.cache import Cache
-from agent.kube.creating import create, delete
+from agent.kube.creating import create
+from agent.kube.deleting import delete
 from agent.kube.fetching import Selectors
 from agent.kube.resources import PODS
 from agent.kube.watching import Reflector, WatchArgs

@@ -17,7 +17,8 @@ from agent.cluster.access import controller_access
 from agent.cluster.controller import Controller, ControllerDeps
 from agent.cluster.resources import BRAKE_KINDS, POLICY_KINDS
 from agent.kube.client import build_api
-from agent.kube.creating import create, delete
+from agent.kube.creating import create
+from agent.kube.deleting import delete
 from agent.kube.errors import KubeNotFound
 from agent.kube.fetching import get_object, list_objects
 from agent.kube.patching import merge_patch

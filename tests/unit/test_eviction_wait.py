@@ -14,7 +14,7 @@ import pytest
 from agent.errors import InvalidObject
 from agent.kube.client import ClientArgs
 from agent.kube.errors import KubeError, KubeTooManyRequests, KubeUnreachable
-from agent.metrics import AgentMetrics, Health
+from agent.metrics import AgentMetrics
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod, parse_node, parse_pod
 from agent.model.policy import load_policies
@@ -24,6 +24,7 @@ from agent.node.events import tick_events
 from agent.node.loop import TickOutcome
 from agent.node.publish import LATE_EVICTION_RESULT, MetricsPublisher
 from agent.node.tick import NodeBrain
+from agent.serving import Health
 from agent.simulate.actuators import SimulatedThrottler
 from executors.actuators import EvictionAnswer
 from executors.eviction import ApiEvictor, answer_wait

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cluster.defrag.args import DefragArgs
-from agent.cluster.defrag.evictor import Storage, why_not_migratable
+from agent.cluster.defrag.migratable import Storage, why_not_migratable
 from agent.cluster.defrag.targets import Targets
 from agent.cluster.engine import EPSILON
 from agent.cluster.placement import Hold, NodeState, Snapshot, holds_by_node
@@ -39,7 +39,7 @@ class DefragPlan:
     #: Nodes below lowThresholds left out, and sources not freed: node -> reason.
     skipped: Mapping[str, str] = field(default_factory=dict)
     #: Pods that kept a source from being freed because they may not move: pod -> reason
-    #: (the evictor filters', ``agent.cluster.defrag.evictor``).
+    #: (the migratability filters', ``agent.cluster.defrag.migratable``).
     not_migratable: Mapping[str, str] = field(default_factory=dict)
     utilization_before: Mapping[str, float] = field(default_factory=dict)
     utilization_after: Mapping[str, float] = field(default_factory=dict)
