@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: setup demo test lint scenarios bench ci clean image base-image lock test-latest
+.PHONY: setup demo test test-fast lint scenarios bench ci clean image base-image lock test-latest
 
 # The environment is exactly requirements/dev.lock (versions and hashes; --no-deps: nothing
 # the lock does not name), then Waterline itself, editable, built by the locked setuptools
@@ -40,6 +40,12 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -rs
+
+# The quick part while iterating (under a minute): every test not marked slow, which
+# leaves out tests/integration (real cgroups, processes, servers) and the longest
+# property tests. `make test` runs everything and is what CI runs.
+test-fast: setup
+	$(BIN)/python -m pytest -rs -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check agent collectors executors devtools tests bench

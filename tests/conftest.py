@@ -34,3 +34,12 @@ def _psutil_proc_path() -> Iterator[None]:
 settings.register_profile("default", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False, max_examples=1000)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration is ``integration`` and ``slow`` (real cgroups,
+    processes, servers): ``make test-fast`` (``-m "not slow"``) leaves them out."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)

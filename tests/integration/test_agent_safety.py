@@ -19,8 +19,10 @@ from agent.kube.creating import create
 from agent.kube.deleting import delete
 from agent.kube.patching import merge_patch
 from agent.kube.resources import CONFIGMAPS, DAEMONSETS, PODS
-from agent.node.command import Agent, build_agent, release
+from agent.node.lifecycle import Agent
 from agent.node.loop import TickOutcome
+from agent.node.release import release
+from agent.node.wiring import build_agent
 from devtools.apiserver.server import Fault
 from devtools.apiserver.testing import serve
 from executors.limits import backoff_delay

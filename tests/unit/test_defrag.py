@@ -601,6 +601,7 @@ ARGS = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), ARGS)
 def test_plan_never_overfills_breaks_a_constraint_or_half_drains(
@@ -650,6 +651,7 @@ def test_plan_never_overfills_breaks_a_constraint_or_half_drains(
                         assert not (selects and term.selector.matches(o.labels))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), ARGS)
 def test_the_blocked_target_index_never_changes_the_plan(

@@ -209,6 +209,7 @@ def test_some_queues_starve(scenario: Scenario) -> None:
     assert overused, "some queues hold more than their share"
 
 
+@pytest.mark.slow
 def test_core_objects_pass_kubernetes_schemas(doc: dict[str, Any]) -> None:
     """Nodes, Pods (the first hundred), Namespaces, PDBs and PriorityClasses are
     what the API server would serve (workload objects are kept slim on purpose: the

@@ -20,10 +20,11 @@ from agent.model.objects import Node, Pod
 from agent.model.policy import load_policies
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
-from agent.node.command import add_arguments, build_host_parts
+from agent.node.arguments import add_arguments
 from agent.node.command import run as run_agent
 from agent.node.console import render
 from agent.node.dryrun import ReportingEvictor
+from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain

@@ -369,6 +369,7 @@ queue_specs = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(specs=queue_specs, total_cpu=st.integers(0, 60), total_mem=st.integers(0, 60))
 def test_deserved_bounds(
@@ -408,6 +409,7 @@ pod_specs = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     pods_spec=pod_specs,

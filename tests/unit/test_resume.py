@@ -182,7 +182,8 @@ def test_release_with_no_state_file_says_so(tmp_path) -> None:
 
     from structlog.testing import capture_logs
 
-    from agent.node.command import add_arguments, release
+    from agent.node.arguments import add_arguments
+    from agent.node.release import release
     from tests.unit.fake_cgroups import FakeTree
 
     FakeTree(tmp_path / "cg", 1)
