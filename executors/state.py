@@ -59,11 +59,27 @@ class NodeState:
             unanswered=dict(self.unanswered),
         )
 
-    # -- what a tick reads ------------------------------------------------------------------
+    # -- what the node's memory says (for reports, logs and tests) ------------------------------
     def caps(self) -> dict[str, float]:
         """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
         evicting = self.evicting
         return {k: r.cap for k, r in self.throttled.items() if k not in evicting}
+
+    def terminating(self) -> list[str]:
+        """Pods evicted and still running out their grace period."""
+        return sorted(self.evicting)
+
+    def awaiting_answer(self) -> dict[str, str]:
+        """Pods whose eviction was sent and not answered yet, with the action that sent it."""
+        return {k: e.action for k, e in sorted(self.unanswered.items())}
+
+    def last_rounds(self) -> dict[str, float]:
+        """Each action's last eviction round on this node (its cool-down runs from it)."""
+        return dict(self.last_eviction_round)
+
+    def tokens(self) -> float | None:
+        """Eviction tokens in the node's bucket (None before its first sample)."""
+        return None if self.bucket is None else self.bucket.tokens
 
     # -- a tick's transitions (on the decision's working copy) ------------------------------
     def observe(self, trackers: Mapping[str, RuleTracker]) -> None:

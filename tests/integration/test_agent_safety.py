@@ -211,14 +211,14 @@ def test_a_late_eviction_answer_counts_once_the_pod_terminates(tmp_path: Path) -
                                             for a in o.report.actions))  # fmt: skip
             first = next(a.pod for a in seen[-1].report.actions if a.action == "evict")
             brain = agent.loop.brain  # its memory is a new value after every tick
-            assert first in brain.state.unanswered  # nothing known yet
+            assert first in brain.state.awaiting_answer()  # nothing known yet
             for _ in range(100):  # the late answer, then the watch (agent time stands still)
                 load.run(**busy(names))
                 agent.loop.tick()
-                if first in brain.state.evicting:
+                if first in brain.state.terminating():
                     break
                 time.sleep(0.05)
-            assert first in brain.state.evicting and first not in brain.state.unanswered
+            assert first in brain.state.terminating() and first not in brain.state.awaiting_answer()
             for _ in range(20):  # past the backoff: the round goes on with the others
                 clock[0] += 1.0
                 load.run(**busy(names))

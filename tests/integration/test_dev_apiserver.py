@@ -29,6 +29,7 @@ from agent.model.objects import Pod
 from devtools.apiserver.server import DevServer, Fault, read_manifests
 from devtools.apiserver.testing import pdb, pod, serve
 from executors.eviction import ApiEvictor
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
@@ -61,11 +62,6 @@ NODE = {
 }
 
 
-def wait_until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_list_pods_of_one_node_by_field_selector_paged() -> None:

@@ -17,7 +17,7 @@ from executors.actuators import EvictionAnswer
 from executors.drive import assume_done
 from executors.intents import Evict, WriteCap
 from executors.state import NodeState
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
 
@@ -57,7 +57,7 @@ def test_a_budget_refusal_moves_the_plan_to_the_next_candidate():
     decision = done.value.value
     assert [(a.pod, a.result) for a in decision.report.actions] == [
         ("default/a", "blocked-by-pdb"), ("default/b", "evicted")]
-    assert list(decision.state.evicting) == ["default/b"]
+    assert decision.state.terminating() == ["default/b"]
 
 
 def test_a_cap_not_written_is_neither_held_nor_credited():

@@ -224,7 +224,7 @@ def test_local_evictions_are_reported_not_kept_as_terminating() -> None:
     [record] = outcome.report.actions
     assert record.action == "evict" and record.result == EvictionResult.EVICTED.value
     assert action_result(record, outcome) == "not-performed"
-    assert not loop.brain.state.evicting  # nothing terminates: the pod is still measured
+    assert not loop.brain.state.terminating()  # nothing terminates: the pod is still measured
 
 
 def test_run_keeps_a_fixed_rate_and_skips_missed_slots() -> None:

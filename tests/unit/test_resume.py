@@ -27,7 +27,7 @@ from executors.adoption import HeldCap, adopt, held_caps
 from executors.cgroup_throttle import CgroupThrottler, spec_quota
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
 from executors.state import NodeState
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from tests.builders import NOW, action, node, pod, policy, rule
 from tests.unit.fake_cgroups import FakeTree
 
 NODE = parse_node(node("n1", cpu="8"))

@@ -2,7 +2,7 @@ from agent.model.objects import parse_pod
 from agent.model.registry import METRICS
 from agent.model.usage import PodUsage
 from executors.sorters import SORTERS, Candidate
-from tests.unit.builders import NOW, pod
+from tests.builders import NOW, pod
 
 
 def _cand(name, usage=None, **kwargs):
