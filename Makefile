@@ -35,8 +35,10 @@ test-latest:
 	$(LATEST_VENV)/bin/pip freeze --exclude-editable
 	$(LATEST_VENV)/bin/python -m pytest -rs $(PYTEST_ARGS)
 
+# The dev tools (devtools/) are not installed: they run from this checkout, as
+# `python -m devtools COMMAND` from its root (that puts the checkout on the path).
 demo: setup
-	$(BIN)/waterline demo
+	$(BIN)/python -m devtools demo
 
 test: setup
 	$(BIN)/python -m pytest -rs

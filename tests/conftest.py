@@ -14,6 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"
 SHARED_SCENARIOS = ROOT.parent / "shared" / "scenarios"
 
+# The dev tools (devtools/) are not installed: they run from the checkout. The commands
+# tests start as `python -m devtools ...` find them, wherever their working directory.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+
 
 @pytest.fixture
 def root() -> Path:

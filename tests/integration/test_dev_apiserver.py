@@ -324,7 +324,7 @@ def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: P
         [
             sys.executable,
             "-m",
-            "agent",
+            "devtools",
             "dev-apiserver",
             "--port",
             "0",
@@ -379,7 +379,7 @@ def test_dev_apiserver_command_names_a_bad_manifest(
 ) -> None:
     (tmp_path / "bad.yaml").write_text(content)
     done = subprocess.run(
-        [sys.executable, "-m", "agent", "dev-apiserver", "--objects", str(tmp_path)],
+        [sys.executable, "-m", "devtools", "dev-apiserver", "--objects", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=30,
