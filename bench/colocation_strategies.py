@@ -34,8 +34,9 @@ from agent.node.tick import NodeBrain, TickReport
 from executors.actuators import CpuThrottler, Evictor
 from executors.caps import throttle_floor
 from executors.drive import Hands, drive
-from executors.engine import TickContext, plan_actions
+from executors.engine import plan_actions
 from executors.sorters import SORTERS, Candidate
+from executors.work import TickContext
 
 QOS = "qos.waterline.io/v1alpha1"
 LC_LABEL = "qos.waterline.io/latency-critical"

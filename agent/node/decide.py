@@ -22,10 +22,11 @@ from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage, within_cpu_limit
 from agent.node.analyzer import ACTION_TYPES, analyze
-from executors.engine import TickContext, plan_actions
+from executors.engine import plan_actions
 from executors.intents import Plan
 from executors.records import ActionRecord, LateEviction
 from executors.state import NodeState
+from executors.work import TickContext
 
 
 def _default_labels(namespace: str) -> Mapping[str, str]:
