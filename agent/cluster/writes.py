@@ -32,11 +32,13 @@ from agent.defaults import NAMESPACE
 from agent.kube import evicting
 from agent.kube.access import Permission, grant
 from agent.kube.client import KubeApi
-from agent.kube.creating import create, delete
+from agent.kube.creating import create
+from agent.kube.deleting import delete
 from agent.kube.errors import KubeConflict, KubeError, KubeNotFound
 from agent.kube.events import NORMAL, WARNING, ObjectRef, pod_ref
 from agent.kube.patching import merge_patch
 from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, NODES, PODS, POLICIES, by_kind
+from agent.kube.taints import read_taints, write_taints
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 
@@ -370,22 +372,18 @@ class GuardedWriter:
         if (api := self.guard(what, node=name, taint=key)) is None:
             return False
         try:
-            raw = api.request("GET", NODES.path(None, name))
+            read = read_taints(api, name)
         except KubeNotFound:
             return not wanted  # a node that is gone carries no taint
         except KubeError as err:
             return self._failed(what, err, node=name)
-        taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+        taints = read.taints
         kept = [t for t in taints if t.get("key") != key]
         if wanted:
             kept.append({"key": key, "effect": effect})
         if kept == taints:
             return True
-        patch: dict[str, Any] = {"spec": {"taints": kept}}
-        version = (raw.get("metadata") or {}).get("resourceVersion")
-        if version:
-            patch["metadata"] = {"resourceVersion": version}
-        return self._call(what, lambda: merge_patch(api, NODES, name, patch), node=name)
+        return self._call(what, lambda: write_taints(api, name, kept, read), node=name)
 
     def _created(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
         """A create: done, or there already (409: what we wanted)."""

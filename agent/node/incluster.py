@@ -43,8 +43,8 @@ from agent.kube.client import KubeApi
 from agent.kube.errors import KubeError, KubeNotFound
 from agent.kube.events import EventRecorder, KubeEvents
 from agent.kube.nodeview import NodeView, start_node_view
-from agent.kube.patching import merge_patch
-from agent.kube.resources import DAEMONSETS, NODES
+from agent.kube.resources import DAEMONSETS
+from agent.kube.taints import read_taints, write_taints
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod, namespace_labels
@@ -61,9 +61,8 @@ COMPONENT = "waterline-agent"
 
 def set_taint(api: KubeApi, node_name: str, wanted: bool) -> bool:
     """Add or remove our taint on the node; True when the node was changed."""
-    raw = api.request("GET", NODES.path(None, node_name))
-    spec = raw.get("spec") or {}
-    current = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
+    read = read_taints(api, node_name)
+    current = read.taints
     present = any(
         t.get("key") == TAINT.key
         and t.get("value") == TAINT.value
@@ -72,11 +71,7 @@ def set_taint(api: KubeApi, node_name: str, wanted: bool) -> bool:
     )
     if present == wanted and (wanted or not any(t.get("key") == TAINT.key for t in current)):
         return False
-    version = (raw.get("metadata") or {}).get("resourceVersion")
-    patch: dict[str, Any] = {"spec": {"taints": taints_with(current, wanted)}}
-    if version:
-        patch["metadata"] = {"resourceVersion": version}
-    merge_patch(api, NODES, node_name, patch)
+    write_taints(api, node_name, taints_with(current, wanted), read)
     return True
 
 

@@ -3,8 +3,6 @@ wait for a condition the controller's threads bring about."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +16,3 @@ def crds() -> list[dict[str, Any]]:
     return [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)

@@ -28,7 +28,8 @@ from agent.kube.resources import LEASES, NODES, PODS
 from agent.kube.watching import WatchArgs
 from agent.model.timeutil import format_time
 from devtools.apiserver.testing import Running, serve
-from tests.integration.controller_env import crds, wait_until
+from tests.integration.controller_env import crds
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

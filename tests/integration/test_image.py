@@ -52,8 +52,9 @@ from tests.integration.test_agent_local import (
 
 # The controller's integration test: the same checks, and its dev server with the same
 # objects (the fixture `cluster`).
-from tests.integration.test_controller import LEASE_NAME, LEASE_NS, status, wait_until
+from tests.integration.test_controller import LEASE_NAME, LEASE_NS, status
 from tests.integration.test_controller import cluster as cluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -14,17 +13,13 @@ from agent.kube.fetching import get_object
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
 from agent.kube.resources import LEASES
 from devtools.apiserver.testing import serve
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 ARGS = ElectionArgs(lease_duration=2, renew_deadline=1.5, retry_period=0.1, jitter=0.2)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_three_electors_over_http_release_and_failover() -> None:

@@ -31,7 +31,8 @@ from agent.kube.patching import merge_patch
 from agent.kube.resources import EVENTS, NODES, PODS
 from agent.kube.watching import WatchArgs
 from devtools.apiserver.testing import Running, serve
-from tests.integration.controller_env import crds, wait_until
+from tests.integration.controller_env import crds
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,8 @@ from agent.cluster.access import controller_access
 from agent.cluster.controller import Controller, ControllerDeps
 from agent.cluster.resources import BRAKE_KINDS, POLICY_KINDS
 from agent.kube.client import build_api
-from agent.kube.creating import create, delete
+from agent.kube.creating import create
+from agent.kube.deleting import delete
 from agent.kube.errors import KubeNotFound
 from agent.kube.fetching import get_object, list_objects
 from agent.kube.patching import merge_patch
@@ -25,7 +26,8 @@ from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, POLICIES
 from agent.kube.watching import WatchArgs
 from agent.model.timeutil import format_time
 from devtools.apiserver.testing import Running, serve
-from tests.integration.controller_env import crds, wait_until
+from tests.integration.controller_env import crds
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -155,7 +157,7 @@ def test_the_brake_is_set_lifted_and_a_persons_deletion_obeyed(
             if e["involvedObject"]["kind"] == "ConfigMap"] == ["BrakeSet"]  # fmt: skip
     wait_until(lambda: ctl.brake_state().paused)
     ctl.tick()
-    assert ctl.metrics.brake._value.get() == 1
+    assert ctl.metrics.registry.get_sample_value("waterline_cluster_brake") == 1
 
     # Quiet, but not for 5 minutes yet: kept. After 5 quiet minutes: lifted (deleted).
     ctl.status_round(NOW + 200)

@@ -15,7 +15,7 @@ from agent.model import reservation as r
 from agent.model.eviction import EvictionResult
 from agent.model.objects import parse_pod
 from agent.model.store import ObjectStore
-from tests.unit.builders import NOW, node, pod
+from tests.builders import NOW, node, pod
 from tests.unit.migration_fakes import Recorder, job, placeholder, reservation
 
 T0 = NOW  # the job's creationTimestamp

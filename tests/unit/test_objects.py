@@ -3,7 +3,7 @@ import pytest
 from agent.errors import InvalidObject
 from agent.model.objects import disruptions_allowed, parse_node, parse_pdb, parse_pod
 from agent.model.store import ObjectStore
-from tests.unit.builders import node, pod
+from tests.builders import node, pod
 
 
 def test_qos_class_is_derived_when_absent():

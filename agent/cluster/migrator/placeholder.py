@@ -31,7 +31,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from agent.cluster.defrag.evictor import PLACEHOLDER_LABEL
+from agent.cluster.defrag.migratable import PLACEHOLDER_LABEL
 from agent.cluster.engine import EPSILON
 from agent.model import migration as m
 from agent.model import reservation as r
