@@ -17,7 +17,8 @@ import json
 import socket
 import ssl
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,10 @@ class Seen:
     path: str  # with the query
     status: int
     watch: bool
+    #: When the answer's status came back (wall clock, ``time.time()``).
+    at: float = field(default_factory=time.time)
+    #: The request's body (writes), as sent.
+    body: bytes | None = None
 
 
 def _is_watch(path: str) -> bool:
@@ -135,6 +140,11 @@ class FaultProxy:
                 if s.method == method and path in s.path and (watch is None or s.watch == watch)
             ]  # fmt: skip
 
+    def writes(self, path: str = "") -> list[Seen]:
+        """Every request that asked for a change (any method but GET), in order."""
+        with self._lock:
+            return [s for s in self.requests if s.method != "GET" and path in s.path]
+
     def _take(self, method: str, path: str, is_watch: bool) -> Fault | None:
         with self._lock:
             for fault in self.faults:
@@ -171,7 +181,7 @@ class FaultProxy:
                         return
                     if fault.status:
                         self._status(fault.status, fault.retry_after)
-                        proxy._record(Seen(self.command, self.path, fault.status, watch))
+                        proxy._record(Seen(self.command, self.path, fault.status, watch, body=body))
                         return
                     fault = None
                 try:
@@ -184,9 +194,9 @@ class FaultProxy:
                     resp = conn.getresponse()
                 except OSError as err:
                     self._status(502, None, f"upstream unreachable: {err}")
-                    proxy._record(Seen(self.command, self.path, 502, watch))
+                    proxy._record(Seen(self.command, self.path, 502, watch, body=body))
                     return
-                proxy._record(Seen(self.command, self.path, resp.status, watch))
+                proxy._record(Seen(self.command, self.path, resp.status, watch, body=body))
                 try:
                     if watch and resp.status == 200:
                         self._stream(resp, fault)
