@@ -33,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from agent.kube.access import AccessTable
 from agent.kube.client import ClientArgs, KubeApi, build_api
 from devtools.cluster.api import write_kubeconfig
 from devtools.cluster.launcher import Cluster, ClusterError, kwok_node
@@ -133,8 +134,11 @@ class RealCluster:
     def controller_kubeconfig(self, server: str | None = None) -> Path:
         return self.token_kubeconfig(self.token(CONTROLLER_SA), server, unique("controller"))
 
-    def client(self, kubeconfig: Path, args: ClientArgs | None = None) -> KubeApi:
-        return build_api(str(kubeconfig), args=args)
+    def client(
+        self, kubeconfig: Path, args: ClientArgs | None = None, access: AccessTable | None = None
+    ) -> KubeApi:
+        """An API for ``kubeconfig``, checking ``access`` (a program's table) when given."""
+        return build_api(str(kubeconfig), args=args, access=access)
 
     # -- objects ------------------------------------------------------------------------
 
