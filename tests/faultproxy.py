@@ -16,6 +16,7 @@ import http.client
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -80,6 +81,16 @@ def _is_watch(path: str) -> bool:
     return any(part in ("watch=true", "watch=1") for part in query.split("&"))
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a stopped watch, a timed-out request) is no error of
+        the proxy's: only other exceptions are printed."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 class FaultProxy:
     def __init__(self, upstream: str, ca: Path) -> None:
         parts = urlsplit(upstream)
@@ -91,8 +102,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._watches: set[socket.socket] = set()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property

@@ -29,6 +29,7 @@ from agent.kube.client import ClientArgs, build_api
 from agent.kube.errors import KubeNotFound
 from agent.kube.fetching import Selectors, get_object, list_objects
 from agent.kube.leases import ElectionArgs
+from agent.kube.patching import merge_patch
 from agent.kube.resources import CONFIGMAPS, LEASES, PODS, Resource
 from agent.kube.watching import WatchArgs
 from tests.cluster import RealCluster, unique
@@ -36,7 +37,7 @@ from tests.faultproxy import FaultProxy, Seen
 
 #: Short enough for tests, with the production ratios (renew deadline and retry inside
 #: the lease duration).
-ELECTION = ElectionArgs(lease_duration=2, renew_deadline=1.5, retry_period=0.1, jitter=0.2)
+ELECTION = ElectionArgs(lease_duration=5, renew_deadline=4, retry_period=0.2, jitter=0.2)
 INTERVAL = 0.3
 LEASE_NS, LEASE_NAME = defaults.CONTROLLER_LEASE_NAMESPACE, defaults.CONTROLLER_LEASE_NAME
 #: The taint of a test's own nodes (value: the pool), tolerated by its own pods only.
@@ -262,6 +263,12 @@ def migration_job(
                      "annotations": dict(annotations or {})},
         "spec": spec,
     }  # fmt: skip
+
+
+def release(kube: RealCluster, ns: str, pod: str) -> None:
+    """Let a pod held by a finalizer go: being deleted, it is gone at once."""
+    with suppress(KubeNotFound):
+        merge_patch(kube.api, PODS, pod, {"metadata": {"finalizers": None}}, namespace=ns)
 
 
 # -- reading the cluster as a user would -----------------------------------------------------

@@ -22,8 +22,6 @@ import pytest
 import structlog
 
 from agent.cluster.resources import MIGRATION_JOBS
-from agent.kube.patching import merge_patch
-from agent.kube.resources import PODS
 from tests.cluster import RealCluster, unique
 from tests.integration.controller_env import (
     Made,
@@ -36,6 +34,7 @@ from tests.integration.controller_env import (
     migration_job,
     pod_or_none,
     pool_node,
+    release,
     replicas,
     replicaset,
     wait_running,
@@ -101,11 +100,6 @@ def world(kube: RealCluster, made: Made) -> Iterator[World]:
             if HOLD in (p["metadata"].get("finalizers") or []):
                 release(kube, ns, p["metadata"]["name"])
         kube.kubectl("delete", "namespace", ns, "--wait=false")
-
-
-def release(kube: RealCluster, ns: str, pod: str) -> None:
-    """Let a held pod go: its finalizer removed, a pod being deleted is gone."""
-    merge_patch(kube.api, PODS, pod, {"metadata": {"finalizers": None}}, namespace=ns)
 
 
 def evictions(running: list[Replica]) -> dict[str, list[str]]:
