@@ -503,6 +503,22 @@ def rs_object() -> dict[str, Any]:
     }
 
 
+def test_a_rounds_status_is_written_only_over_the_version_it_was_decided_on() -> None:
+    """A snapshot that does not show the controller's own last write yet (its watch lags)
+    must not write the same step again: the status write carries the job's
+    resourceVersion from the snapshot (the server refuses it with 409 if the job moved).
+    Right after the start, the job changed since the snapshot: no precondition."""
+    view = mg.ClusterView.build(cluster())
+    rec = Recorder()
+    pending = replace(job(mode=m.RESERVATION_FIRST, phase="Pending"), resource_version="41")
+    mg.MigrationExecutor(rec).start(pending, view.pods["default/web-1"], view, T0 + 1)
+    assert rec.versions == [("j1", ""), ("j1", "")]  # Started, then its first step
+    running = replace(pending, phase=m.RUNNING, reason="Started", resource_version="42")
+    rec = Recorder()
+    mg.MigrationExecutor(rec).run(running, {}, view, T0 + 2)
+    assert rec.versions == [("j1", "42")]
+
+
 def test_executor_taints_a_drains_source_and_never_evicts_without_the_taint() -> None:
     drain = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING, created_by="defrag")
     view = mg.ClusterView.build(cluster(reservation("j1", r.AVAILABLE, "n2"), placeholder()))
