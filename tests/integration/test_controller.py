@@ -60,15 +60,6 @@ class World:
 
 
 @pytest.fixture
-def made(kube: RealCluster) -> Iterator[Made]:
-    done = Made(kube)
-    try:
-        yield done
-    finally:
-        done.clean()
-
-
-@pytest.fixture
 def world(kube: RealCluster, made: Made) -> Iterator[World]:
     ns = kube.namespace("ctl")
     # web's node holds its two pods and the agent's, not a third: a replacement waits

@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,15 +55,6 @@ LEASE_PATH = f"/leases/{LEASE_NAME}"
 #: The production election (agent.kube.leases.ElectionArgs's defaults, which
 #: deploy/controller.yaml runs with).
 LEASE_SECONDS = 15
-
-
-@pytest.fixture
-def made(kube: RealCluster) -> Iterator[Made]:
-    done = Made(kube)
-    try:
-        yield done
-    finally:
-        done.clean()
 
 
 @dataclass

@@ -11,7 +11,6 @@ and CEL rules) with the field named, before any Waterline code sees it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -86,15 +85,6 @@ def cel_rules(schema: Any) -> list[str]:
         for value in schema:
             found += cel_rules(value)
     return sorted(found)
-
-
-@pytest.fixture
-def made(kube: RealCluster) -> Iterator[Made]:
-    done = Made(kube)
-    try:
-        yield done
-    finally:
-        done.clean()
 
 
 def test_get_nqp_shows_valid_and_nodes_with_the_controller_running(

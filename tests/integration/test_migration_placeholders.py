@@ -70,15 +70,6 @@ class Pool:
     kind: str  # its workload's kind
 
 
-@pytest.fixture
-def made(kube: RealCluster) -> Iterator[Made]:
-    done = Made(kube)
-    try:
-        yield done
-    finally:
-        done.clean()
-
-
 def workload(kind: str, ns: str, pc: str) -> dict[str, Any]:
     """Two pods of ``app=web`` that keep apart (one a node), at priority ``PRIORITY``; a
     StatefulSet's pods carry a finalizer that holds them Terminating once evicted."""

@@ -84,15 +84,6 @@ class Running:
 
 
 @pytest.fixture
-def made(kube: RealCluster) -> Iterator[Made]:
-    done = Made(kube)
-    try:
-        yield done
-    finally:
-        done.clean()
-
-
-@pytest.fixture
 def running(kube: RealCluster, made: Made) -> Iterator[Running]:
     ns = kube.namespace("brake")
     pool = ns

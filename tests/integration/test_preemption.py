@@ -48,15 +48,6 @@ QUEUE_LABEL = "qos.waterline.io/queue"
 
 
 @pytest.fixture
-def made(kube: RealCluster) -> Iterator[Made]:
-    done = Made(kube)
-    try:
-        yield done
-    finally:
-        done.clean()
-
-
-@pytest.fixture
 def ns(kube: RealCluster) -> Iterator[str]:
     name = kube.namespace("preempt")
     yield name
