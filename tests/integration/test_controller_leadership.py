@@ -244,8 +244,9 @@ def test_an_apiserver_restart_under_a_running_controller(
     lists = Counter(resource(s) for s in seen if s.method == "GET" and not s.watch
                     and s.at > restarted and s.status == 200 and is_collection(s))  # fmt: skip
     gone = Counter(resource(s) for s in seen if s.status == 410 and s.at > restarted)
-    rewatched = {resource(s) for s in seen if s.watch and s.status == 200 and s.at > back}
+    rewatched = {resource(s) for s in seen if s.watch and s.status == 200 and s.at > restarted}
     stale = sum(1 for s in seen if s.status == 409 and s.at > restarted)
+    watched = {resource(s) for s in seen if s.watch}
     failed = sum(1 for s in seen if restarted < s.at and s.status >= 500)
     evictions = [s.path for s in seen if s.method == "POST" and s.path.split("?")[0].endswith("/eviction")]
     window = f"{max(s.at for s in refused) - min(s.at for s in refused):.2f}s" if refused else "none"
@@ -254,7 +255,9 @@ def test_an_apiserver_restart_under_a_running_controller(
           f"before its RBAC was loaded); relists after it: "
           + ", ".join(f"{r} {n}" for r, n in sorted(lists.items()))
           + (f"; 410 Gone: {dict(gone)}" if gone else "; no 410 Gone")
-          + f"; watches open again: {len(rewatched)}; writes refused as decided on a stale "
+          + f"; watches open again: {len(rewatched)} of {len(watched)}"
+          + (f" (not yet: {', '.join(sorted(watched - rewatched))})" if watched - rewatched else "")
+          + "; writes refused as decided on a stale "
           f"snapshot (409): {stale}; evictions sent: {len(evictions)}")  # fmt: skip
     assert rewatched >= {"pods", "podmigrationjobs", "nodes"}
     assert len(evictions) == 1  # the eviction in hand was not sent again
