@@ -27,6 +27,7 @@ import structlog
 
 from agent.cluster import brake
 from agent.cluster.metrics import ControllerMetrics
+from agent.cluster.migrator.placeholder import target_of
 from agent.cluster.resources import MIGRATION_JOBS, PRIORITY_CLASSES, RESERVATIONS
 from agent.defaults import NAMESPACE
 from agent.kube import evicting
@@ -340,7 +341,7 @@ class GuardedWriter:
         that name already there counts (the migrator reads its state next round)."""
         meta = body["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        node = body["spec"]["nodeName"]
+        node = target_of(body)
         if (api := self.guard("create placeholder", placeholder=key, node=node)) is None:
             return False
         return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)

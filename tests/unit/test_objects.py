@@ -61,6 +61,20 @@ def test_bad_pods_name_the_pod_and_field(mutate, field):
     assert field in str(err.value)
 
 
+def test_the_schedulers_refusal_is_read_from_pod_scheduled():
+    raw = pod("p", node_name="")
+    raw["spec"].pop("nodeName", None)
+    raw["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 1 Insufficient cpu."}]}  # fmt: skip
+    assert parse_pod(raw).unschedulable == "0/3 nodes are available: 1 Insufficient cpu."
+    raw["status"]["conditions"][0]["reason"] = "SchedulerError"
+    assert parse_pod(raw).unschedulable == ""
+    bound = pod("q", node_name="n1")  # bound since: a stale condition does not count
+    bound["status"] = dict(raw["status"])
+    assert parse_pod(bound).unschedulable == ""
+
+
 def test_node_allocatable_falls_back_to_capacity():
     raw = node("n1")
     raw["status"] = {"capacity": {"cpu": "4"}, "conditions": [{"type": "Ready", "status": "False"}]}

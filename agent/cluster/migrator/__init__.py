@@ -94,6 +94,7 @@ from agent.cluster.migrator.placeholder import (
     placeholder_name,
     placeholder_priority,
     priority_class_name,
+    target_of,
 )
 from agent.cluster.migrator.steps import (
     ABORT_ANNOTATION,
@@ -172,6 +173,7 @@ __all__ = [
     "placeholder_state",
     "plan_cleanup",
     "priority_class_name",
+    "target_of",
     "quantity",
     "reservation_body",
     "reservation_name",
