@@ -35,7 +35,9 @@ class Fault:
 
     * plain: ``delay`` seconds of silence, then an error ``status`` with a Status body (and
       ``Retry-After`` when ``retry_after``); ``status=0`` forwards after the delay (a slow
-      answer); ``delay=float('inf')`` hangs until the proxy stops;
+      answer); ``delay=float('inf')`` hangs until the proxy stops; ``hangup`` closes the
+      connection with no answer at all (a server that died mid-request, recorded as
+      status 0);
     * a watch with ``drop_after`` or ``garbage`` is forwarded and then misbehaves: the
       connection is cut after that many events, or the line ``garbage`` comes first."""
 
@@ -48,6 +50,7 @@ class Fault:
     drop_after: int | None = None
     garbage: bytes | None = None
     retry_after: int | None = None
+    hangup: bool = False
 
     def applies(self, method: str, path: str, is_watch: bool) -> bool:
         return (
@@ -85,6 +88,9 @@ class FaultProxy:
         self.requests: list[Seen] = []
         self._lock = threading.Lock()
         self._watches: set[socket.socket] = set()
+        #: (path, code) of every ERROR event a watch stream carried: the server's own
+        #: 410 Gone for a resourceVersion too old arrives that way, inside a 200 stream.
+        self.watch_errors: list[tuple[str, int]] = []
         self._stopping = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -169,6 +175,12 @@ class FaultProxy:
                 if fault is not None and not fault.streams:
                     if self._wait(fault.delay):
                         return
+                    if fault.hangup:
+                        proxy._record(Seen(self.command, self.path, 0, watch))
+                        self.close_connection = True
+                        with contextlib.suppress(OSError):
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                     if fault.status:
                         self._status(fault.status, fault.retry_after)
                         proxy._record(Seen(self.command, self.path, fault.status, watch))
@@ -241,6 +253,7 @@ class FaultProxy:
                         if not line:
                             break
                         self._chunk(line)
+                        self._note_error(line)
                         events += 1
                         if fault is not None and fault.drop_after is not None and events >= fault.drop_after:
                             sock.shutdown(socket.SHUT_RDWR)
@@ -252,6 +265,18 @@ class FaultProxy:
                 finally:
                     with proxy._lock:
                         proxy._watches.discard(sock)
+
+            def _note_error(self, line: bytes) -> None:
+                if b'"ERROR"' not in line:
+                    return
+                try:
+                    event = json.loads(line)
+                    code = int(event["object"].get("code") or 0)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    return
+                if event.get("type") == "ERROR":
+                    with proxy._lock:
+                        proxy.watch_errors.append((self.path, code))
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

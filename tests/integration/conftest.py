@@ -10,6 +10,8 @@ import pytest
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from devtools.demo.cgroups import CgroupTree, v1_roots
+from tests.cluster import RealCluster
+from tests.integration.agent_env import Pool
 
 _COUNTER = itertools.count()
 
@@ -30,3 +32,13 @@ def tree() -> Iterator[CgroupTree]:
     finally:
         left = made.cleanup()
         assert not left, f"cgroups left behind: {left}"
+
+
+@pytest.fixture
+def pool(kube: RealCluster) -> Iterator[Pool]:
+    """The test's own namespace and kwok nodes on the real cluster (agent_env.Pool)."""
+    made = Pool(kube)
+    try:
+        yield made
+    finally:
+        made.close()
