@@ -67,6 +67,9 @@ class Fault:
 
 @dataclass(frozen=True, slots=True)
 class Seen:
+    """A request as the proxy saw it. ``status`` is the answer's, or 0 for one the proxy
+    hung up on or held with a delay (those are recorded as they arrive, before any answer)."""
+
     method: str
     path: str  # with the query
     status: int
@@ -92,6 +95,7 @@ class FaultProxy:
         #: 410 Gone for a resourceVersion too old arrives that way, inside a 200 stream.
         self.watch_errors: list[tuple[str, int]] = []
         self._stopping = threading.Event()
+        self._stopped = False
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -105,6 +109,10 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
+        """Stop serving (its port closes: a server gone); again is a no-op."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stopping.set()
         self.drop_watches()
         self._server.shutdown()
@@ -172,18 +180,23 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else None
                 watch = _is_watch(self.path)
                 fault = proxy._take(self.command, self.path, watch)
+                held = fault is not None and not fault.streams and fault.delay > 0
+                if held:  # recorded as it arrives: it may never be answered
+                    proxy._record(Seen(self.command, self.path, 0, watch))
+                record = (lambda status: None) if held else (
+                    lambda status: proxy._record(Seen(self.command, self.path, status, watch)))
                 if fault is not None and not fault.streams:
                     if self._wait(fault.delay):
                         return
                     if fault.hangup:
-                        proxy._record(Seen(self.command, self.path, 0, watch))
+                        record(0)
                         self.close_connection = True
                         with contextlib.suppress(OSError):
                             self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     if fault.status:
                         self._status(fault.status, fault.retry_after)
-                        proxy._record(Seen(self.command, self.path, fault.status, watch))
+                        record(fault.status)
                         return
                     fault = None
                 try:
@@ -196,9 +209,9 @@ class FaultProxy:
                     resp = conn.getresponse()
                 except OSError as err:
                     self._status(502, None, f"upstream unreachable: {err}")
-                    proxy._record(Seen(self.command, self.path, 502, watch))
+                    record(502)
                     return
-                proxy._record(Seen(self.command, self.path, resp.status, watch))
+                record(resp.status)
                 try:
                     if watch and resp.status == 200:
                         self._stream(resp, fault)

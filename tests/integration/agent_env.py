@@ -229,10 +229,15 @@ def agent_args(kubeconfig: Path, tmp: Path, node: str, *extra: str) -> argparse.
     ])  # fmt: skip
 
 
+def start_agent(kubeconfig: Path, tmp: Path, node: str, *extra: str) -> Agent:
+    """An in-process agent, ticked by the test; ``agent.stop_source()`` stops its watches."""
+    return build_agent(agent_args(kubeconfig, tmp, node, *extra), FAST_WATCHES)
+
+
 @contextmanager
 def running_agent(kubeconfig: Path, tmp: Path, node: str, *extra: str) -> Iterator[Agent]:
-    """An in-process agent (ticked by the test), its watches stopped at the end."""
-    agent = build_agent(agent_args(kubeconfig, tmp, node, *extra), FAST_WATCHES)
+    """:func:`start_agent`, its watches stopped at the end."""
+    agent = start_agent(kubeconfig, tmp, node, *extra)
     try:
         yield agent
     finally:
