@@ -17,6 +17,7 @@ import json
 import socket
 import ssl
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,7 +40,11 @@ class Fault:
       connection with no answer at all (a server that died mid-request, recorded as
       status 0);
     * a watch with ``drop_after`` or ``garbage`` is forwarded and then misbehaves: the
-      connection is cut after that many events, or the line ``garbage`` comes first."""
+      connection is cut after that many events, or the line ``garbage`` comes first;
+    * ``edit``: the answer is forwarded with each object it carries (a list's items, a
+      watch event's object, a single object) passed through ``edit`` first, which changes
+      it in place: a malformed object, which the real server never sends but a buggy
+      server or a proxy between could."""
 
     path: str
     method: str = "GET"
@@ -51,6 +56,7 @@ class Fault:
     garbage: bytes | None = None
     retry_after: int | None = None
     hangup: bool = False
+    edit: Callable[[dict[str, Any]], None] | None = None
 
     def applies(self, method: str, path: str, is_watch: bool) -> bool:
         return (
@@ -62,7 +68,29 @@ class Fault:
 
     @property
     def streams(self) -> bool:
-        return self.drop_after is not None or self.garbage is not None
+        """Forwarded, then misbehaving in the answer itself."""
+        return self.drop_after is not None or self.garbage is not None or self.edit is not None
+
+    def edited(self, data: bytes, watch: bool) -> bytes:
+        """``data`` (a JSON answer, or one watch line) with its objects edited."""
+        if self.edit is None:
+            return data
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return data
+        if not isinstance(doc, dict):
+            return data
+        if watch:
+            if isinstance(doc.get("object"), dict) and doc.get("type") != "ERROR":
+                self.edit(doc["object"])
+        elif isinstance(doc.get("items"), list):
+            for item in doc["items"]:
+                if isinstance(item, dict):
+                    self.edit(item)
+        else:
+            self.edit(doc)
+        return json.dumps(doc).encode() + (b"\n" if watch else b"")
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +244,9 @@ class FaultProxy:
                     if watch and resp.status == 200:
                         self._stream(resp, fault)
                     else:
-                        self._whole(resp)
+                        self._whole(resp, fault)
+                except OSError:  # the client went away (it stopped, or timed out)
+                    self.close_connection = True
                 finally:
                     conn.close()
 
@@ -243,8 +273,10 @@ class FaultProxy:
                     if key.lower() not in HOP_BY_HOP:
                         self.send_header(key, value)
 
-            def _whole(self, resp: http.client.HTTPResponse) -> None:
+            def _whole(self, resp: http.client.HTTPResponse, fault: Fault | None) -> None:
                 data = resp.read()
+                if fault is not None and resp.status == 200:
+                    data = fault.edited(data, watch=False)
                 self._copy_headers(resp)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -265,8 +297,10 @@ class FaultProxy:
                         line = resp.readline()
                         if not line:
                             break
-                        self._chunk(line)
                         self._note_error(line)
+                        if fault is not None:
+                            line = fault.edited(line, watch=True)
+                        self._chunk(line)
                         events += 1
                         if fault is not None and fault.drop_after is not None and events >= fault.drop_after:
                             sock.shutdown(socket.SHUT_RDWR)
