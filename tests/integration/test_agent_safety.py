@@ -59,6 +59,15 @@ def batch(pool: Pool, node: str, replicas: int, **template: Any) -> list[dict[st
     return pool.running(pool.replicaset("batch", replicas, node=node, **template), replicas)
 
 
+def evicting_node(pool: Pool, tmp: Path, replicas: int, **template: Any) -> tuple[str, list[dict[str, Any]], Load]:
+    """A node of the pool running ``replicas`` batch pods (their fake cgroups under
+    ``tmp``) and a policy that would evict every one."""
+    node = pool.node()
+    pods = batch(pool, node, replicas, **template)
+    evict_everything(pool)
+    return node, pods, Load(tmp / "cg", pods)
+
+
 def busy(pods: list[dict[str, Any]]) -> dict[str, float]:
     return {name_of(p): 5.0 for p in pods}
 
@@ -70,10 +79,7 @@ def evicted(outcomes: list[TickOutcome]) -> list[str]:
 def test_a_policy_that_would_evict_everything_evicts_at_most_the_budget(
     kube: RealCluster, pool: Pool, tmp_path: Path
 ) -> None:
-    node = pool.node()
-    pods = batch(pool, node, 13)
-    load = Load(tmp_path / "cg", pods)
-    evict_everything(pool)
+    node, pods, load = evicting_node(pool, tmp_path, 13)
     with kube.proxy() as proxy, running_agent(kube.agent_kubeconfig(node, proxy.url), tmp_path, node) as agent:
         clock = [1_767_225_600.0]
         agent.loop.clock = lambda: clock[0]  # 0.1 s of agent time a tick: the bucket gets no token
@@ -103,10 +109,7 @@ def test_a_policy_that_would_evict_everything_evicts_at_most_the_budget(
 def test_a_failing_eviction_endpoint_gets_one_request_a_round_then_backoff(
     kube: RealCluster, pool: Pool, tmp_path: Path
 ) -> None:
-    node = pool.node()
-    pods = batch(pool, node, 5)
-    load = Load(tmp_path / "cg", pods)
-    evict_everything(pool)
+    node, pods, load = evicting_node(pool, tmp_path, 5)
     with kube.proxy() as proxy:
         proxy.inject(Fault(EVICTIONS, method="POST", status=500, times=10**6))
         with running_agent(kube.agent_kubeconfig(node, proxy.url), tmp_path, node) as agent:
@@ -197,11 +200,8 @@ def test_a_late_eviction_answer_counts_once_the_pod_terminates(
     all the same; the agent sees it terminating (a finalizer keeps it there, as a kubelet
     stopping its containers would), counts it as its eviction (with its Evicted Event)
     and never asks for it again."""
-    node = pool.node()
-    pods = batch(pool, node, 3, finalizers=["waterline.test/hold"])
+    node, pods, load = evicting_node(pool, tmp_path, 3, finalizers=["waterline.test/hold"])
     names = {name_of(p) for p in pods}
-    load = Load(tmp_path / "cg", pods)
-    evict_everything(pool)
     with kube.proxy() as proxy:
         proxy.inject(Fault(EVICTIONS, method="POST", status=0, delay=2.0, times=1))
         with running_agent(kube.agent_kubeconfig(node, proxy.url), tmp_path, node) as agent:
