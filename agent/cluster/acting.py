@@ -90,17 +90,27 @@ class PlanActs:
                 sources=list(plan.freed_nodes),
                 enabled=enabled,
             )
-        if not enabled:
-            return
+        if enabled:
+            self.create_defrag_jobs(plan.migrations, snapshot, now)
+
+    def create_defrag_jobs(
+        self, migrations: Iterable[Migration], snapshot: ObjectStore, now: float, **spec: Any
+    ) -> int:
+        """One job a planned move whose pod has no unfinished job yet, and the plan's time
+        stamped on each source; ``spec`` overrides the job's (bench/defrag_real.py drains
+        with EvictDirectly jobs). Returns how many jobs were created."""
         busy = {j.pod_key for j in snapshot.migration_jobs if j.phase not in m.TERMINAL_PHASES}
         stamped: set[str] = set()
-        for mig in plan.migrations:
-            if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig)):
+        created = 0
+        for mig in migrations:
+            if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig, **spec)):
                 continue
+            created += 1
             self.metrics.moves.labels("planned").inc()
             if mig.source not in stamped:
                 stamped.add(mig.source)
                 self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: format_time(now)})
+        return created
 
     def queues(
         self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
@@ -144,8 +154,9 @@ class PlanActs:
                 self.writer.evict(pod, source)
 
 
-def defrag_job(mig: Migration) -> dict[str, Any]:
-    """A ReservationFirst PodMigrationJob for one planned move, its target as a hint."""
+def defrag_job(mig: Migration, **spec: Any) -> dict[str, Any]:
+    """A ReservationFirst PodMigrationJob for one planned move, its target as a hint
+    (``spec``: fields over these, such as another mode or a ttl)."""
     pod = mig.pod
     return {
         "apiVersion": m.API_VERSION,
@@ -158,5 +169,6 @@ def defrag_job(mig: Migration) -> dict[str, Any]:
         "spec": {
             "podRef": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
             "mode": m.RESERVATION_FIRST,
+            **spec,
         },
     }
