@@ -16,10 +16,12 @@ that fits, which is just what a source being drained or a freed node is):
 * The sources of one defrag plan are drained together, as one drain: a plan is told by
   the sources' ``qos.waterline.io/last-defrag-time`` (defrag stamps every source of a
   plan with the plan's time; an unstamped node is a drain of its own). Its first
-  eviction taints every source of the plan that still has jobs: a source whose turn has
+  eviction taints every source of the plan that still has jobs, before it evicts
+  (``plan_sources``; the round's cleanup catches any it missed): a source whose turn has
   not come (at most 2 jobs a node run at once) is otherwise where the others'
   replacements go. On the 5,000-node bench cluster that took the nodes freed from 105 to
-  all 144 planned.
+  all 144 planned (the model); on a real scheduler the sources tainted only at the
+  round's end still took the first replacements (bench/defrag_real.py).
 * A job waits for its replacement to run before it ends, so the taint stays until the
   last replacement has landed: lifting it when the node is merely empty would let the
   pending replacements land back on it.
@@ -116,6 +118,23 @@ def plan_time(node: Node | None) -> float | None:
     if node is None:
         return None
     return parse_time_or_none(node.annotations.get(LAST_DEFRAG_ANNOTATION))
+
+
+def plan_sources(source: str, jobs: Iterable[m.PodMigrationJob], view: ClusterView) -> list[str]:
+    """The nodes a drain's first eviction taints: its source, then every other source of
+    its plan (the same last-defrag-time) that still has a drain job. Tainted only at the
+    round's end, they were the emptiest nodes in the meantime, and a real kube-scheduler
+    sent the first replacements there (bench/defrag_real.py)."""
+    nodes = view.store.nodes
+    planned = plan_time(nodes.get(source))
+    if planned is None:
+        return [source]
+    others = sorted(
+        name
+        for name in drains(jobs, view)
+        if name != source and plan_time(nodes.get(name)) == planned
+    )
+    return [source, *others]
 
 
 def _wanted(
