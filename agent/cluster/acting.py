@@ -91,25 +91,29 @@ class PlanActs:
                 enabled=enabled,
             )
         if enabled:
-            self.create_defrag_jobs(plan.migrations, snapshot, now)
+            self.create_defrag_jobs(plan, snapshot, now)
 
     def create_defrag_jobs(
-        self, migrations: Iterable[Migration], snapshot: ObjectStore, now: float, **spec: Any
+        self, plan: DefragPlan, snapshot: ObjectStore, now: float, **spec: Any
     ) -> int:
-        """One job a planned move whose pod has no unfinished job yet, and the plan's time
-        stamped on each source; ``spec`` overrides the job's (bench/defrag_real.py drains
-        with EvictDirectly jobs). Returns how many jobs were created."""
+        """One job a planned move whose pod has no unfinished job yet; the plan's time
+        stamped on each source that got one, and, when any did, on the plan's sources
+        with nothing to move (drained with the plan: tainted with it, else the emptiest
+        nodes take its replacements). ``spec`` overrides the job's (bench/defrag_real.py
+        drains with EvictDirectly jobs). Returns how many jobs were created."""
         busy = {j.pod_key for j in snapshot.migration_jobs if j.phase not in m.TERMINAL_PHASES}
         stamped: set[str] = set()
         created = 0
-        for mig in migrations:
+        for mig in plan.migrations:
             if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig, **spec)):
                 continue
             created += 1
             self.metrics.moves.labels("planned").inc()
-            if mig.source not in stamped:
-                stamped.add(mig.source)
-                self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: format_time(now)})
+            stamped.add(mig.source)
+        if stamped:
+            stamped |= set(plan.freed_nodes) - {mig.source for mig in plan.migrations}
+        for source in sorted(stamped):
+            self.writer.annotate_node(source, {LAST_DEFRAG_ANNOTATION: format_time(now)})
         return created
 
     def queues(

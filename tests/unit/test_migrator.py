@@ -510,6 +510,7 @@ def test_a_plans_first_eviction_taints_its_other_sources_before_it_evicts() -> N
     plan_a, plan_b = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
     store = ObjectStore.from_dicts([
         stamped("n1", plan_a), node("n2", cpu="4"), stamped("n4", plan_a), stamped("n5", plan_b),
+        stamped("n6", plan_a),  # a source of the plan with nothing to move
         pod("web-1", node_name="n1"), pod("web-2", node_name="n4"), pod("web-3", node_name="n5"),
     ])  # fmt: skip
     first = job(phase=m.RUNNING, created_by="defrag")
@@ -522,8 +523,8 @@ def test_a_plans_first_eviction_taints_its_other_sources_before_it_evicts() -> N
     rec = Recorder()
     ex = mg.MigrationExecutor(rec)
     ex.run(first, {}, view, T0 + 60)
-    assert [(c[0], c[1]) for c in rec.calls[:3]] == [
-        ("node_taint", "n1"), ("node_taint", "n4"), ("evict", "default/web-1"),
+    assert [(c[0], c[1]) for c in rec.calls[:4]] == [
+        ("node_taint", "n1"), ("node_taint", "n4"), ("node_taint", "n6"), ("evict", "default/web-1"),
     ]  # fmt: skip
     assert ex.reconcile(store.migration_jobs, view, T0 + 60).taint == ()  # none asked twice
     refused = Recorder(refuse=("node_taint",))
