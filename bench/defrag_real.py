@@ -3,15 +3,15 @@
 kube-apiserver, the real kube-scheduler and ReplicaSet controller placing the
 replacements on kwok nodes, side by side with the scheduler model on the same cluster.
 
-    python -m bench defrag-e2e --real              # DEFAULT_NODES nodes, about 10 minutes on 2 shared cores
+    python -m bench defrag-e2e --real              # 24 nodes: about 10 minutes on 2 busy cores
     python -m bench defrag-e2e --real --nodes 8
 
 **The cluster** (``layout``, ``build``), the same for every strategy (same seed, a fresh
 namespace and fresh kwok nodes each time): N nodes of 8 or 16 cores (4 GiB a core), a
-sixth of them defrag sources (5..25% of their CPU requested), a third in the targets'
-band (72..88%), the rest 40..70%. Every node runs the agent DaemonSet's pod (deploy/ is
+sixth of them built as defrag sources (5..25% of their CPU requested), a third in the
+targets' band (72..88%), the rest 40..70% (or less: their pods are large). Every node runs the agent DaemonSet's pod (deploy/ is
 installed as a user installs it: it stays, as DaemonSet pods do); the rest are
-Deployments of 2 to 4 replicas of one shape (250m..1 core on a source, 500m..2 cores
+Deployments of 2 to 4 replicas of one shape (250m..1 core on a source, 1..3 cores
 elsewhere; 2 to 4 MiB of memory a millicore). The real scheduler puts each Deployment's
 replicas on its node: while the cluster is built every node carries a taint of its own
 (``bench.waterline.io/slot=<node>``) that only its Deployments tolerate; those taints go
@@ -76,13 +76,14 @@ from agent.cluster.resources import MIGRATION_JOBS, WATCHES
 from agent.kube.client import ClientArgs, KubeApi, build_api
 from agent.kube.fetching import Selectors, list_objects
 from agent.kube.patching import merge_patch
-from agent.kube.resources import EVENTS, NAMESPACES, NODES, PODS
+from agent.kube.resources import EVENTS, NAMESPACES, NODES, PODS, Resource
 from agent.model import migration as m
 from agent.model.objects import Pod
 from agent.model.store import ObjectStore
+from agent.model.timeutil import parse_time_or_none
 from bench.defrag_e2e import Case, Outcome, bound_pods, controlled, plain_eviction, tight_rooms
 
-DEFAULT_NODES = 40
+DEFAULT_NODES = 24
 SEED = 1
 INTERVAL = 2.0
 TTL = 120
@@ -192,16 +193,17 @@ def deployment(
 # -- reading the cluster (the admin's view: set-up and checks only) ------------------------
 
 
-def _list(api: KubeApi, resource: Any, **selectors: str) -> list[dict[str, Any]]:
+def _list(api: KubeApi, resource: Resource, **selectors: str) -> list[dict[str, Any]]:
     return list_objects(api, resource, Selectors(**selectors)).items
 
 
-def _is_settled(pod: Mapping[str, Any]) -> bool:
-    """Running, or Pending with the scheduler's answer that it fits nowhere."""
+def _is_settled(pod: Mapping[str, Any], running: bool = False) -> bool:
+    """Running, or (unless ``running``) Pending with the scheduler's answer that it fits
+    nowhere."""
     status = pod.get("status") or {}
     if status.get("phase") == "Running":
         return True
-    return any(
+    return not running and any(
         c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
         for c in status.get("conditions") or ()
     )
@@ -236,16 +238,20 @@ class Pool:
     def state(self) -> ObjectStore:
         """The bench's nodes and every pod on them or in its namespace, as they are now."""
         api, names = self.kube.api, set(self.names)
-        nodes = [n for n in _list(api, NODES, label_selector=f"{RUN_KEY}={self.run}")]
+        nodes = _list(api, NODES, label_selector=f"{RUN_KEY}={self.run}")
         pods = [p for p in _list(api, PODS)
                 if (p.get("spec") or {}).get("nodeName") in names
                 or p["metadata"]["namespace"] == self.run]  # fmt: skip
         return ObjectStore.from_dicts(nodes + pods)
 
-    def pods_settled(self) -> bool:
+    def pods_settled(self, running: bool = False) -> bool:
+        """Every pod of the namespace there and settled (``_is_settled``)."""
         pods = _list(self.kube.api, PODS, namespace=self.run)
         active = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-        return len(active) == self.pods and all(_is_settled(p) for p in active)
+        return len(active) == self.pods and all(_is_settled(p, running) for p in active)
+
+    def pods_running(self) -> bool:
+        return self.pods_settled(running=True)
 
     def jobs(self) -> list[dict[str, Any]]:
         return [j for j in _list(self.kube.api, MIGRATION_JOBS)
@@ -270,15 +276,9 @@ class Pool:
         for event in _list(self.kube.api, EVENTS, field_selector="reason=Preempted"):
             node = str(event.get("message") or "").rsplit(" ", 1)[-1]
             stamp = event.get("lastTimestamp") or event.get("eventTime") or ""
-            if node in names and _epoch(stamp) >= since - 1:
+            if node in names and (parse_time_or_none(stamp) or 0.0) >= since - 1:
                 count += 1
         return count
-
-
-def _epoch(stamp: str) -> float:
-    from agent.model.timeutil import parse_time_or_none
-
-    return parse_time_or_none(stamp) or 0.0
 
 
 def build(kube: Any, nodes: int, seed: int, laps: Laps | None = None) -> Pool:
@@ -306,7 +306,7 @@ def build(kube: Any, nodes: int, seed: int, laps: Laps | None = None) -> Pool:
                 {}, [run_toleration, _toleration(SLOT_KEY, w.node)]))  # fmt: skip
             pool.pods += w.replicas
     kube.apply(manifests)
-    _wait(lambda: pool.pods_settled() and _agents_run(pool), 600, "the cluster built")
+    _wait(lambda: pool.pods_running() and _agents_run(pool), 600, "the cluster built")
     for name in pool.names:
         merge_patch(kube.api, NODES, name, {"spec": {"taints": [pool.run_taint()]}})
     return pool
@@ -330,7 +330,7 @@ def fill(pool: Pool, rooms: Mapping[str, float]) -> None:
             pool.pods += 1
     if manifests:
         pool.kube.apply(manifests)
-    _wait(pool.pods_settled, 300, "the fillers")
+    _wait(pool.pods_running, 300, "the fillers")
 
 
 def tear_down(pool: Pool) -> None:
@@ -566,7 +566,8 @@ def execute(pool: Pool, ctl: Controller, strategy: str, store: ObjectStore, defr
     _wait(pool.pods_settled, 60, "the replacements settled after the taints went")
     out = of_cluster(defrag, before, pool.state())
     out.placeholders_left, out.taints_left = pool.leftovers()
-    out.rounds, out.seconds, out.timed_out = ran, seconds, not settled
+    out.rounds = ran if strategy != PLAIN else "-"  # the controller takes no part
+    out.seconds, out.timed_out = seconds, not settled
     out.preempted = pool.preempted(wall)
     return out
 
@@ -620,19 +621,23 @@ def disagreement(result: Result) -> str:
     return text
 
 
+def _planned(defrag: DefragPlan) -> str:
+    idle = len(set(defrag.freed_nodes) - {g.source for g in defrag.migrations})
+    return (f"the plan moves {len(defrag.migrations)} pods to free {len(defrag.freed_nodes)} "
+            f"of {len(defrag.source_nodes)} sources ({idle} with nothing to move)")  # fmt: skip
+
+
 def report(results: Sequence[Result], out: Callable[[str], None] = print) -> None:
     for case in CASES:
         rows = [r for r in results if r.case == case]
         if not rows:
             continue
-        defrag = rows[0].defrag
-        out(f"  {case}: plan {len(defrag.migrations)} moves to free {len(defrag.freed_nodes)} "
-            f"of {len(defrag.source_nodes)} sources")  # fmt: skip
+        out(f"  {case}: {_planned(rows[0].defrag)}")
         out(_row("strategy", "", COLUMNS))
         for r in rows:
-            out(_row(r.strategy, "plan", (len(r.defrag.freed_nodes), len(r.defrag.migrations),
-                                          *(["-"] * 8))))  # fmt: skip
-            out(_row("", "model", r.model.cells()))
+            if _planned(r.defrag) != _planned(rows[0].defrag):  # a run's own plan
+                out(f"    ({r.strategy}: {_planned(r.defrag)})")
+            out(_row(r.strategy, "model", r.model.cells()))
             out(_row("", "real", r.real.cells()))
         out("  where they disagree:")
         for r in rows:
