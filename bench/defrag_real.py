@@ -9,10 +9,12 @@ replacements on kwok nodes, side by side with the scheduler model on the same cl
 **The cluster** (``layout``, ``build``), the same for every strategy (same seed, a fresh
 namespace and fresh kwok nodes each time): N nodes of 8 or 16 cores (4 GiB a core), a
 sixth of them built as defrag sources (5..25% of their CPU requested), a third in the
-targets' band (72..88%), the rest 40..70% (or less: their pods are large). Every node runs the agent DaemonSet's pod (deploy/ is
-installed as a user installs it: it stays, as DaemonSet pods do); the rest are
-Deployments of 2 to 4 replicas of one shape (250m..1 core on a source, 1..3 cores
-elsewhere; 2 to 4 MiB of memory a millicore). The real scheduler puts each Deployment's
+targets' band (72..88%), the rest 40..70% (or less: their pods are large). Every node
+runs the agent DaemonSet's pod (deploy/ is installed as a user installs it: it stays, as
+DaemonSet pods do); the rest are Deployments of 2 to 4 replicas of one shape (250m..1
+core on a source, 1..3 cores elsewhere; 2 to 4 MiB of memory a millicore): arbitration
+holds back the job of a one-replica workload (``ExpectedReplicas``), which the planner
+plans all the same, so one-replica workloads would only time out. The real scheduler puts each Deployment's
 replicas on its node: while the cluster is built every node carries a taint of its own
 (``bench.waterline.io/slot=<node>``) that only its Deployments tolerate; those taints go
 before anything is planned (a toleration of a taint no node has changes no filter and no
