@@ -327,8 +327,42 @@ def test_stopping_keeps_caps_unless_the_agents_daemonset_is_gone_or_being_delete
             assert agent.loop.brain.caps() == {}
         finally:
             _reinstall(kube)
+    # A new agent that has seen its DaemonSet there, and then no API: it cannot tell, so
+    # its caps would be kept.
+    with kube.proxy() as proxy, running_agent(kube.agent_kubeconfig(node, proxy.url), tmp_path, node) as agent:
+        tick_until(agent, load, {}, lambda s: s[-1].ok)
+        assert agent.uninstalled is not None and agent.uninstalled() is False
         proxy.stop()
-        assert agent.uninstalled() is None  # no API: cannot tell, so caps would be kept
+        assert agent.uninstalled() is None
+
+
+def test_an_uninstall_that_takes_the_agents_rbac_first_still_releases_the_caps(
+    kube: RealCluster, pool: Pool, tmp_path: Path
+) -> None:
+    """kubectl delete -k deploy/ and helm uninstall remove the agent's Role and binding
+    with its DaemonSet: the stopping agent's own question is refused (403), and what its
+    watch saw of the DaemonSet's deletion answers instead."""
+    node = pool.node()
+    (pod,) = batch(pool, node, 1)
+    load = Load(tmp_path / "cg", [pod])
+    throttle_batch(pool)
+    admin = kube.api
+    with kube.proxy() as proxy, running_agent(kube.agent_kubeconfig(node, proxy.url), tmp_path, node) as agent:
+        try:
+            tick_until(agent, load, {name_of(pod): 5.0}, lambda s: bool(agent.loop.brain.caps()))
+            kube.kubectl("-n", NAMESPACE, "delete", "rolebinding", "waterline-agent-self")
+            _hold(admin, ["waterline.test/hold"])  # its pods (and the agent's token) stay
+            admin.request("DELETE", DAEMONSETS.path(NAMESPACE, "waterline-agent"),
+                          body={"propagationPolicy": "Orphan"})  # fmt: skip
+            kube.wait(lambda: any(s.status == 403 for s in proxy.seen("GET", "daemonsets/waterline-agent"))
+                      or agent.uninstalled() is True, 30)  # fmt: skip
+            assert agent.uninstalled() is True
+            agent.on_exit()
+            assert load.quota(name_of(pod)) == -1  # every cap released, exactly
+            refused = [s.status for s in proxy.seen("GET", "daemonsets/waterline-agent") if not s.watch]
+            assert 403 in refused, refused
+        finally:
+            _reinstall(kube)
 
 
 def _hold(admin: KubeApi, finalizers: list[str] | None) -> None:
