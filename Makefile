@@ -40,11 +40,12 @@ test-latest:
 demo: setup
 	$(BIN)/python -m devtools demo
 
-# The tests talk to a real cluster (tests/cluster.py): its programs are built first (a
-# no-op once built). Where they cannot be built, those tests skip, except in CI (CI=true),
-# where that is a failure.
+# The tests talk to a real cluster (tests/cluster.py) and render, lint and install the Helm
+# chart with the real helm: their programs are built first (a no-op once built). Where
+# they cannot be built, those tests skip, except in CI (CI=true), where that is a failure.
 test: setup
 	@hack/cluster/build || [ "$$CI" != true ]
+	@hack/cluster/build helm || [ "$$CI" != true ]
 	$(BIN)/python -m pytest -rs
 
 # The quick part while iterating (under a minute): every test not marked slow, which
@@ -100,6 +101,15 @@ node:
 
 node-down:
 	$(PYTHON) -m devtools.cluster node-down
+
+# charts/waterline's copies of what Helm takes verbatim from deploy/ (the CRDs, the
+# dashboard JSON, the alert rules) and its version (pyproject.toml's): run after editing
+# those in deploy/ or the version (tests/unit/test_chart.py fails until then). The
+# templated objects are written in both places; the same test renders the chart and
+# compares it with `kubectl kustomize deploy/`, object by object (charts/waterline/README.md).
+.PHONY: chart
+chart:
+	$(PYTHON) -m devtools.chart
 
 .PHONY: prometheus-check
 prometheus-check: setup
