@@ -13,19 +13,27 @@ the caps, is tests/integration/test_agent_restart.py). Once a real-node fixture 
 the upgrade of the second test is the one to run there with a throttled pod on the node.
 What the control plane shows of the uninstall is here: a plain ``helm uninstall`` deletes
 the agent's ServiceAccount and Roles in the same pass as its DaemonSet, so a stopping
-agent's question "is my DaemonSet gone?" gets no answer and it keeps its caps; deleting
-the DaemonSet first (charts/waterline/README.md) gets it the answer that releases them.
+agent's own question "is my DaemonSet gone?" is refused; the watch it keeps on its
+DaemonSet (authorized when it started) has seen the deletion, and that answers: it
+releases its caps (agent.kube.nodeview.OwnDaemonSet).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from agent.kube.cache import Cache
+from agent.kube.fetching import Selectors
+from agent.kube.nodeview import OwnDaemonSet
+from agent.kube.resources import DAEMONSETS
+from agent.kube.watching import start_watches
 from agent.node.incluster import agent_uninstalled
 from tests.chart import CHART, helm
 from tests.cluster import RealCluster, unique
@@ -73,13 +81,31 @@ def _uninstall(kube: RealCluster, release: str, namespace: str) -> None:
     _helm(kube, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "120s")
 
 
-def _stopping_agent_is_told(kube: RealCluster, agent: Path, namespace: str) -> bool | None:
+def _stopping_agent_is_told(
+    kube: RealCluster, agent: Path, namespace: str, seen: OwnDaemonSet | None = None
+) -> bool | None:
     """What an agent asks when it stops (agent/node/incluster.py): True, its DaemonSet is
     gone or being deleted (it releases every cap); None, no answer (it keeps them)."""
     api = kube.client(agent)
     try:
-        return agent_uninstalled(api, namespace, "waterline-agent")
+        return agent_uninstalled(api, namespace, "waterline-agent", seen)
     finally:
+        api.close()
+
+
+@contextmanager
+def _watching_its_daemonset(kube: RealCluster, agent: Path, namespace: str) -> Iterator[OwnDaemonSet]:
+    """The watch a running agent keeps on its own DaemonSet, with the agent's token."""
+    api = kube.client(agent)
+    cache = Cache(keep_raw=(DAEMONSETS.kind,))
+    seen = OwnDaemonSet(cache)
+    watch = [(DAEMONSETS, Selectors(namespace=namespace, field_selector="metadata.name=waterline-agent"))]
+    informers = start_watches(api, cache, watch)
+    try:
+        kube.wait(lambda: seen.seen, timeout=60)
+        yield seen
+    finally:
+        informers.stop()
         api.close()
 
 
@@ -116,10 +142,14 @@ def test_install_with_default_values_works_and_uninstall_leaves_only_the_crds(ku
     # A token of the agent's ServiceAccount, as a stopping agent holds one (not bound to a
     # pod, which kwok removes at once where a kubelet waits for the agent to stop).
     stopping = kube.token_kubeconfig(kube.token("waterline-agent", ns))
-    assert _stopping_agent_is_told(kube, stopping, ns) is False  # a restart: caps kept
-    _uninstall(kube, release, ns)
-    # Its ServiceAccount went with its DaemonSet: no answer, so it would keep its caps.
-    assert _stopping_agent_is_told(kube, stopping, ns) is None
+    with _watching_its_daemonset(kube, stopping, ns) as seen:
+        assert _stopping_agent_is_told(kube, stopping, ns, seen) is False  # a restart: caps kept
+        _uninstall(kube, release, ns)
+        # Its ServiceAccount went with its DaemonSet: its own question gets no answer...
+        assert _stopping_agent_is_told(kube, stopping, ns) is None
+        # ...but its watch saw the DaemonSet go: an uninstall, every cap released.
+        kube.wait(lambda: seen.deleted, timeout=60)
+        assert _stopping_agent_is_told(kube, stopping, ns, seen) is True
     assert not [d for d in made if _exists(kube, d)], "helm uninstall left objects of the release"
     kube.wait(lambda: not _agent_pods(kube, ns), timeout=120)
     # What remains: the namespace (--create-namespace made it, the release does not own
