@@ -236,6 +236,8 @@ class FaultProxy:
                 if fault is not None and not fault.streams:
                     if self._wait(fault.delay):
                         return
+                    # Recorded before the client can see the answer: a test that reads
+                    # seen() right after its call returns must find the request there.
                     if fault.hangup:
                         record(0)
                         self.close_connection = True
@@ -243,8 +245,8 @@ class FaultProxy:
                             self.connection.shutdown(socket.SHUT_RDWR)
                         return
                     if fault.status:
-                        self._status(fault.status, fault.retry_after)
                         record(fault.status)
+                        self._status(fault.status, fault.retry_after)
                         return
                     fault = None
                 try:
@@ -256,8 +258,8 @@ class FaultProxy:
                     conn.request(self.command, self.path, body=body, headers=headers)
                     resp = conn.getresponse()
                 except OSError as err:
-                    self._status(502, None, f"upstream unreachable: {err}")
                     record(502)
+                    self._status(502, None, f"upstream unreachable: {err}")
                     return
                 record(resp.status)
                 try:
