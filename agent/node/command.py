@@ -12,7 +12,8 @@ through throttle-up when the node is cool, so a rolling update causes no burst o
 interference. Caps are released all at once only:
 
 * in a cluster, when the agent stops (SIGTERM, SIGHUP, SIGINT, ``--ticks`` done) and finds
-  its own DaemonSet gone or being deleted: the agent is being uninstalled. When the API
+  its own DaemonSet gone or being deleted, or its own token or RBAC refused (401, 403:
+  ``kubectl delete -k`` removes those first): the agent is being uninstalled. When the API
   does not answer, the caps are kept (the next agent adopts them; ``release`` by hand);
 * in local mode, on every exit;
 * by ``waterline agent release`` (stop the agent first: a running one would cap again).
@@ -209,9 +210,9 @@ class Agent:
         if uninstalled:
             self.restore_all("the agent's DaemonSet is gone or being deleted: uninstall")
         elif uninstalled is None:
-            log.warning("could not tell a restart from an uninstall (API unreachable): caps "
-                        "kept for the next agent; `waterline agent release` hands them back",
-                        pods=held)
+            log.warning("could not tell a restart from an uninstall (the API server did not "
+                        "answer): caps kept for the next agent; `waterline agent release` hands "
+                        "them back", pods=held)
         elif held:
             log.info("caps kept for the next agent to adopt (a restart, not an uninstall)",
                      pods=held)

@@ -40,7 +40,7 @@ import structlog
 from agent.defaults import NAMESPACE
 from agent.kube.budget import BudgetedApi, TickBudget
 from agent.kube.client import KubeApi
-from agent.kube.errors import KubeError, KubeNotFound
+from agent.kube.errors import KubeError, KubeForbidden, KubeNotFound, KubeUnauthorized
 from agent.kube.events import EventRecorder, KubeEvents
 from agent.kube.nodeview import NodeView, start_node_view
 from agent.kube.patching import merge_patch
@@ -260,10 +260,21 @@ def view_source(
 
 
 def agent_uninstalled(api: KubeApi, namespace: str, daemonset: str) -> bool | None:
-    """Is the agent's own DaemonSet gone or being deleted? (None: the API did not say.)"""
+    """Is the agent's own DaemonSet gone or being deleted? (None: the API did not say.)
+
+    A token the API server refuses (401) or a binding that no longer lets the agent read
+    its own DaemonSet (403) count as an uninstall too: ``kubectl delete -k`` deletes the
+    namespace, the ServiceAccount and the RBAC before the DaemonSet (kustomize's order),
+    so on a real cluster the agent stopped by an uninstall finds its identity gone, not
+    its DaemonSet; nothing else takes both away from a running agent."""
     try:
         raw = api.request("GET", DAEMONSETS.path(namespace, daemonset), timeout=(3.0, 5.0))
     except KubeNotFound:
+        return True
+    except (KubeUnauthorized, KubeForbidden) as err:
+        structlog.get_logger().info(
+            "the agent's own identity is refused: its ServiceAccount or RBAC is being "
+            "removed with it (an uninstall)", status=err.status, error=str(err))
         return True
     except KubeError:
         return None
