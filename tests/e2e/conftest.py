@@ -11,7 +11,9 @@ deploy/ is installed again as the other tests expect it. Everything here is pack
 so that happens before any other package's tests run.
 
 The node needs root, the node's programs (built here when missing), runc, Debian's CNI
-plugins and the project's image and its base (``make base-image image``): where one is
+plugins and the project's image and its base (``make base-image image``; or
+``WATERLINE_E2E_IMAGE=`` a local image built with ``make image IMAGE=...``, run under the
+project's name on the node, so a shared machine's tag is left alone): where one is
 missing the tests skip with the reason, and fail in CI (``need``). A failed run leaves no
 node behind: ``RealNode.down`` runs in every case (and ``kube``'s close does it again).
 """
@@ -19,6 +21,7 @@ node behind: ``RealNode.down`` runs in every case (and ``kube``'s close does it 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
@@ -143,15 +146,22 @@ def real(kube: RealCluster) -> Iterator[RealNodeRun]:
     problems = missing_prerequisites(BIN)
     if problems:
         need("no real node here: " + "; ".join(problems))
+    project, base = default_images()
+    local = os.environ.get("WATERLINE_E2E_IMAGE") or project
     try:
-        images = save_images(default_images(), kube.cluster)
+        images = save_images([local, base], kube.cluster)
     except (ClusterError, subprocess.CalledProcessError) as err:
         need(f"the node's images: {err}")
     node = RealNode(kube.cluster, images=images)
     start = time.monotonic()
     try:
         node.up(timeout=600)
+        if local != project:  # deploy/ runs the project's name: that image under it
+            tagged = node.ctr("images", "tag", "--force", local, project)
+            if tagged.returncode != 0:
+                raise ClusterError(f"ctr images tag {local} {project}: {tagged.stderr.strip()}")
     except ClusterError as err:
+        node.down()
         need(f"the real node did not come up: {err}")
     run = RealNodeRun(kube, node)
     try:

@@ -111,18 +111,18 @@ class Sampler:
     """Windows of CPU use (cores) of some pods, of every pod on the node (kubepods) and of
     the whole host, with the CFS caps of the pods' given container at each window's end."""
 
-    def __init__(self, pods: Sequence[PodCgroups], container: str) -> None:
-        self.pods = list(pods)
+    def __init__(self, pods: Mapping[str, PodCgroups], container: str) -> None:
+        self.pods = dict(pods)  # by the name the figures give them
         self.container = container
         self.start = time.monotonic()
         self._last = self._read()
         self._caps = self._caps_now()
 
     def _caps_now(self) -> dict[str, float | None]:
-        return {p.name: p.cap(self.container) for p in self.pods}
+        return {n: p.cap(self.container) for n, p in self.pods.items()}
 
     def _read(self) -> tuple[float, dict[str, int], int, tuple[int, int]]:
-        return (time.monotonic(), {p.name: p.usage_ns() for p in self.pods},
+        return (time.monotonic(), {n: p.usage_ns() for n, p in self.pods.items()},
                 kubepods_usage_ns(), host_busy())  # fmt: skip
 
     def window(self, seconds: float) -> Window:
@@ -150,8 +150,7 @@ def table(windows: Sequence[Window], line: float | None = None) -> list[str]:
     """One line per window: node pods' CPU (and the line), the host's, each pod's CPU/cap."""
     rows = []
     for w in windows:
-        pods = "  ".join(f"{n.split('-')[0]}-{n.split('-')[1]} {w.pods[n]:.2f}/{cap_text(w.caps[n])}"
-                         for n in sorted(w.pods))  # fmt: skip
+        pods = "  ".join(f"{n} {w.pods[n]:.2f}/{cap_text(w.caps[n])}" for n in sorted(w.pods))
         against = f" (line {line:.2f})" if line is not None else ""
         rows.append(f"t={w.t:6.1f}s  node pods {w.node_pods:.2f}{against}  host {w.host:.2f}  {pods}")
     return rows
