@@ -82,7 +82,7 @@ cluster: cluster-build
 cluster-down:
 	$(PYTHON) -m devtools.cluster down
 
-# This machine as a real node of that cluster (root; docs/cluster.md): containerd, the
+# This machine as a real node of that cluster (root; docs/node.md): containerd, the
 # kubelet and kube-proxy, the project's image and its base loaded from local archives.
 NODE_TOOLS = kubelet kube-proxy containerd containerd-shim-runc-v2 ctr crictl
 .PHONY: node node-build node-down
