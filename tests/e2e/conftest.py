@@ -129,6 +129,20 @@ def _stale_state() -> list[str]:
     return removed
 
 
+def _revision(image: str | None) -> str:
+    """The commit an image was built from (its label), or this checkout's (None)."""
+    if image is None:
+        head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],  # noqa: S607
+                              capture_output=True, text=True)  # fmt: skip
+        return head.stdout.strip() or "unknown"
+    env = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "hack/containers.conf"))}
+    engine = subprocess.run([str(ROOT / "hack/engine")], capture_output=True, text=True, env=env).stdout.strip()  # noqa: S603
+    label = '{{index .Labels "org.opencontainers.image.revision"}}'
+    found = subprocess.run([engine or "podman", "image", "inspect", "--format", label, image],  # noqa: S603
+                           capture_output=True, text=True, env=env)  # fmt: skip
+    return found.stdout.strip() or "unknown"
+
+
 def _node_tools() -> None:
     """The node's programs, built from their Go modules when missing (a no-op when built)."""
     if all((BIN / p).exists() for p in PROGRAMS):
@@ -170,7 +184,8 @@ def real(kube: RealCluster) -> Iterator[RealNodeRun]:
         agent = run.agent_pod()
         report("setup", f"node {node.name} ({node.ip}) Ready and Waterline installed in "
                         f"{time.monotonic() - start:.0f} s; agent {agent['metadata']['name']}"
-                        + (f"; stale state removed: {', '.join(removed)}" if removed else ""))  # fmt: skip
+                        + (f"; stale state removed: {', '.join(removed)}" if removed else ""),
+               f"image {local}, built from {_revision(local)}; this checkout is at {_revision(None)}")  # fmt: skip
         yield run
     finally:
         try:
