@@ -79,13 +79,16 @@ def following(real: RealNodeRun, pod: str, folder: Path) -> Iterator[Path]:
         proc.wait(10)
 
 
-def log_events(path: Path) -> list[dict[str, Any]]:
+def log_events(text: str) -> list[dict[str, Any]]:
+    """The JSON lines of an agent's log (kubectl's own lines skipped)."""
     lines = []
-    for raw in path.read_text().splitlines():
+    for raw in text.splitlines():
         try:
-            lines.append(json.loads(raw))
+            value = json.loads(raw)
         except ValueError:
             continue
+        if isinstance(value, dict):
+            lines.append(value)
     return lines
 
 
@@ -366,6 +369,7 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
     sampler = Sampler({n: work.pods[n] for n in BATCH}, "main")
     windows: list[Window] = []
     marks: list[str] = []
+    seen: set[str] = set()
     lost: list[str] = []
     new: str | None = None
     with following(real, old, tmp_path) as old_log:
@@ -380,9 +384,11 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
                     lost.append(f"t={w.t:.1f} {n}")
             agents = real.get("pods", "-n", NAMESPACE, "-l", AGENT)["items"]
             names = {p["metadata"]["name"]: p for p in agents}
-            if old in names and names[old]["metadata"].get("deletionTimestamp") and "old stopping" not in str(marks):
+            if old in names and names[old]["metadata"].get("deletionTimestamp") and "stopping" not in seen:
+                seen.add("stopping")
                 marks.append(f"t={w.t:.1f}s old stopping: {old}")
-            if old not in names and "old gone" not in str(marks):
+            if old not in names and "gone" not in seen:
+                seen.add("gone")
                 marks.append(f"t={w.t:.1f}s old gone")
             for name, p in names.items():
                 ready = any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))
@@ -393,8 +399,8 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
                 break
     assert new is not None, "the new agent never became ready"
     new_log = real.kubectl("-n", NAMESPACE, "logs", new).stdout
-    adopted = [e for e in map(_json_or_none, new_log.splitlines()) if e and e.get("event", "").startswith("caps adopted")]
-    kept = [e for e in log_events(old_log) if "caps kept" in e.get("event", "")]
+    adopted = [e for e in log_events(new_log) if e.get("event", "").startswith("caps adopted")]
+    kept = [e for e in log_events(old_log.read_text()) if "caps kept" in e.get("event", "")]
     report("agent restart", "caps before: " + ", ".join(f"{n} {q}" for n, q in sorted(before.items())),
            *marks, *table(windows, cpu_line),
            f"old agent: {kept[0]['event'] if kept else 'no caps-kept line'}",
@@ -406,14 +412,6 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
     # none handed back by the restart.
     assert sum(e["adopted"] for e in adopted) >= len(before), adopted
     assert not [e for e in adopted if e["handed_back"]], adopted
-
-
-def _json_or_none(line: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # -- memory: an eviction through the Eviction API ----------------------------------------
@@ -498,7 +496,7 @@ def _uninstalled(real: RealNodeRun, work: Work, test: str, how: str, delete: Any
                for n in WATCHED}  # fmt: skip
     state = STATE_DIR / "cpu-quota.json"
     held = json.loads(state.read_text()).get("pods", {}) if state.exists() else {}
-    said = [e for e in log_events(log) if _at(e) >= since
+    said = [e for e in log_events(log.read_text()) if _at(e) >= since
             and (e.get("event", "").startswith(STOPPING) or e.get("status") in (401, 403))]  # fmt: skip
     sampler = Sampler({n: work.pods[n] for n in BATCH}, "main")
     windows = [sampler.window(2) for _ in range(2)]
