@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.node.command import add_arguments, build_agent
+from agent.node.arguments import add_arguments
+from agent.node.wiring import build_agent
 from devtools.apiserver.server import Fault
 from devtools.apiserver.testing import serve
 from tests.unit.fake_cgroups import FakeTree

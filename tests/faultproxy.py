@@ -16,8 +16,10 @@ import http.client
 import json
 import socket
 import ssl
+import sys
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -68,11 +70,25 @@ class Seen:
     path: str  # with the query
     status: int
     watch: bool
+    #: When the answer's status came back (wall clock, ``time.time()``).
+    at: float = field(default_factory=time.time)
+    #: The request's body (writes), as sent.
+    body: bytes | None = None
 
 
 def _is_watch(path: str) -> bool:
     query = urlsplit(path).query
     return any(part in ("watch=true", "watch=1") for part in query.split("&"))
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hung up (a stopped watch, a timed-out request) is no error of
+        the proxy's: only other exceptions are printed."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
 
 
 class FaultProxy:
@@ -86,8 +102,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._watches: set[socket.socket] = set()
         self._stopping = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -135,6 +150,11 @@ class FaultProxy:
                 if s.method == method and path in s.path and (watch is None or s.watch == watch)
             ]  # fmt: skip
 
+    def writes(self, path: str = "") -> list[Seen]:
+        """Every request that asked for a change (any method but GET), in order."""
+        with self._lock:
+            return [s for s in self.requests if s.method != "GET" and path in s.path]
+
     def _take(self, method: str, path: str, is_watch: bool) -> Fault | None:
         with self._lock:
             for fault in self.faults:
@@ -171,7 +191,7 @@ class FaultProxy:
                         return
                     if fault.status:
                         self._status(fault.status, fault.retry_after)
-                        proxy._record(Seen(self.command, self.path, fault.status, watch))
+                        proxy._record(Seen(self.command, self.path, fault.status, watch, body=body))
                         return
                     fault = None
                 try:
@@ -184,9 +204,9 @@ class FaultProxy:
                     resp = conn.getresponse()
                 except OSError as err:
                     self._status(502, None, f"upstream unreachable: {err}")
-                    proxy._record(Seen(self.command, self.path, 502, watch))
+                    proxy._record(Seen(self.command, self.path, 502, watch, body=body))
                     return
-                proxy._record(Seen(self.command, self.path, resp.status, watch))
+                proxy._record(Seen(self.command, self.path, resp.status, watch, body=body))
                 try:
                     if watch and resp.status == 200:
                         self._stream(resp, fault)

@@ -20,9 +20,11 @@ from agent.kube.creating import create
 from agent.kube.errors import KubeNotFound, KubeUnreachable
 from agent.kube.resources import ACTIONS, EVENTS, NODES, PODS, POLICIES
 from agent.kube.watching import WatchArgs
-from agent.node.command import Agent, add_arguments, build_agent
+from agent.node.arguments import add_arguments
 from agent.node.incluster import ClusterEffects
+from agent.node.lifecycle import Agent
 from agent.node.loop import TickOutcome
+from agent.node.wiring import build_agent
 from devtools.apiserver.server import DevServer
 from devtools.apiserver.testing import pdb, serve
 from devtools.demo.cgroups import CgroupTree

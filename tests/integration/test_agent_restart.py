@@ -143,7 +143,7 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
     assert len(raised) >= 3 and raised == sorted(raised), steps  # step by step, upwards
     # Each raise is min(25% of the node's core, the gap left under the waterline) (DESIGN,
     # throttle-up): the first tick after the node cools may still count some of web's use.
-    gaps = [e["gap_before"] for e in log_entries(after_cool, batch.key, "restore") if e["cpu_cap"]]
+    gaps = [e["gap_before"] for e in log_entries(after_cool, batch.key, "restore-step")]
     assert len(gaps) == len(raised) - 1, (steps, gaps)
     for a, b, gap in zip(raised[:-1], raised[1:], gaps, strict=True):
         assert b - a == pytest.approx(min(0.25, gap), abs=0.002), (steps, gaps)

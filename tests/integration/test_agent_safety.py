@@ -15,11 +15,14 @@ from typing import Any
 
 import pytest
 
-from agent.kube.creating import create, delete
+from agent.kube.creating import create
+from agent.kube.deleting import delete
 from agent.kube.patching import merge_patch
 from agent.kube.resources import CONFIGMAPS, DAEMONSETS, PODS
-from agent.node.command import Agent, build_agent, release
+from agent.node.lifecycle import Agent
 from agent.node.loop import TickOutcome
+from agent.node.release import release
+from agent.node.wiring import build_agent
 from devtools.apiserver.server import Fault
 from devtools.apiserver.testing import serve
 from executors.limits import backoff_delay
@@ -207,15 +210,15 @@ def test_a_late_eviction_answer_counts_once_the_pod_terminates(tmp_path: Path) -
                               lambda s: any(a.result == "failed" for o in s if o.report
                                             for a in o.report.actions))  # fmt: skip
             first = next(a.pod for a in seen[-1].report.actions if a.action == "evict")
-            state = agent.loop.brain.state
-            assert first in state.unanswered  # nothing known yet
+            brain = agent.loop.brain  # its memory is a new value after every tick
+            assert first in brain.state.awaiting_answer()  # nothing known yet
             for _ in range(100):  # the late answer, then the watch (agent time stands still)
                 load.run(**busy(names))
                 agent.loop.tick()
-                if first in state.evicting:
+                if first in brain.state.terminating():
                     break
                 time.sleep(0.05)
-            assert first in state.evicting and first not in state.unanswered
+            assert first in brain.state.terminating() and first not in brain.state.awaiting_answer()
             for _ in range(20):  # past the backoff: the round goes on with the others
                 clock[0] += 1.0
                 load.run(**busy(names))

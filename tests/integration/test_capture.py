@@ -74,8 +74,9 @@ def live_actions(log: str) -> list[list[tuple[str, str, float | None]]]:
         if not line.startswith("{"):
             continue  # the progress line
         entry = json.loads(line)
-        if entry.get("event") in ("throttle", "restore") and "tick" in entry:
-            ticks[entry["tick"] - 1].append((entry["event"], entry["pod"], entry.get("cpu_cap")))
+        if entry.get("event") in ("throttle", "restore", "restore-step") and "tick" in entry:
+            action = entry["event"].removesuffix("-step")  # the report calls both restore
+            ticks[entry["tick"] - 1].append((action, entry["pod"], entry.get("cpu_cap")))
     return ticks
 
 
