@@ -91,12 +91,14 @@ cluster: cluster-build
 cluster-down:
 	$(PYTHON) -m devtools.cluster down
 
-# This machine as a real node of that cluster (root; docs/cluster.md): containerd, the
+# This machine as a real node of that cluster (root; docs/node.md): containerd, the
 # kubelet and kube-proxy, the project's image and its base loaded from local archives.
 NODE_TOOLS = kubelet kube-proxy containerd containerd-shim-runc-v2 ctr crictl
-.PHONY: node node-down
-node:
+.PHONY: node node-build node-down
+node-build:
 	hack/cluster/build $(NODE_TOOLS)
+
+node: node-build
 	$(PYTHON) -m devtools.cluster node
 
 node-down:

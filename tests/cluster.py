@@ -143,9 +143,10 @@ class RealCluster:
 
     # -- objects ------------------------------------------------------------------------
 
-    def install(self) -> None:
-        """deploy/ as a user installs it, once per run."""
-        if self._installed:
+    def install(self, again: bool = False) -> None:
+        """deploy/ as a user installs it, once per run (``again``: after a test removed or
+        replaced it, as tests/e2e does)."""
+        if self._installed and not again:
             return
         self.kubectl("apply", "-k", str(ROOT / "deploy"))
         self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s",

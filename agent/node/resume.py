@@ -6,7 +6,12 @@
   stay in force and throttle-up hands them back when the node is cool; those of pods no
   longer on the node are forgotten, those that cannot be adopted are handed back now.
 
-Runs once, before the first decision, from the loop (``NodeLoop(prepare=...)``).
+Runs before the first decision, from the loop (``NodeLoop(prepare=...)``). On the objects
+saved by the earlier run (an agent that starts before the API server answers) it adopts
+the caps of the pods they show and leaves the others in force, untouched: that copy may be
+older than those pods (seen on a real node: an agent restarted a minute after its pods
+were made handed both caps back at once). It runs again on the API server's objects, which
+say for certain which pods are gone.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ class Resume:
         self.throttler = throttler
         self.log = logger or structlog.get_logger()
 
-    def __call__(self, objects: Objects) -> None:
+    def __call__(self, objects: Objects) -> bool:
+        """Adopt (or rebuild); False when some caps wait for the API server's objects."""
         node = objects.node
         if node is None:
-            return
+            return False
         if self.throttler.state_unreadable:
             rebuilt = self.throttler.rebuild_originals(objects.pods)
             self.log.warning(
@@ -38,10 +44,15 @@ class Resume:
                 pods=len(rebuilt),
                 examples=rebuilt[:10],
             )
-            return
-        held = held_caps(self.throttler.throttled_pods())
+            return True
+        adopted = self.brain.state.throttled
+        held = [c for c in held_caps(self.throttler.throttled_pods()) if c.key not in adopted]
         if not held:
-            return
+            return True
+        live = objects.origin == "live"
+        shown = {p.uid for p in objects.pods}
+        waiting = [] if live else [c for c in held if c.uid not in shown]
+        held = [c for c in held if c not in waiting]
         result = adopt(self.brain.state, held, objects.pods, node)
         handed_back = [cap.key for cap in result.released if self.throttler.restore_uid(cap.uid)]
         self.log.info(
@@ -50,4 +61,6 @@ class Resume:
             pods=result.adopted[:10],
             handed_back=handed_back[:10],
             rules_triggered=sorted({c.rule for c in held if c.key in result.adopted}),
+            **({"waiting_for_the_api": [c.key for c in waiting][:10]} if waiting else {}),
         )
+        return not waiting
