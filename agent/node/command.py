@@ -51,6 +51,7 @@ from agent.model.settings import CONFIG_SECTIONS, AgentSettings, parse_agent_set
 from agent.node.console import ConsoleView
 from agent.node.dryrun import DryRunThrottler, ReportingEvictor
 from agent.node.eviction_memory import EvictionMemory
+from agent.node.holding import CapKeeper
 from agent.node.loop import NodeLoop, Objects, Publisher, TickOutcome
 from agent.node.publish import MetricsPublisher
 from agent.node.resume import Resume
@@ -386,6 +387,9 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         args.node_cpu,
     )
     metrics = AgentMetrics()
+    if isinstance(throttler, CgroupThrottler):  # caps that survive systemd: agent.node.holding
+        before_tick.append(CapKeeper(
+            throttler, brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n)))  # fmt: skip
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
