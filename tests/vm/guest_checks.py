@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 import urllib.request
@@ -276,7 +277,7 @@ def systemd_layout(f: Figures) -> None:
         assert found is not None and found.path == pod.path, (pod.name, found)
         assert "/" + found.containers["main"] == f["systemd_says"][pod.name], f
     f["subtree_control"] = {p: read(f"{p}/cgroup.subtree_control") for p in
-                            ("", "kubepods.slice", BATCH.path)}  # fmt: skip
+                            (CG, "kubepods.slice", BATCH.path)}  # fmt: skip
     found_pods = discover(f["cpu_root"], 2, memory_root=mounts.controller_root("memory"))
     f["discovered"] = sorted((p.uid, p.qos_class, [c.container_id for c in p.containers])
                              for p in found_pods.pods)  # fmt: skip
@@ -345,9 +346,9 @@ def lc_pressure_throttles_and_restores_exactly(f: Figures) -> None:
             return value == floor
         f["seconds_to_floor"] = wait_for("batch capped to its floor", capped, timeout=180)
         f["quota_seen"] = seen
-        stat0 = read(f"{BATCH.path}/cpu.stat")
+        stat0 = read(f"{BATCH.container}/cpu.stat")  # the quota is the container's
         f["batch_cores_at_floor"] = cores(BATCH, 5)
-        stat1 = read(f"{BATCH.path}/cpu.stat")
+        stat1 = read(f"{BATCH.container}/cpu.stat")
         f["nr_throttled_delta"] = _stat(stat1, "nr_throttled") - _stat(stat0, "nr_throttled")
         f["web_pressure_capped"] = float(read(f"{WEB.path}/cpu.pressure").split()[1].split("=")[1])
     finally:
@@ -384,70 +385,98 @@ def daemon_reload_lifts_a_cap_written_by_hand(f: Figures) -> None:
     assert f["after_reload"] == UNLIMITED, f
 
 
+class Watcher(threading.Thread):
+    """Reads a quota file every ``step`` seconds and keeps each change with its time."""
+
+    def __init__(self, path: str, step: float = 0.05) -> None:
+        super().__init__(daemon=True)
+        self.path, self.step = path, step
+        self.changes: list[tuple[float, str]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set():
+            value = read(self.path)
+            if not self.changes or self.changes[-1][1] != value:
+                self.changes.append((time.monotonic(), value))
+            time.sleep(self.step)
+
+    def lifts(self, cap: str) -> list[dict[str, Any]]:
+        """Each time the file left ``cap``: what it held, and for how long."""
+        out = []
+        for (at, value), nxt in zip(self.changes, [*self.changes[1:], None], strict=True):
+            if value != cap:
+                out.append({"found": value, "for_s": None if nxt is None else round(nxt[0] - at, 3)})
+        return out
+
+
 @check
 def caps_hold_across_daemon_reloads(f: Figures) -> None:
-    """The agent holds batch at 0.5 cores (its floor) while systemd lifts the cap: two
-    daemon-reloads, a set-property on the pod slice, a set-property on the scope (a new
-    limit: the new original). Each lift is seen and written back within one tick,
-    counted, logged once; the kernel-measured CPU stays at the cap."""
+    """The agent holds batch at 0.5 cores (its floor: a rule always above its line) while
+    systemd lifts the cap: two daemon-reloads, a set-property on the pod slice, a
+    set-property on the scope (a new limit: the new original) and a third reload. Each
+    lift is written back by the next tick, counted, logged once for the pod; the state
+    never claims a cap the kernel does not hold; the kernel-measured CPU stays at the cap."""
     cap = "50000 100000"
-    agent = Agent("hold", policy("cpu_total_usage", "1", 25, 10))
-    lifts: list[dict[str, Any]] = []
+    agent = Agent("hold", policy("cpu_total_usage", "0", 25, 10))
+    watcher = Watcher(BATCH.quota_file)
+    steps: list[dict[str, Any]] = []
 
-    def lift(what: str, *cmd: str) -> None:
-        ticks = agent.ticks()
+    def step(what: str, *cmd: str) -> None:
         started = time.monotonic()
         sh(*cmd)
-        found = BATCH.cpu_max()
-        entry: dict[str, Any] = {"what": what, "command_s": round(time.monotonic() - started, 3),
-                                 "found": found}  # fmt: skip
-        if found != cap:
-            entry["back_in_s"] = round(wait_for(f"{what}: cap written back", lambda: BATCH.cpu_max() == cap,
-                                                timeout=30 * INTERVAL, step=0.02), 3)  # fmt: skip
-            # Ticks ended from just before the command to just after the write back: the
-            # one running when systemd lifted the cap, the next (which wrote it back) and
-            # at most one more while this was read.
-            entry["ticks_ended"] = agent.ticks() - ticks
-            entry["state_cap"] = _state_cap(agent)
-        lifts.append(entry)
+        entry: dict[str, Any] = {"what": what, "command_s": round(time.monotonic() - started, 1),
+                                 "found_after": BATCH.cpu_max()}  # fmt: skip
+        wait_for(f"{what}: cap written back", lambda: BATCH.cpu_max() == cap, timeout=120)
+        time.sleep(2 * INTERVAL)
+        entry["state_cap"], entry["kernel"] = _state_cap(agent), BATCH.cpu_max()
+        steps.append(entry)
 
     try:
-        f["seconds_to_cap"] = wait_for("batch capped", lambda: BATCH.cpu_max() == cap, timeout=180)
-        time.sleep(3)
-        f["cores_before"] = cores(BATCH, 4)
+        f["seconds_to_cap"] = wait_for("batch capped", lambda: BATCH.cpu_max() == cap, timeout=300)
+        watcher.start()
+        f["cores_before"] = cores(BATCH, 5)
         u0, t0 = BATCH.usage_s(), time.monotonic()
-        for n in (1, 2):
-            lift(f"daemon-reload {n}", "systemctl", "daemon-reload")
-            time.sleep(4)
+        step("daemon-reload 1", "systemctl", "daemon-reload")
+        step("daemon-reload 2", "systemctl", "daemon-reload")
         f["cores_across_reloads"] = (BATCH.usage_s() - u0) / (time.monotonic() - t0)
         f["window_s"] = round(time.monotonic() - t0, 1)
-        lift("set-property on the pod slice", "systemctl", "set-property", "--runtime",
-             pod_slice("besteffort", BATCH_UID), "CPUWeight=50")  # fmt: skip
-        time.sleep(2)
-        lift("set-property CPUQuota=150% on the scope", "systemctl", "set-property", "--runtime",
+        reloads_lifted = len(watcher.lifts(cap))
+        step("set-property CPUWeight=50 on the pod slice", "systemctl", "set-property",
+             "--runtime", pod_slice("besteffort", BATCH_UID), "CPUWeight=50")  # fmt: skip
+        step("set-property CPUQuota=150% on the scope", "systemctl", "set-property", "--runtime",
              scope(BATCH_CID), "CPUQuota=150%")  # fmt: skip
-        time.sleep(2)
-        lift("daemon-reload 3", "systemctl", "daemon-reload")
-        time.sleep(2)
-        f["cores_after"] = cores(BATCH, 4)
+        step("daemon-reload 3", "systemctl", "daemon-reload")
+        f["cores_after"] = cores(BATCH, 5)
         metrics = agent.metrics()
         f["reverted_total"] = metrics.get('waterline_caps_reverted_total{control="cpu_quota"}')
         f["cap_metric"] = metrics.get('waterline_pod_cpu_cap_cores{namespace="vm",pod="batch"}')
-        f["state_cap"] = _state_cap(agent)
     finally:
+        watcher.done.set()
         f["agent_rc"] = agent.stop()
-        f["lifts"] = lifts
+        f["longest_tick_s"] = _longest_tick(agent)
+        f["steps"] = steps
+    f["lifts"] = lifts = watcher.lifts(cap)
     f["released"] = BATCH.cpu_max()
     logged = [e for e in agent.events() if str(e.get("event", "")).startswith("cap lifted")]
     f["lift_log_lines"] = len(logged)
-    seen = [x for x in lifts if x["found"] != cap]
-    assert [x["found"] for x in lifts[:2]] == [UNLIMITED, UNLIMITED], lifts  # systemd lifted it
-    assert all(x["ticks_ended"] <= 3 for x in seen), lifts
-    assert all(x["state_cap"] == 0.5 for x in seen), lifts
-    assert f["cores_across_reloads"] <= 0.5 * 1.15, f
-    assert f["reverted_total"] == len(seen), (f["reverted_total"], lifts)
+    assert reloads_lifted >= 2, ("each daemon-reload lifts the cap", lifts)
+    assert f["reverted_total"] is not None and f["reverted_total"] >= len(lifts) >= 3, f
+    # Written back by the next tick: no lift outlasts an interval plus the longest tick.
+    assert all(x["for_s"] is not None and x["for_s"] <= INTERVAL + f["longest_tick_s"] + 0.5
+               for x in lifts), f  # fmt: skip
+    assert all(x["state_cap"] == 0.5 and x["kernel"] == cap for x in steps), steps
+    assert f["cores_across_reloads"] <= 0.5 * 1.1, f
     assert f["lift_log_lines"] == 1, f
     assert f["released"] == "150000 100000", f  # the new limit, not the first original
+
+
+def _longest_tick(agent: Agent) -> float:
+    """An upper bound of the agent's longest tick, from its log: a tick that overran by
+    ``skipped`` intervals took at most ``skipped + 1`` of them."""
+    skipped = [int(e.get("skipped", 0)) for e in agent.events()
+               if e.get("event") == "tick overran its interval"]  # fmt: skip
+    return (max(skipped, default=0) + 1) * INTERVAL
 
 
 def _state_cap(agent: Agent) -> float | None:
