@@ -93,13 +93,15 @@ def ensure_image(
     env.setdefault("PIP", pip or str(root / ".venv" / "bin" / "pip"))
     say(f"vm: building the guest image into {folder} (cold: some minutes)")
     start = time.monotonic()
-    done = subprocess.run([str(root / "hack" / "vm" / "build"), str(folder)], env=env,  # noqa: S603
-                          capture_output=True, text=True)  # fmt: skip
+    with subprocess.Popen([str(root / "hack" / "vm" / "build"), str(folder)], env=env,  # noqa: S603
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as build:  # fmt: skip
+        assert build.stdout is not None and build.stderr is not None
+        for line in build.stdout:  # its steps, as they come: a cold build takes minutes
+            say(line.rstrip("\n"))
+        errors = build.stderr.read()
     took = time.monotonic() - start
-    for line in done.stdout.splitlines():
-        say(line)
-    if done.returncode != 0 or not ready(folder):
-        raise ImageError(f"hack/vm/build failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
+    if build.returncode != 0 or not ready(folder):
+        raise ImageError(f"hack/vm/build failed ({build.returncode}): {errors.strip()[-2000:]}")
     for old in cache.iterdir():  # one image at a time: each is about a gigabyte
         if old.is_dir() and old.name not in (folder.name, "debs") and ".work." not in old.name:
             shutil.rmtree(old, ignore_errors=True)
