@@ -14,10 +14,14 @@ guest hangs after the BIOS).
 
 from __future__ import annotations
 
+import compileall
 import os
+import py_compile
 import shutil
 import subprocess
+import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,18 +35,18 @@ CMDLINE = ("root=/dev/vda rw rootfstype=ext4 console=ttyS0 systemd.unified_cgrou
            "systemd.show_status=0 mitigations=off net.ifnames=0 quiet")  # fmt: skip
 INSTALL = """\
 #!/bin/sh
-# Waterline's wheel, fresh from the host at each boot (its locked dependencies are in the
-# image). A pure-Python wheel installs by being unpacked into site-packages, with a script
-# for each console entry point: what pip does, in a second instead of pip's half minute
-# under emulation.
+# Waterline, fresh from the host at each boot (its locked dependencies are in the image):
+# the wheel's files as the host unpacked and byte-compiled them (share/site: a pure-Python
+# wheel installs by being unpacked into site-packages), copied into /opt/waterline, with a
+# script for each console entry point. What pip would do, without pip's start-up and the
+# guest compiling every module under emulation (minutes on a busy machine).
 set -e
-/opt/waterline/bin/python - /mnt/share/wheel/*.whl <<'PY'
-import configparser, os, sys, sysconfig, zipfile
-with zipfile.ZipFile(sys.argv[1]) as wheel:
-    wheel.extractall(sysconfig.get_paths()["purelib"])
-    points = configparser.ConfigParser()
-    points.read_string(wheel.read(next(
-        n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode())
+/opt/waterline/bin/python - <<'PY'
+import configparser, glob, os, shutil, sys, sysconfig
+site = sysconfig.get_paths()["purelib"]
+shutil.copytree("/mnt/share/site", site, dirs_exist_ok=True)
+points = configparser.ConfigParser()
+points.read(glob.glob(os.path.join(site, "waterline-*.dist-info", "entry_points.txt")))
 for name, target in points["console_scripts"].items():
     module, _, func = target.partition(":")
     path = os.path.join(sys.prefix, "bin", name)
@@ -52,6 +56,8 @@ for name, target in points["console_scripts"].items():
 PY
 echo "installed: $(/opt/waterline/bin/waterline --version 2>&1)"
 """
+#: The guest's Python: bytecode compiled here is valid there when the minor versions match.
+GUEST_PYTHON = (3, 11)
 
 
 class GuestError(RuntimeError):
@@ -98,11 +104,21 @@ def build_wheel(dest: Path, root: Path = ROOT) -> Path:
     return wheels[-1]
 
 
+def unpack_wheel(wheel: Path, site: Path) -> None:
+    """The wheel's files in ``site``, byte-compiled for the guest when this Python is
+    the guest's (``unchecked-hash``: valid whatever the files' times become)."""
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    if sys.version_info[:2] == GUEST_PYTHON:
+        compileall.compile_dir(str(site), quiet=1, workers=0,
+                               invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)  # fmt: skip
+
+
 def prepare_share(share: Path, script: str, files: dict[str, Path] | None = None) -> None:
     """The share: the wheel, ``run`` (the wheel's install, then ``script``), and
     ``files`` (name in the share -> a file or folder of this machine) copied in."""
     (share / "out").mkdir(parents=True, exist_ok=True)
-    build_wheel(share / "wheel")
+    unpack_wheel(build_wheel(share / "wheel"), share / "site")
     for name, source in (files or {}).items():
         if source.is_dir():
             shutil.copytree(source, share / name, ignore=shutil.ignore_patterns("__pycache__"))
