@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: setup demo test lint scenarios bench ci clean image base-image lock test-latest
+.PHONY: setup demo test test-fast lint scenarios bench ci clean image base-image lock test-latest
 
 # The environment is exactly requirements/dev.lock (versions and hashes; --no-deps: nothing
 # the lock does not name), then Waterline itself, editable, built by the locked setuptools
@@ -35,8 +35,10 @@ test-latest:
 	$(LATEST_VENV)/bin/pip freeze --exclude-editable
 	$(LATEST_VENV)/bin/python -m pytest -rs $(PYTEST_ARGS)
 
+# The dev tools (devtools/) are not installed: they run from this checkout, as
+# `python -m devtools COMMAND` from its root (that puts the checkout on the path).
 demo: setup
-	$(BIN)/waterline demo
+	$(BIN)/python -m devtools demo
 
 # The tests talk to a real cluster (tests/cluster.py): its programs are built first (a
 # no-op once built). Where they cannot be built, those tests skip, except in CI (CI=true),
@@ -44,6 +46,12 @@ demo: setup
 test: setup
 	@hack/cluster/build || [ "$$CI" != true ]
 	$(BIN)/python -m pytest -rs
+
+# The quick part while iterating (under a minute): every test not marked slow, which
+# leaves out tests/integration (real cgroups, processes, servers) and the longest
+# property tests. `make test` runs everything and is what CI runs.
+test-fast: setup
+	$(BIN)/python -m pytest -rs -m "not slow"
 
 lint: setup
 	$(BIN)/ruff check agent collectors executors devtools tests bench

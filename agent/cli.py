@@ -12,6 +12,7 @@ import contextlib
 import importlib
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 
@@ -29,10 +30,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("capture", "agent.capture.command", "record a live node into a scenario for simulate"),
     Command("local-objects", "agent.node.local_objects", "write --local objects for the pods running on this machine"),
     Command("controller", "agent.cluster.command", "run the leader-elected cluster controller"),
-    Command("dev-apiserver", "devtools.apiserver.command", "a local Kubernetes-shaped API server for tests and demos"),
-    Command("generate", "devtools.generate.command", "write a synthetic cluster scenario (for benchmarks)"),
-    Command("demo", "devtools.demo.command", "throttle real busy processes in real cgroups, then restore them"),
 )
+
+
+DESCRIPTION = "Waterline: node-level QoS for Kubernetes."
 
 
 def version() -> str:
@@ -43,39 +44,42 @@ def version() -> str:
         return "unknown (not installed)"
 
 
-def _commands() -> str:
-    return "\n".join(f"  {c.name:<14} {c.help}" for c in COMMANDS)
+def _commands(commands: Sequence[Command]) -> str:
+    return "\n".join(f"  {c.name:<14} {c.help}" for c in commands)
 
 
-def _top_parser() -> argparse.ArgumentParser:
+def _top_parser(commands: Sequence[Command], prog: str, description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="waterline",
-        usage="waterline [-h] [--version] COMMAND [ARGS...]",
-        description="Waterline: node-level QoS for Kubernetes.",
-        epilog=f"commands:\n{_commands()}\n\nRun `waterline COMMAND --help` for its options.",
+        prog=prog,
+        usage=f"{prog} [-h] [--version] COMMAND [ARGS...]",
+        description=description,
+        epilog=f"commands:\n{_commands(commands)}\n\nRun `{prog} COMMAND --help` for its options.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"waterline {version()}")
     parser.add_argument(
         "command",
-        choices=[c.name for c in COMMANDS],
+        choices=[c.name for c in commands],
         metavar="COMMAND",
         help="one of the commands below",
     )
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, commands: Sequence[Command] = COMMANDS,
+         prog: str = "waterline", description: str = DESCRIPTION) -> int:
+    """Run one command of the table ``commands`` (the dev tools have a table of their
+    own, ``python -m devtools``, run from a checkout)."""
     argv = sys.argv[1:] if argv is None else argv
-    top = _top_parser()
+    top = _top_parser(commands, prog, description)
     if not argv:
         # argparse would say "the following arguments are required: COMMAND": list them.
-        print(f"usage: {top.usage}\n\ncommands:\n{_commands()}", file=sys.stderr)
+        print(f"usage: {top.usage}\n\ncommands:\n{_commands(commands)}", file=sys.stderr)
         return 2
-    command = next(c for c in COMMANDS if c.name == top.parse_args(argv[:1]).command)
+    command = next(c for c in commands if c.name == top.parse_args(argv[:1]).command)
     try:
         module = importlib.import_module(command.module)
-        parser = argparse.ArgumentParser(prog=f"waterline {command.name}", description=command.help)
+        parser = argparse.ArgumentParser(prog=f"{prog} {command.name}", description=command.help)
         module.add_arguments(parser)
         args = parser.parse_args(argv[1:])
         return int(module.run(args) or 0)
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         # Ctrl-C before a command set its own handlers (imports take a moment): the
         # `finally` blocks on the way have run; one line, the shell's code for SIGINT.
-        print(f"waterline {command.name}: interrupted", file=sys.stderr)
+        print(f"{prog} {command.name}: interrupted", file=sys.stderr)
         return 130
 
 

@@ -15,6 +15,8 @@ lists only the tasks of the reader's pid namespace.
 
 from __future__ import annotations
 
+from agent.model.group import GROUP, VERSION
+
 #: Prometheus metrics, /healthz and /readyz are served on this port (all interfaces).
 METRICS_PORT = 9108
 HEALTH_PATH = "/healthz"
@@ -46,5 +48,5 @@ CONTROLLER_LEASE_NAMESPACE = NAMESPACE
 BRAKE_CONFIGMAP = "waterline-brake"
 
 #: The CRD group and version of every Waterline custom resource.
-API_GROUP = "qos.waterline.io"
-API_VERSION = "v1alpha1"
+API_GROUP = GROUP
+API_VERSION = VERSION

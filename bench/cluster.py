@@ -2,7 +2,7 @@
 
 Goals: each engine (arbitration, defrag, queues, DaemonSet preemption) runs in at most 2x
 the time it takes to load the snapshot it decides on, and the loaded snapshot holds less
-than 1 GiB. The scenario comes from `waterline generate` and is cached under /tmp (keyed
+than 1 GiB. The scenario comes from `python -m devtools generate` and is cached under /tmp (keyed
 by the generator package's source, so a changed generator makes a new one).
 
 Prints the load time split into file parse (JSON) and object parse (records), each

@@ -377,7 +377,7 @@ def preflight() -> tuple[str, str] | str:
 def bench_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Iterator[Bench]:
     from agent.defaults import CGROUP_ROOT, PROC_ROOT
     from agent.model.settings import AgentSettings
-    from agent.node.command import build_host_parts
+    from agent.node.host import build_host_parts
     from devtools.demo.cgroups import CgroupTree
     from executors.cgroup_throttle import CgroupThrottler
 

@@ -24,15 +24,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.model.analysis import THROTTLE_DOWN
+from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
 from agent.model.policy import Action, PolicySet
-from agent.model.registry import SorterName, derive_utilization
+from agent.model.registry import derive_utilization
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
 from agent.node.tick import NodeBrain, TickReport
 from executors.actuators import CpuThrottler, Evictor
-from executors.engine import EPSILON, TickContext, execute, throttle_floor
+from executors.caps import throttle_floor
+from executors.drive import Hands, drive
+from executors.engine import plan_actions
 from executors.sorters import SORTERS, Candidate
+from executors.work import TickContext
 
 QOS = "qos.waterline.io/v1alpha1"
 LC_LABEL = "qos.waterline.io/latency-critical"
@@ -79,14 +83,15 @@ class ReferenceBrain(NodeBrain):
                 if p.key not in self.state.throttled and action.scope.admits(p, labels(p.namespace))]  # fmt: skip
         lowerable = [c for c in free if c.usage.cpu is not None
                      and c.usage.cpu > throttle_floor(c.pod, throttle, node) + EPSILON]  # fmt: skip
-        first = SORTERS[SorterName.CPU].sort(lowerable)[:1]
+        first = SORTERS["cpu"].sort(lowerable)[:1]
         keep = {c.key for c in first} | set(self.state.throttled)
         return [p for p in pods if p.key in keep]
 
     def tick(self, *, now: float, node: Node, pods: Sequence[Pod], metrics: Mapping[str, float],
              usage: Mapping[str, PodUsage], policies: PolicySet,
              namespace_labels: Callable[[str], Mapping[str, str]], evictor: Evictor,
-             throttler: CpuThrottler, brake: bool = False) -> TickReport:  # fmt: skip
+             throttler: CpuThrottler, brake: bool = False,
+             evictions_take_effect: bool = True) -> TickReport:  # fmt: skip
         """NodeBrain's tick for throttling only (these strategies evict nothing, so the
         cluster brake has nothing to stop)."""
         rules_ = policies.rules_for_node(node.labels)
@@ -94,7 +99,7 @@ class ReferenceBrain(NodeBrain):
                    if r.action_name in policies.actions}  # fmt: skip
         full = derive_utilization(metrics, node.allocatable)
         analysis = analyze(rules_, actions, self.state.trackers, full)
-        self.state.trackers = dict(analysis.trackers)
+        self.state.observe(analysis.trackers)
         down = analysis.gaps[THROTTLE_DOWN]
         if down:
             gaps = {**analysis.gaps, THROTTLE_DOWN: {m: WHOLE for m in down}}
@@ -104,7 +109,9 @@ class ReferenceBrain(NodeBrain):
         ctx = TickContext(now=now, node=node, pods={p.key: p for p in visible}, usage=usage,
                           analysis=analysis, actions=actions, namespace_labels=namespace_labels,
                           settings=self.settings)  # fmt: skip
-        records = execute(ctx, self.state, evictor, throttler)
+        execution = drive(plan_actions(ctx, self.state), Hands(evictor, throttler))
+        self.state = execution.state
+        records = execution.records
         return TickReport(
             at=now, rules=dict(analysis.rules),
             waterlines={t: {m: w.value for m, w in analysis.waterlines[t].items()}

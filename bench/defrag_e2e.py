@@ -1,7 +1,7 @@
 """Defragmentation end to end: how many nodes a plan frees once a stock kube-scheduler has
 placed the replacements (issue 13).
 
-On a generated cluster (``waterline generate``: N nodes, 30 pods a node, cached under
+On a generated cluster (``python -m devtools generate``: N nodes, 30 pods a node, cached under
 /tmp) the defrag engine plans once; then the plan is carried out against
 ``bench.scheduler_model`` (the default kube-scheduler profile) with the workload
 controllers recreating every evicted pod at once, in four ways, side by side:

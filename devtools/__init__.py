@@ -1,10 +1,10 @@
 """Tools for workstations, tests and benchmarks; never imported by the agent or controller.
 
-* ``apiserver``: a local Kubernetes-shaped API server (``waterline dev-apiserver``) and the
+* ``apiserver``: a local Kubernetes-shaped API server (``python -m devtools dev-apiserver``) and the
   ``testing`` helpers the integration tests start it with;
-* ``generate``: the synthetic cluster scenario (``waterline generate``) that
+* ``generate``: the synthetic cluster scenario (``python -m devtools generate``) that
   ``python -m bench cluster`` measures the cluster engines on;
-* ``demo``: ``waterline demo`` (``make demo``), the node agent throttling real processes
+* ``demo``: ``python -m devtools demo`` (``make demo``), the node agent throttling real processes
   in real cgroups, or replaying a scenario where it cannot.
 
 They ship in the same distribution, so ``waterline`` can run them, but they are kept out

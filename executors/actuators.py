@@ -1,6 +1,7 @@
 """The two things the node agent can do to a pod, as small interfaces.
 
-The precise-execution engine decides and calls these; what sits behind them is the
+The precise-execution engine decides and never calls these: it yields intents
+(``executors.intents``) that ``executors.drive`` carries out with them. Behind them: the
 simulated API and cgroups (``waterline simulate``, tests), real cgroup files
 (``executors.cgroup_throttle``) and the Eviction API (``executors.eviction``).
 """

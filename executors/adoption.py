@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from agent.model.analysis import NORMAL, TRIGGERED, RuleTracker
+from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
-from agent.model.registry import CPU
-from executors.engine import EPSILON, NodeState, ThrottleRecord, parse_owner_tag
+from executors.caps import ceiling
 from executors.quota_state import ThrottledPod
+from executors.records import ThrottleRecord, parse_owner_tag
+from executors.state import NodeState
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +69,10 @@ def adopt(state: NodeState, held: Iterable[HeldCap], pods: Iterable[Pod], node: 
     result = Adoption()
     for cap in held:
         pod = by_uid.get(cap.uid)
-        ceiling = (pod.limits.get(CPU) or node.cpu_cores) if pod is not None else 0.0
-        if pod is None or cap.cap is None or not cap.action or cap.cap >= ceiling - EPSILON:
+        top = ceiling(pod, node) if pod is not None else 0.0
+        if pod is None or cap.cap is None or not cap.action or cap.cap >= top - EPSILON:
             result.released.append(cap)
             continue
-        state.throttled[pod.key] = ThrottleRecord(cap.cap, ceiling, cap.action, cap.rule, pod.uid)
-        tracker = state.trackers.get(cap.rule)
-        if cap.rule and (tracker is None or tracker.status == NORMAL):
-            state.trackers[cap.rule] = RuleTracker(TRIGGERED)
+        state.adopt(pod.key, ThrottleRecord(cap.cap, top, cap.action, cap.rule, pod.uid))
         result.adopted.append(pod.key)
     return result

@@ -45,25 +45,12 @@ import structlog
 
 from agent.model.objects import Pod
 from collectors.cgroups import CgroupMounts
+from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
 
 MIN_QUOTA_US = 1000
-V1_QUOTA = "cpu.cfs_quota_us"
-V1_PERIOD = "cpu.cfs_period_us"
-V2_MAX = "cpu.max"
-
-
-def parse_quota(version: int, quota_text: str, period_text: str = "") -> tuple[int | None, int]:
-    """(quota us or None for unlimited, period us) from the files' contents."""
-    if version == 1:
-        quota = int(quota_text)
-        return (None if quota < 0 else quota), int(period_text)
-    fields = quota_text.split()
-    if len(fields) != 2:
-        raise ValueError(f"cpu.max must hold 'quota period', got {quota_text!r}")
-    return (None if fields[0] == "max" else int(fields[0])), int(fields[1])
 
 
 def quota_for(cap_cores: float, period_us: int, original_quota: int | None) -> int:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass
 
+from agent.model.numbers import EPSILON
 from agent.model.settings import EvictionRateLimit
 
 CLUSTER_BRAKE = "clusterBrake"
@@ -55,7 +56,7 @@ class TokenBucket:
         self.at = max(self.at, now)
 
     def has_token(self) -> bool:
-        return self.tokens >= 1.0 - 1e-9
+        return self.tokens >= 1.0 - EPSILON
 
     def take(self) -> None:
         self.tokens = max(0.0, self.tokens - 1.0)

@@ -14,16 +14,16 @@ flagged (``unreadable``): the agent then rebuilds the originals from the pod spe
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
+
+from agent.files import atomic_write
 
 STATE_FILE = "cpu-quota.json"
 FORMAT_VERSION = 1
@@ -103,30 +103,6 @@ def _from_json(raw: Any) -> dict[str, ThrottledPod]:
             tag=str(p.get("tag", "")),
         )
     return pods
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file:
-    a temp file in the same directory, fsync, rename, fsync the directory. Raises OSError
-    (the old file is untouched then)."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 class QuotaState:

@@ -1,20 +1,21 @@
 """Candidate sorters: the pods acted on first come first.
 
-A sorter is an ordered list of sort keys, read like crane's ``orderedBy(...)``: the first
-key that tells two pods apart decides. Keys (rather than pairwise comparators) keep a
-250-pod sort well under a millisecond. Every sorter ends with namespace/name so the order
-is total and deterministic. A pod with no usage figure for the sorter's resource sorts
-after every pod that has one.
+A sorter is a comparator chain (``agent.model.ordering``), read like crane's
+``orderedBy(...)``: the first rule that tells two pods apart decides. Every sorter ends
+with namespace/name so the order is total and deterministic. A pod with no usage figure
+for the sorter's resource sorts after every pod that has one.
+
+``SORTERS`` is the one registry: a new sorter is one entry there, and a metric names it
+(``MetricSpec.sorter`` in ``agent.model.registry``; a test checks every name resolves).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from agent.model.objects import QOS_RANK, Pod
-from agent.model.registry import SorterName
+from agent.model.ordering import By, Order, ordered_by
 from agent.model.settings import DEFAULT_EXT_CPU_RESOURCE
 from agent.model.usage import PodUsage
 
@@ -35,31 +36,7 @@ class Candidate:
         return self.pod.key
 
 
-SortKey = Callable[[Candidate], Any]
-
-
-def class_and_priority(c: Candidate) -> tuple[int, int]:
-    """BestEffort < Burstable < Guaranteed, then lower priority first."""
-    return (QOS_RANK[c.pod.qos_class], c.pod.priority)
-
-
-def running_time(c: Candidate) -> float:
-    """Shorter running time first: the least work is lost."""
-    return c.pod.running_seconds(c.now)
-
-
-def cpu_usage(c: Candidate) -> float:
-    """Higher CPU usage first (unknown last)."""
-    return -c.usage.cpu if c.usage.cpu is not None else _LAST
-
-
-def mem_usage(c: Candidate) -> float:
-    """Higher memory usage first (unknown last)."""
-    return -c.usage.memory if c.usage.memory is not None else _LAST
-
-
-def ext_cpu_usage(c: Candidate) -> tuple[int, float]:
-    """Pods that request the extended CPU resource first, then higher usage / limit."""
+def _ext_cpu_usage(c: Candidate) -> tuple[int, float]:
     resource = c.ext_cpu_resource
     requested = c.pod.requests.get(resource, 0.0) > 0
     limit = c.pod.limits.get(resource) or c.pod.requests.get(resource)
@@ -67,37 +44,33 @@ def ext_cpu_usage(c: Candidate) -> tuple[int, float]:
     return (0 if requested else 1, -ratio if ratio is not None else _LAST)
 
 
-def cpu_figure_known(c: Candidate) -> bool:
-    return c.usage.cpu is None
+CPU_FIGURE_FIRST: By[Candidate] = By(
+    "pods with a CPU figure first (an unknown one releases nothing known)",
+    lambda c: c.usage.cpu is None)
+MEMORY_FIGURE_FIRST: By[Candidate] = By(
+    "pods with a memory figure first", lambda c: c.usage.memory is None)
+CLASS_AND_PRIORITY: By[Candidate] = By(
+    "BestEffort < Burstable < Guaranteed, then lower priority",
+    lambda c: (QOS_RANK[c.pod.qos_class], c.pod.priority))
+RUNNING_TIME: By[Candidate] = By(
+    "shorter running time (the least work is lost)", lambda c: c.pod.running_seconds(c.now))
+CPU_USAGE: By[Candidate] = By(
+    "higher CPU usage", lambda c: -c.usage.cpu if c.usage.cpu is not None else _LAST)
+MEMORY_USAGE: By[Candidate] = By(
+    "higher memory usage", lambda c: -c.usage.memory if c.usage.memory is not None else _LAST)
+EXT_CPU_USAGE: By[Candidate] = By(
+    "pods that request the extended CPU resource, then higher usage / limit", _ext_cpu_usage)
+BY_NAME: By[Candidate] = By("namespace/name (the order is total)", lambda c: c.key)
 
 
-def memory_figure_known(c: Candidate) -> bool:
-    return c.usage.memory is None
+def sorter(name: str, *rules: By[Candidate]) -> Order[Candidate]:
+    return ordered_by(*rules, BY_NAME, name=name)
 
 
-def by_name(c: Candidate) -> str:
-    return c.key
-
-
-@dataclass(frozen=True)
-class Sorter:
-    name: SorterName
-    keys: tuple[SortKey, ...]
-
-    def sort(self, candidates: Sequence[Candidate]) -> list[Candidate]:
-        keys = self.keys
-        return sorted(candidates, key=lambda c: tuple(k(c) for k in keys))
-
-
-def ordered_by(name: SorterName, *keys: SortKey) -> Sorter:
-    return Sorter(name, (*keys, by_name))
-
-
-#: One sorter per ``SorterName`` (the registry's metrics name them; a test checks both ways).
-SORTERS: Mapping[SorterName, Sorter] = {s.name: s for s in (
-    ordered_by(SorterName.GENERAL, class_and_priority, running_time),
-    ordered_by(SorterName.CPU, cpu_figure_known, class_and_priority, cpu_usage, ext_cpu_usage,
-               running_time),
-    ordered_by(SorterName.MEMORY, memory_figure_known, class_and_priority, mem_usage,
-               running_time),
+#: Every candidate order a metric can name, by name.
+SORTERS: Mapping[str, Order[Candidate]] = {s.name: s for s in (
+    sorter("general", CLASS_AND_PRIORITY, RUNNING_TIME),
+    sorter("cpu", CPU_FIGURE_FIRST, CLASS_AND_PRIORITY, CPU_USAGE, EXT_CPU_USAGE, RUNNING_TIME),
+    sorter("memory", MEMORY_FIGURE_FIRST, CLASS_AND_PRIORITY, MEMORY_USAGE, RUNNING_TIME),
 )}
+

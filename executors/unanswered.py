@@ -9,8 +9,8 @@ again), it takes a token from the node's bucket and starts its action's cool-dow
 that is gone or replaced (another uid) before a tick saw it terminating counts the same
 (the safe side for the limits: see ``settle``); a later answer for the same pod replaces
 the entry. A failed late request leaves the pod running: its entry stays until
-the pod is evicted again or goes (one entry a pod, only after API faults). The engine
-applies it (``executors.engine.count_late_evictions``).
+the pod is evicted again or goes (one entry a pod, only after API faults). The node state
+applies it (``NodeState.settle_late_evictions``, ``executors.state``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ and the controller Deployment, whose pods kwok "runs" on its nodes and which do 
 the agent and the controller under test run here, as processes or threads, with their
 own ServiceAccounts' tokens (``token()``), so deploy/'s RBAC is what lets them work.
 
+``WATERLINE_TEST_CLUSTER=DIR`` (a developer's shortcut, never CI): use the cluster already
+running under DIR (``make cluster``: ``.cluster``) instead of starting one, and leave it
+running; tests add their nodes and objects to it as usual.
+
 Where the cluster cannot be had (no Go, a failed build), a test that needs it skips with
 the reason on a workstation and fails in CI (``CI=true``).
 """
@@ -29,6 +33,7 @@ from typing import Any
 
 import pytest
 
+from agent.kube.access import AccessTable
 from agent.kube.client import ClientArgs, KubeApi, build_api
 from devtools.cluster.api import write_kubeconfig
 from devtools.cluster.launcher import Cluster, ClusterError, kwok_node
@@ -61,6 +66,8 @@ class RealCluster:
     folder: Path
     _admin_api: KubeApi | None = None
     _installed: bool = False
+    #: A cluster this run did not start (``WATERLINE_TEST_CLUSTER``): left running.
+    borrowed: bool = False
     _tokens: dict[tuple[str, str, str], str] = field(default_factory=dict)
 
     # -- access -------------------------------------------------------------------------
@@ -128,8 +135,11 @@ class RealCluster:
     def controller_kubeconfig(self, server: str | None = None) -> Path:
         return self.token_kubeconfig(self.token(CONTROLLER_SA), server, unique("controller"))
 
-    def client(self, kubeconfig: Path, args: ClientArgs | None = None) -> KubeApi:
-        return build_api(str(kubeconfig), args=args)
+    def client(
+        self, kubeconfig: Path, args: ClientArgs | None = None, access: AccessTable | None = None
+    ) -> KubeApi:
+        """An API for ``kubeconfig``, checking ``access`` (a program's table) when given."""
+        return build_api(str(kubeconfig), args=args, access=access)
 
     # -- objects ------------------------------------------------------------------------
 
@@ -202,11 +212,19 @@ class RealCluster:
     def close(self) -> None:
         if self._admin_api is not None:
             self._admin_api.close()
-        down_all(self.cluster)
+        if not self.borrowed:
+            down_all(self.cluster)
 
 
 def start(folder: Path) -> RealCluster:
-    """Build what is missing (hack/cluster/build) and start a cluster under ``folder``."""
+    """Build what is missing (hack/cluster/build) and start a cluster under ``folder``
+    (or borrow the one running under $WATERLINE_TEST_CLUSTER)."""
+    borrowed = os.environ.get("WATERLINE_TEST_CLUSTER")
+    if borrowed and os.environ.get("CI") != "true":
+        running = Cluster(Path(borrowed).resolve(), BIN)
+        if running.load() is None or not all(running.status().values()):
+            need(f"WATERLINE_TEST_CLUSTER={borrowed}: no cluster running there (make cluster)")
+        return RealCluster(running, folder, borrowed=True)
     if not (BIN / "kube-apiserver").exists() or os.environ.get("CI") == "true":
         built = subprocess.run([str(ROOT / "hack/cluster/build")], capture_output=True, text=True)  # noqa: S603
         if built.returncode != 0:

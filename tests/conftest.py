@@ -17,6 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"
 SHARED_SCENARIOS = ROOT.parent / "shared" / "scenarios"
 
+# The dev tools (devtools/) are not installed: they run from the checkout. The commands
+# tests start as `python -m devtools ...` find them, wherever their working directory.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+
 
 @pytest.fixture
 def root() -> Path:
@@ -48,3 +52,13 @@ def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
         yield running
     finally:
         running.close()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration (and every other that needs the real cluster) is
+    ``integration`` and ``slow`` (real cgroups, processes, servers): ``make test-fast``
+    (``-m "not slow"``) leaves them out."""
+    for item in items:
+        if "integration" in item.path.parts or "kube" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+            item.add_marker(pytest.mark.slow)

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 from agent.model.objects import Pod
 from agent.node.loop import TickOutcome
+from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout
-from executors.cgroup_throttle import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 
 #: A quota sum within this many cores of the pod's limit is the limit (quotas are whole us).
 SAME_CAP = 1e-3

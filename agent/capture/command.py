@@ -35,13 +35,14 @@ from agent.capture.manifests import ClusterManifests, LocalManifests, scenario_o
 from agent.capture.recorder import Progress, Recorder, scenario_document
 from agent.errors import InvalidObject
 from agent.logs import configure_logging
-from agent.node import command as agent_command
+from agent.node import arguments as agent_arguments
+from agent.node import wiring as agent_wiring
 from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    agent_command.add_arguments(parser)
+    agent_arguments.add_arguments(parser)
     for action in parser._actions:  # the agent's `release` verb means nothing to a capture
         if action.dest == "verb":
             action.help = argparse.SUPPRESS
@@ -128,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.local:
         args.dry_run = True  # the node's own agent acts; a capture only watches
     try:
-        agent = agent_command.build_agent(args)
+        agent = agent_wiring.build_agent(args)
         manifests = _manifests(args, agent.loop)
     except InvalidObject as err:
         print(f"waterline capture: bad configuration: {err}", file=sys.stderr)

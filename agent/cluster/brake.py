@@ -32,6 +32,7 @@ from typing import Any
 
 from agent.defaults import BRAKE_CONFIGMAP
 from agent.model.fields import Fields, config_values
+from agent.model.numbers import EPSILON
 from agent.model.timeutil import parse_time_or_none
 
 CONFIGMAP = BRAKE_CONFIGMAP
@@ -71,7 +72,7 @@ class BrakeBudget:
         return cls(**values)
 
     def node_limit(self, ready_nodes: int) -> int:
-        return max(1, math.floor(ready_nodes * self.nodes_percent / 100 + 1e-9))
+        return max(1, math.floor(ready_nodes * self.nodes_percent / 100 + EPSILON))
 
 
 @dataclass(frozen=True, slots=True)

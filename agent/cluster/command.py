@@ -24,7 +24,7 @@ import yaml
 from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
-from agent.metrics import DEFAULT_ADDR, Health, MetricsServer
+from agent.serving import DEFAULT_ADDR, Health, MetricsServer
 
 DEFAULT_INTERVAL = 60.0
 

@@ -22,11 +22,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, Self, TypeVar
 
+from agent.model.numbers import EPSILON as NUMBERS_EPSILON
 from agent.model.store import ObjectStore
 
 #: Slack for float comparisons of resource amounts in every engine (7.5 + 1.5 against 9.0;
-#: 3 x 60 x 1.2 rounding up to 216, not 217). Relative to the scale where amounts are large.
-EPSILON = 1e-9
+#: 3 x 60 x 1.2 rounding up to 216, not 217): the model's one tolerance, relative to the
+#: scale where amounts are large (``slack``).
+EPSILON = NUMBERS_EPSILON
 
 
 def slack(scale: float) -> float:

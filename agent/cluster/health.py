@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 from agent.kube.health import ThreadBoard
-from agent.metrics import Health
+from agent.serving import Health
 
 
 class ControllerHealth(Health):

@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 from agent.errors import InvalidObject
+from agent.model.numbers import EPSILON
 
 T = TypeVar("T", bound=Hashable)
 
@@ -83,7 +84,7 @@ class RateLimitedQueue(Generic[T]):
         if not self._items:
             return None
         self._refill()
-        if self._tokens < 1.0 - 1e-9:
+        if self._tokens < 1.0 - EPSILON:
             return None
         self._tokens = max(0.0, self._tokens - 1.0)
         item, _ = self._items.popitem(last=False)
@@ -102,7 +103,7 @@ class RateLimitedQueue(Generic[T]):
             return None
         self._refill()
         missing = 1.0 - self._tokens
-        return 0.0 if missing <= 1e-9 else missing / self._qps
+        return 0.0 if missing <= EPSILON else missing / self._qps
 
 
 def release_schedule(items: list[T], qps: float, burst: int = 1) -> dict[T, float]:

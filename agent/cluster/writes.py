@@ -27,16 +27,19 @@ import structlog
 
 from agent.cluster import brake
 from agent.cluster.metrics import ControllerMetrics
+from agent.cluster.migrator.placeholder import target_of
 from agent.cluster.resources import MIGRATION_JOBS, PRIORITY_CLASSES, RESERVATIONS
 from agent.defaults import NAMESPACE
 from agent.kube import evicting
 from agent.kube.access import Permission, grant
 from agent.kube.client import KubeApi
-from agent.kube.creating import create, delete
+from agent.kube.creating import create
+from agent.kube.deleting import delete
 from agent.kube.errors import KubeConflict, KubeError, KubeNotFound
 from agent.kube.events import NORMAL, WARNING, ObjectRef, pod_ref
 from agent.kube.patching import merge_patch
 from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, NODES, PODS, POLICIES, by_kind
+from agent.kube.taints import read_taints, write_taints
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 
@@ -338,7 +341,7 @@ class GuardedWriter:
         that name already there counts (the migrator reads its state next round)."""
         meta = body["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        node = body["spec"]["nodeName"]
+        node = target_of(body)
         if (api := self.guard("create placeholder", placeholder=key, node=node)) is None:
             return False
         return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)
@@ -370,22 +373,18 @@ class GuardedWriter:
         if (api := self.guard(what, node=name, taint=key)) is None:
             return False
         try:
-            raw = api.request("GET", NODES.path(None, name))
+            read = read_taints(api, name)
         except KubeNotFound:
             return not wanted  # a node that is gone carries no taint
         except KubeError as err:
             return self._failed(what, err, node=name)
-        taints = [t for t in (raw.get("spec") or {}).get("taints") or [] if isinstance(t, dict)]
+        taints = read.taints
         kept = [t for t in taints if t.get("key") != key]
         if wanted:
             kept.append({"key": key, "effect": effect})
         if kept == taints:
             return True
-        patch: dict[str, Any] = {"spec": {"taints": kept}}
-        version = (raw.get("metadata") or {}).get("resourceVersion")
-        if version:
-            patch["metadata"] = {"resourceVersion": version}
-        return self._call(what, lambda: merge_patch(api, NODES, name, patch), node=name)
+        return self._call(what, lambda: write_taints(api, name, kept, read), node=name)
 
     def _created(self, what: str, fn: Callable[[], object], **fields: Any) -> bool:
         """A create: done, or there already (409: what we wanted)."""

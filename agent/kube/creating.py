@@ -1,4 +1,4 @@
-"""Creating and deleting objects (deleting is never used on pods: see ``evicting``)."""
+"""Creating objects (one verb a file: ``deleting`` deletes, ``evicting`` evicts pods)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,3 @@ def create(
     ns = namespace or (obj.get("metadata") or {}).get("namespace")
     return api.request("POST", resource.path(ns if resource.namespaced else None), body=body)
 
-
-def delete(
-    api: KubeApi, resource: Resource, name: str, namespace: str | None = None
-) -> dict[str, Any]:
-    return api.request("DELETE", resource.path(namespace, name))

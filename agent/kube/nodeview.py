@@ -8,7 +8,11 @@ small and watched whole. A seventh watch follows the cluster brake, the ConfigMa
 ``waterline-brake`` in Waterline's namespace that the controller sets to pause every
 agent's evictions. It does not hold back readiness (throttling needs no brake), but
 evictions wait until it has listed once: an agent that may not read it (RBAC) keeps
-evictions paused and its watch says why in the log, once.
+evictions paused and its watch says why in the log, once. An eighth watch follows the
+agent's own DaemonSet (``metadata.name=waterline-agent`` in that namespace): its deletion,
+once seen, is remembered (:class:`OwnDaemonSet`), because an uninstall removes the
+agent's ServiceAccount and RBAC in the same pass, and a stopping agent's own question
+("is my DaemonSet gone?") is then refused; an established watch still hears the answer.
 """
 
 from __future__ import annotations
@@ -17,13 +21,14 @@ import random
 from collections.abc import Mapping
 from typing import Any, cast
 
-from agent.defaults import BRAKE_CONFIGMAP, NAMESPACE
+from agent.defaults import AGENT_DAEMONSET, BRAKE_CONFIGMAP, NAMESPACE
 from agent.kube.cache import Cache
 from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
 from agent.kube.resources import (
     ACTIONS,
     CONFIGMAPS,
+    DAEMONSETS,
     NAMESPACES,
     NODES,
     PDBS,
@@ -44,7 +49,9 @@ BRAKE_REASON = "reason"
 SAVED_KINDS = (NODES.kind, PODS.kind, NAMESPACES.kind)
 
 
-def node_watches(node_name: str, namespace: str = NAMESPACE) -> list[tuple[Resource, Selectors]]:
+def node_watches(
+    node_name: str, namespace: str = NAMESPACE, daemonset: str = AGENT_DAEMONSET
+) -> list[tuple[Resource, Selectors]]:
     return [
         (PODS, Selectors(field_selector=f"spec.nodeName={node_name}")),
         (NODES, Selectors(field_selector=f"metadata.name={node_name}")),
@@ -53,7 +60,30 @@ def node_watches(node_name: str, namespace: str = NAMESPACE) -> list[tuple[Resou
         (POLICIES, Selectors()),
         (ACTIONS, Selectors()),
         (CONFIGMAPS, Selectors(namespace=namespace, field_selector=f"metadata.name={BRAKE_NAME}")),
+        (DAEMONSETS, Selectors(namespace=namespace, field_selector=f"metadata.name={daemonset}")),
     ]
+
+
+class OwnDaemonSet:
+    """Remembers what the watch saw of the agent's own DaemonSet: there once, then being
+    deleted or gone. Fed by the cache's change listener (under its lock: short work)."""
+
+    def __init__(self, cache: Cache) -> None:
+        self.cache = cache
+        self.seen = False
+        self.deleted = False
+        cache.add_listener(self._changed)
+
+    def _changed(self, kind: str) -> None:
+        if kind != DAEMONSETS.kind:
+            return
+        raws = self.cache.raws(DAEMONSETS.kind)
+        if raws:
+            self.seen = True
+            if any((r.get("metadata") or {}).get("deletionTimestamp") for r in raws):
+                self.deleted = True
+        elif self.seen:
+            self.deleted = True
 
 
 def brake_reason(configmap: Mapping[str, Any] | None) -> str | None:
@@ -71,6 +101,7 @@ class NodeView:
         self.cache = cache
         self.node_name = node_name
         self.namespace = namespace
+        self.own_daemonset: OwnDaemonSet | None = None
 
     def pods(self) -> list[Pod]:
         pods = cast(list[Pod], self.cache.records(PODS.kind))
@@ -155,9 +186,13 @@ def start_node_view(
     args: WatchArgs | None = None,
     rng: random.Random | None = None,
     namespace: str = NAMESPACE,
+    daemonset: str = AGENT_DAEMONSET,
 ) -> tuple[NodeView, Informers]:
     """Start the watches of one node's agent (``namespace``: Waterline's, where the brake
-    ConfigMap lives); stop them with ``informers.stop()``."""
-    cache = Cache(keep_raw=SAVED_KINDS)
-    watches = node_watches(node_name, namespace)
-    return NodeView(cache, node_name, namespace), start_watches(api, cache, watches, args, rng)
+    ConfigMap and the agent's DaemonSet ``daemonset`` live); stop them with
+    ``informers.stop()``."""
+    cache = Cache(keep_raw=(*SAVED_KINDS, DAEMONSETS.kind))
+    view = NodeView(cache, node_name, namespace)
+    view.own_daemonset = OwnDaemonSet(cache)
+    watches = node_watches(node_name, namespace, daemonset)
+    return view, start_watches(api, cache, watches, args, rng)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import quote
 
-QOS_GROUP = "qos.waterline.io"
-QOS_VERSION = "v1alpha1"
+from agent.model.group import GROUP as QOS_GROUP
+from agent.model.group import VERSION as QOS_VERSION
 
 
 @dataclass(frozen=True, slots=True)

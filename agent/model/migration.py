@@ -15,10 +15,8 @@ from typing import Any
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
 from agent.model.fields import Fields
+from agent.model.group import API_VERSION as API_VERSION  # a PodMigrationJob's apiVersion
 
-GROUP = "qos.waterline.io"
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "PodMigrationJob"
 #: Written by the migrator when it evicts the job's pod.
 SOURCE_NODE_ANNOTATION = "migration.qos.waterline.io/source-node"

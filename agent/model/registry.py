@@ -12,18 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum, StrEnum
+from enum import Enum
 
 CPU = "cpu"
 MEMORY = "memory"
-
-
-class SorterName(StrEnum):
-    """The candidate orders a metric can name (``executors.sorters.SORTERS`` has one each)."""
-
-    GENERAL = "general"
-    CPU = "cpu"
-    MEMORY = "memory"
 
 
 class Relief(Enum):
@@ -50,7 +42,8 @@ class MetricSpec:
     unit: str  # cores | bytes | percent
     #: The pod resource whose release relieves this metric (None: nothing is credited).
     resource: str | None
-    sorter: SorterName
+    #: The candidate order (a name in ``executors.sorters.SORTERS``, its one registry).
+    sorter: str
     throttle: Relief
     evict: Relief
     #: Utilization metrics are a percentage of the node's allocatable ``resource``.
@@ -82,28 +75,28 @@ class MetricSpec:
 
 
 METRICS: tuple[MetricSpec, ...] = (
-    MetricSpec(name="cpu_total_usage", unit="cores", resource=CPU, sorter=SorterName.CPU,
+    MetricSpec(name="cpu_total_usage", unit="cores", resource=CPU, sorter="cpu",
                throttle=QUANTIFIED, evict=QUANTIFIED),
-    MetricSpec(name="cpu_total_utilization", unit="percent", resource=CPU, sorter=SorterName.CPU,
+    MetricSpec(name="cpu_total_utilization", unit="percent", resource=CPU, sorter="cpu",
                throttle=QUANTIFIED, evict=QUANTIFIED, percent_of_allocatable=True),
-    MetricSpec(name="memory_total_usage", unit="bytes", resource=MEMORY, sorter=SorterName.MEMORY,
+    MetricSpec(name="memory_total_usage", unit="bytes", resource=MEMORY, sorter="memory",
                throttle=NONE, evict=QUANTIFIED),
     MetricSpec(name="memory_total_utilization", unit="percent", resource=MEMORY,
-               sorter=SorterName.MEMORY, throttle=NONE, evict=QUANTIFIED,
+               sorter="memory", throttle=NONE, evict=QUANTIFIED,
                percent_of_allocatable=True),
-    MetricSpec(name="cpu_pressure", unit="percent", resource=None, sorter=SorterName.CPU,
+    MetricSpec(name="cpu_pressure", unit="percent", resource=None, sorter="cpu",
                throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
     # DESIGN's table: both pressures are throttleable and evictable, neither quantified
     # (memory pressure is relieved by throttling CPU: fewer allocations, less reclaim).
-    MetricSpec(name="memory_pressure", unit="percent", resource=None, sorter=SorterName.MEMORY,
+    MetricSpec(name="memory_pressure", unit="percent", resource=None, sorter="memory",
                throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
     # Interference seen by the victims (DESIGN.md): taken from the latency-critical pods
     # (``agent.model.latency``), handled exactly like the pressure metrics.
-    MetricSpec(name="lc_cpu_wait_ratio", unit="percent", resource=None, sorter=SorterName.CPU,
+    MetricSpec(name="lc_cpu_wait_ratio", unit="percent", resource=None, sorter="cpu",
                throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
     MetricSpec(name="lc_cpu_throttled_ratio", unit="percent", resource=None,
-               sorter=SorterName.CPU, throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
-    MetricSpec(name="lc_cpu_pressure", unit="percent", resource=None, sorter=SorterName.CPU,
+               sorter="cpu", throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
+    MetricSpec(name="lc_cpu_pressure", unit="percent", resource=None, sorter="cpu",
                throttle=CLOSED_LOOP, evict=CLOSED_LOOP),
 )  # fmt: skip
 

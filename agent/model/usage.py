@@ -38,3 +38,17 @@ class NodeSample:
     #: Pods throttled when measured (``capped: true``), with the cap in force (cores; None
     #: when not recorded): their CPU figure is a lower bound of their demand.
     capped: Mapping[str, float | None] = field(default_factory=dict)
+
+
+def within_cpu_limit(usage: PodUsage, limit: float | None) -> PodUsage:
+    """A pod's CPU figure above its CPU limit is read as the limit (SIMULATE.md): the
+    kernel enforces the limit, so more is a measuring artefact or demand that cannot run.
+    The containers' figures are scaled alike, so a cap split by usage keeps its shares."""
+    if limit is None or usage.cpu is None or usage.cpu <= limit:
+        return usage
+    scale = limit / usage.cpu if usage.cpu else 0.0
+    containers = {
+        name: c if c.cpu is None else ContainerUsage(c.cpu * scale, c.memory, c.ext_cpu)
+        for name, c in usage.containers.items()
+    }
+    return PodUsage(limit, usage.memory, usage.ext_cpu, containers)

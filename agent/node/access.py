@@ -9,8 +9,10 @@
   deploy/ also ships an admission policy that limits the patch to the agent's own node
   and to that taint);
 * evictions (pods/eviction create) and the Events of its actions (create, patch);
-* its own DaemonSet (get; only that one, in the Waterline namespace): on SIGTERM/SIGHUP,
-  gone or being deleted means an uninstall, and the agent releases every cap.
+* its own DaemonSet (get, list, watch; only that one, in the Waterline namespace): on
+  SIGTERM/SIGHUP, gone or being deleted means an uninstall, and the agent releases every
+  cap; the watch remembers a deletion it saw, for when the uninstall has already taken
+  the agent's own RBAC and the get is refused.
 
 ``tests/unit/test_rbac.py`` compares this table with deploy/rbac.yaml both ways and runs
 the agent's cluster side against the dev API server with the table enforced.
@@ -31,7 +33,7 @@ def agent_access() -> AccessTable:
         PROGRAM,
         "agent/node/access.py",
         [
-            *watches(r for r, _ in node_watches("") if r is not CONFIGMAPS),
+            *watches(r for r, _ in node_watches("") if r not in (CONFIGMAPS, DAEMONSETS)),
             *[
                 grant(CONFIGMAPS, verb, namespace=NAMESPACE, name=BRAKE_CONFIGMAP, why="brake")
                 for verb in ("get", "list", "watch")
@@ -41,8 +43,11 @@ def agent_access() -> AccessTable:
             grant(PODS, "create", "eviction", why="evictions"),
             grant(EVENTS, "create", why="events of its actions"),
             grant(EVENTS, "patch", why="repeated events"),
-            grant(DAEMONSETS, "get", namespace=NAMESPACE, name=AGENT_DAEMONSET,
-                  why="its own DaemonSet: an uninstall releases every cap"),
+            *[
+                grant(DAEMONSETS, verb, namespace=NAMESPACE, name=AGENT_DAEMONSET,
+                      why="its own DaemonSet: an uninstall releases every cap")
+                for verb in ("get", "list", "watch")
+            ],
         ],
     )
 

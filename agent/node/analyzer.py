@@ -21,10 +21,9 @@ from agent.model.analysis import (
     RuleTracker,
     Waterline,
 )
+from agent.model.numbers import EPSILON
 from agent.model.policy import Action, Rule
 from agent.model.registry import BY_NAME, METRICS
-
-_EPSILON = 1e-9
 
 
 def _contributes(rule: Rule, status: str, action: Action) -> tuple[str, ...]:
@@ -67,7 +66,7 @@ def _gaps(waterlines: Mapping[str, Mapping[str, Waterline]], usage: Mapping[str,
                 gap = line.value - value
             else:
                 gap = (value - released.get(metric, 0.0) - line.value) * excess
-            if gap > _EPSILON:
+            if gap > EPSILON:
                 gaps[action_type][metric] = gap
     return gaps
 

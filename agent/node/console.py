@@ -22,7 +22,7 @@ from agent.model.analysis import ACTION_TYPES
 from agent.model.registry import BY_NAME
 from agent.node.loop import TickOutcome, action_result
 from agent.node.tick import TickReport
-from executors.engine import FAILED, ActionRecord
+from executors.records import FAILED, ActionRecord
 
 
 def _unit(metric: str) -> str:

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from agent.model.objects import BEST_EFFORT, BURSTABLE, GUARANTEED
+from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.layout import DRIVERS, PodCgroupLayout, container_names, pod_path
 
 RUNTIMES = ("containerd", "cri-o", "docker")
@@ -128,16 +129,17 @@ def cpu_bounds(path: str, version: int) -> tuple[float | None, float | None]:
     """(limit, request) in cores from a container cgroup's quota and shares / weight (v2's
     weight is a coarser scale: the request read back is within a few millicores)."""
     if version == 1:
-        quota = _int(_read(f"{path}/cpu.cfs_quota_us"))
-        period = _int(_read(f"{path}/cpu.cfs_period_us"))
+        quota_text, period_text = _read(f"{path}/{V1_QUOTA}"), _read(f"{path}/{V1_PERIOD}")
         shares = _int(_read(f"{path}/cpu.shares"))
     else:
-        fields = (_read(f"{path}/cpu.max") or "").split()
-        quota = _int(fields[0]) if len(fields) == 2 and fields[0] != "max" else None
-        period = _int(fields[1]) if len(fields) == 2 else None
+        quota_text, period_text = _read(f"{path}/{V2_MAX}"), ""
         weight = _int(_read(f"{path}/cpu.weight"))
         # kubelet: weight = 1 + (shares - 2) * 9999 / 262142
         shares = None if weight is None else round(MIN_SHARES + (weight - 1) * 262142 / 9999)
+    try:
+        quota, period = parse_quota(version, quota_text or "", period_text or "")
+    except ValueError:  # no such file, or not a quota
+        quota, period = None, 0
     limit = quota / period if quota is not None and quota > 0 and period else None
     request = round(shares * 1000 / 1024) / 1000 if shares is not None and shares > MIN_SHARES else None
     return limit, request

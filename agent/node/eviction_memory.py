@@ -22,10 +22,11 @@ from typing import Any
 
 import structlog
 
+from agent.files import atomic_write
+from agent.model.numbers import EPSILON
 from agent.node.loop import TickOutcome
 from agent.node.tick import NodeBrain
 from executors.limits import TokenBucket
-from executors.quota_state import atomic_write
 
 MEMORY_FILE = "evictions.json"
 FORMAT_VERSION = 1
@@ -42,7 +43,7 @@ def _time(value: object, now: float) -> float | None:
 
 
 class EvictionMemory:
-    """Loads the limits into a brain at start; as a tick publisher, saves them when an
+    """Loads the limits into a brain at start; as an after-tick hook, saves them when an
     eviction changed them."""
 
     def __init__(self, state_dir: str, brain: NodeBrain, logger: Any = None) -> None:
@@ -67,19 +68,21 @@ class EvictionMemory:
         if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
             self.log.warning("eviction limits not resumed: unknown format", path=self.path)
             return
-        state = self.brain.state
-        bucket = doc.get("bucket")
-        if isinstance(bucket, dict):
-            tokens, at = bucket.get("tokens"), _time(bucket.get("at"), now)
+        bucket, rounds = None, {}
+        saved = doc.get("bucket")
+        if isinstance(saved, dict):
+            tokens, at = saved.get("tokens"), _time(saved.get("at"), now)
             if at is not None and isinstance(tokens, (int, float)) and not isinstance(tokens, bool) \
                     and math.isfinite(tokens) and tokens >= 0:  # fmt: skip
-                state.bucket = TokenBucket(float(tokens), at)
-        rounds = doc.get("lastEvictionRound")
-        if isinstance(rounds, dict):
-            for action, value in rounds.items():
+                bucket = TokenBucket(float(tokens), at)
+        saved = doc.get("lastEvictionRound")
+        if isinstance(saved, dict):
+            for action, value in saved.items():
                 at = _time(value, now)
                 if isinstance(action, str) and at is not None:
-                    state.last_eviction_round[action] = at
+                    rounds[action] = at
+        self.brain.state.resume_limits(bucket, rounds)
+        state = self.brain.state
         self._rounds = dict(state.last_eviction_round)
         self._tokens = None if state.bucket is None else state.bucket.tokens
         self.log.info("eviction limits resumed from the state dir",
@@ -97,7 +100,7 @@ class EvictionMemory:
     def __call__(self, outcome: TickOutcome) -> None:
         state = self.brain.state
         tokens = None if state.bucket is None else state.bucket.tokens
-        taken = tokens is not None and (self._tokens is None or tokens < self._tokens - 1e-9)
+        taken = tokens is not None and (self._tokens is None or tokens < self._tokens - EPSILON)
         if not taken and state.last_eviction_round == self._rounds:
             # A bucket only refilling needs no write: the next start recomputes the refill
             # from the saved time.

@@ -54,7 +54,7 @@ class CapKeeper:
         self.reverted += len(found)
         for item in found:
             if not item.rewritten:
-                self.brain.state.throttled.pop(item.pod, None)
+                self.brain.state.drop_cap(item.pod)
                 self.log.error("cap lifted by someone else and not written back: forgotten",
                                pod=item.pod, container=item.container, found=item.found,
                                error=item.error)  # fmt: skip

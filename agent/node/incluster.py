@@ -42,9 +42,9 @@ from agent.kube.budget import BudgetedApi, TickBudget
 from agent.kube.client import KubeApi
 from agent.kube.errors import KubeError, KubeNotFound
 from agent.kube.events import EventRecorder, KubeEvents
-from agent.kube.nodeview import NodeView, start_node_view
-from agent.kube.patching import merge_patch
-from agent.kube.resources import DAEMONSETS, NODES
+from agent.kube.nodeview import NodeView, OwnDaemonSet, start_node_view
+from agent.kube.resources import DAEMONSETS
+from agent.kube.taints import read_taints, write_taints
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod, namespace_labels
@@ -61,9 +61,8 @@ COMPONENT = "waterline-agent"
 
 def set_taint(api: KubeApi, node_name: str, wanted: bool) -> bool:
     """Add or remove our taint on the node; True when the node was changed."""
-    raw = api.request("GET", NODES.path(None, node_name))
-    spec = raw.get("spec") or {}
-    current = [t for t in spec.get("taints") or [] if isinstance(t, dict)]
+    read = read_taints(api, node_name)
+    current = read.taints
     present = any(
         t.get("key") == TAINT.key
         and t.get("value") == TAINT.value
@@ -72,11 +71,7 @@ def set_taint(api: KubeApi, node_name: str, wanted: bool) -> bool:
     )
     if present == wanted and (wanted or not any(t.get("key") == TAINT.key for t in current)):
         return False
-    version = (raw.get("metadata") or {}).get("resourceVersion")
-    patch: dict[str, Any] = {"spec": {"taints": taints_with(current, wanted)}}
-    if version:
-        patch["metadata"] = {"resourceVersion": version}
-    merge_patch(api, NODES, node_name, patch)
+    write_taints(api, node_name, taints_with(current, wanted), read)
     return True
 
 
@@ -259,14 +254,20 @@ def view_source(
     return source
 
 
-def agent_uninstalled(api: KubeApi, namespace: str, daemonset: str) -> bool | None:
-    """Is the agent's own DaemonSet gone or being deleted? (None: the API did not say.)"""
+def agent_uninstalled(
+    api: KubeApi, namespace: str, daemonset: str, seen: OwnDaemonSet | None = None
+) -> bool | None:
+    """Is the agent's own DaemonSet gone or being deleted? Asked of the API first (its
+    answer is the present); when it does not answer, what the DaemonSet's watch saw: an
+    uninstall (kubectl delete -k, helm uninstall) removes the agent's ServiceAccount and
+    RBAC in the same pass, so the question is refused (401/403) just when it matters.
+    None: neither can say."""
     try:
         raw = api.request("GET", DAEMONSETS.path(namespace, daemonset), timeout=(3.0, 5.0))
     except KubeNotFound:
         return True
     except KubeError:
-        return None
+        return True if seen is not None and seen.deleted else None
     return bool((raw.get("metadata") or {}).get("deletionTimestamp"))
 
 
@@ -289,7 +290,7 @@ def start_cluster(
     ``answer_seconds``: the live settings apiTimeBudgetSeconds, evictionAnswerSeconds."""
     from executors.eviction import ApiEvictor
 
-    view, informers = start_node_view(api, node_name, watch_args, namespace=namespace)
+    view, informers = start_node_view(api, node_name, watch_args, namespace=namespace, daemonset=daemonset)
 
     def reachable() -> bool:
         return bool(view.synced and view.api_reachable)
@@ -320,5 +321,5 @@ def start_cluster(
         view=view,
         api=api,
         budget=budget,
-        uninstalled=lambda: agent_uninstalled(api, namespace, daemonset),
+        uninstalled=lambda: agent_uninstalled(api, namespace, daemonset, view.own_daemonset),
     )

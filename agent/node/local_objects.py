@@ -28,12 +28,12 @@ import yaml
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from agent.logs import configure_logging
+from agent.model.group import API_VERSION
 from agent.model.timeutil import format_time
 from agent.node.discover import Discovery, FoundContainer, FoundPod, discover
 from agent.node.local import host_resources
 
 FILES = ("node.yaml", "pods.yaml", "policy.yaml")
-QOS_GROUP = "qos.waterline.io/v1alpha1"
 POLICY_HEADER = """\
 # A policy to start from. When this machine's CPU is above 80% for two samples in a row,
 # throttle its BestEffort and Burstable pods (never below 10% of their limit, 20% of it
@@ -213,7 +213,7 @@ def pod_manifest(pod: FoundPod, node_name: str) -> dict[str, Any]:
 def policy_manifests() -> list[dict[str, Any]]:
     return [
         {
-            "apiVersion": QOS_GROUP,
+            "apiVersion": API_VERSION,
             "kind": "NodeQOSEnsurancePolicy",
             "metadata": {"name": "local-cpu-guard"},
             "spec": {
@@ -230,7 +230,7 @@ def policy_manifests() -> list[dict[str, Any]]:
             },
         },
         {
-            "apiVersion": QOS_GROUP,
+            "apiVersion": API_VERSION,
             "kind": "AvoidanceAction",
             "metadata": {"name": "throttle-low-priority"},
             "spec": {

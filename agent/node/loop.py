@@ -36,7 +36,7 @@ from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain, TickReport
 from executors.actuators import CpuThrottler, EvictionAnswer, Evictor
-from executors.engine import ActionRecord
+from executors.records import ActionRecord
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,27 @@ class TickOutcome:
         return self.error is None
 
 
+#: Called with every tick's outcome: publishers show it (metrics, Events, the console),
+#: after-tick hooks keep house (the eviction limits' file, the config file's reload).
 Publisher = Callable[[TickOutcome], None]
+AfterTick = Callable[[TickOutcome], None]
+
+
+class _Trouble:
+    """What went wrong in a tick: errors counted by source, and why it stopped."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, int] = {}
+        self.error: str | None = None
+
+    def add(self, counts: Mapping[str, int]) -> None:
+        for source, n in counts.items():
+            self.errors[source] = self.errors.get(source, 0) + n
+
+    def fail(self, why: str, source: str | None = None) -> None:
+        self.error = why
+        if source is not None:
+            self.add({source: 1})
 
 
 class _Guarded:
@@ -168,6 +188,7 @@ class NodeLoop:
         throttler: CpuThrottler,
         interval: float = 1.0,
         publishers: Sequence[Publisher] = (),
+        after_tick: Sequence[AfterTick] = (),
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] | None = None,
@@ -186,6 +207,7 @@ class NodeLoop:
         self.throttler = throttler
         self.interval = interval
         self.publishers = list(publishers)
+        self.after_tick = list(after_tick)
         self.clock = clock
         self.monotonic = monotonic
         self._stop = threading.Event()
@@ -204,60 +226,72 @@ class NodeLoop:
 
     # -- one tick ------------------------------------------------------------------------
     def tick(self) -> TickOutcome:
-        """Run one iteration; never raises."""
+        """Run one iteration: objects -> collection -> decision -> outcome; never raises.
+        A stage that fails ends the tick there (said in ``error``, counted in ``errors``)."""
         self.seq += 1
         started = self.monotonic()
-        errors: dict[str, int] = {}
-        objects: Objects | None = None
-        collection: Collection | None = None
-        report: TickReport | None = None
-        error: str | None = None
+        trouble = _Trouble()
         guarded = _Guarded(self.evictor, self.throttler, self.log)
-        watched: tuple[str, ...] = ()
         for hook in self.before_tick:
             hook()
+        objects = self._objects(trouble)
+        node = objects.node if objects is not None else None
+        collection = self._collect(node, objects, trouble) if node is not None and objects else None
+        report = None
+        if node is not None and objects is not None and collection is not None:
+            report = self._decide(node, objects, collection, guarded, trouble)
+        trouble.add(guarded.errors)
+        outcome = self._outcome(started, objects, collection, report, trouble)
+        self._log_outcome(outcome)
+        self._hand_on(outcome)
+        return outcome
+
+    def _objects(self, trouble: _Trouble) -> Objects | None:
         try:
             objects = self.source()
         except Exception as err:  # noqa: BLE001 - the loop never dies
-            error = f"objects: {err!r}"
-            errors["objects"] = 1
-        if objects is not None and objects.node is None:
-            error = f"node {self.node_name!r} not found: no decision this tick"
-        if objects is not None and objects.node is not None:
-            node = objects.node
-            watched = tuple(
-                sorted({r.metric for r in objects.policies.rules_for_node(node.labels)})
+            trouble.fail(f"objects: {err!r}", "objects")
+            return None
+        if objects.node is None:
+            trouble.fail(f"node {self.node_name!r} not found: no decision this tick")
+        return objects
+
+    def _collect(self, node: Node, objects: Objects, trouble: _Trouble) -> Collection | None:
+        self._prepare(objects)
+        try:
+            collection = self.collector.collect(node, objects.pods)
+        except Exception as err:  # noqa: BLE001
+            trouble.fail(f"collect: {err!r}", "collector")
+            return None
+        trouble.add(collection.errors)
+        return collection
+
+    def _decide(self, node: Node, objects: Objects, collection: Collection, guarded: _Guarded,
+                trouble: _Trouble) -> TickReport | None:
+        try:
+            return self.brain.tick(
+                now=self.clock(),
+                node=node,
+                pods=objects.pods,
+                metrics=collection.metrics,
+                usage=collection.usage,
+                policies=objects.policies,
+                namespace_labels=objects.namespace_labels,
+                evictor=guarded,
+                throttler=guarded,
+                brake=objects.eviction_brake is not None,
+                evictions_take_effect=self.evictions_performed,
             )
-            self._prepare(objects)
-            try:
-                collection = self.collector.collect(node, objects.pods)
-                for source, n in collection.errors.items():
-                    errors[source] = errors.get(source, 0) + n
-            except Exception as err:  # noqa: BLE001
-                error = f"collect: {err!r}"
-                errors["collector"] = errors.get("collector", 0) + 1
-            if collection is not None:
-                try:
-                    report = self.brain.tick(
-                        now=self.clock(),
-                        node=node,
-                        pods=objects.pods,
-                        metrics=collection.metrics,
-                        usage=collection.usage,
-                        policies=objects.policies,
-                        namespace_labels=objects.namespace_labels,
-                        evictor=guarded,
-                        throttler=guarded,
-                        brake=objects.eviction_brake is not None,
-                    )
-                except Exception as err:  # noqa: BLE001
-                    error = f"decide: {err!r}"
-                    errors["decision"] = errors.get("decision", 0) + 1
-                if not self.evictions_performed:
-                    self.brain.state.evicting.clear()
-        for source, n in guarded.errors.items():
-            errors[source] = errors.get(source, 0) + n
-        outcome = TickOutcome(
+        except Exception as err:  # noqa: BLE001
+            trouble.fail(f"decide: {err!r}", "decision")
+            return None
+
+    def _outcome(self, started: float, objects: Objects | None, collection: Collection | None,
+                 report: TickReport | None, trouble: _Trouble) -> TickOutcome:
+        node = objects.node if objects is not None else None
+        watched = tuple(sorted({r.metric for r in objects.policies.rules_for_node(node.labels)})) \
+            if objects is not None and node is not None else ()  # fmt: skip
+        return TickOutcome(
             seq=self.seq,
             at=self.clock(),
             duration=self.monotonic() - started,
@@ -267,23 +301,29 @@ class NodeLoop:
             usage=collection.usage if collection is not None else {},
             caps=self.brain.caps(),
             missing=collection.missing if collection is not None else (),
-            errors=errors,
+            errors=trouble.errors,
             invalid=dict(objects.invalid) if objects is not None else {},
             policy_errors=tuple(str(e) for e in objects.policies.errors) if objects else (),
-            error=error,
+            error=trouble.error,
             mode="dry-run" if self.dry_run else "applied",
             evictions_performed=self.evictions_performed,
             watched=watched,
-            node_record=objects.node if objects is not None else None,
+            node_record=node,
             policies=objects.policies if objects is not None else None,
         )
-        self._log_outcome(outcome)
+
+    def _hand_on(self, outcome: TickOutcome) -> None:
+        """To the publishers, then the after-tick hooks; one failing never stops another."""
         for publish in self.publishers:
             try:
                 publish(outcome)
             except Exception as err:  # noqa: BLE001
                 self.log.error("publishing a tick failed", publisher=repr(publish), error=repr(err))
-        return outcome
+        for keep in self.after_tick:
+            try:
+                keep(outcome)
+            except Exception as err:  # noqa: BLE001
+                self.log.error("an after-tick hook failed", hook=repr(keep), error=repr(err))
 
     def _prepare(self, objects: Objects) -> None:
         prepare, self.prepare = self.prepare, None
@@ -314,7 +354,7 @@ class NodeLoop:
             if record.action == "evict" and result == "failed":
                 failed.append(record.pod)  # one line for all: an API outage fails them all
                 continue
-            self.log.info(record.action, tick=outcome.seq, outcome=result, **action_fields(record))
+            self.log.info(record.label, tick=outcome.seq, outcome=result, **action_fields(record))
         if failed:
             self.log.warning(
                 "evictions failed; the pods stay candidates",

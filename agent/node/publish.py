@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from agent.metrics import AgentMetrics, Health, NodeSnapshot, PodFigures
+from agent.metrics import AgentMetrics, NodeSnapshot, PodFigures
 from agent.node.loop import TickOutcome, action_result
+from agent.serving import Health
 
 #: The result of an eviction whose answer came after its tick (counted ``failed`` there,
 #: for want of an answer) once the watch shows the pod terminating.
@@ -53,7 +54,7 @@ class MetricsPublisher:
             m.collector_errors.labels(source).inc(count)
         if outcome.report is not None:
             for record in outcome.report.actions:
-                m.actions.labels(record.action, action_result(record, outcome)).inc()
+                m.actions.labels(record.label, action_result(record, outcome)).inc()
             for _ in outcome.report.late_evictions:
                 m.actions.labels("evict", LATE_EVICTION_RESULT).inc()
             if outcome.report.limited is not None:

@@ -19,11 +19,11 @@ from typing import Any
 import structlog
 
 from agent.errors import InvalidObject
+from agent.files import atomic_write
 from agent.model.objects import namespace_labels
 from agent.model.policy import ACTION_KIND, POLICY_KIND, load_policies
 from agent.model.store import ObjectStore
 from agent.node.loop import Objects
-from executors.quota_state import atomic_write
 
 SAVED_FILE = "objects.json"
 FORMAT_VERSION = 1

@@ -200,9 +200,21 @@ class Cluster:
                 proc.wait(5)
 
     def restart(self, name: str, timeout: float = 90) -> None:
+        """``kill`` and ``start`` again on the same port. The port is free for a moment in
+        between, and on a shared machine another program may bind it then (a cluster
+        starting elsewhere probes for free ports): the start is tried again while the
+        component exits saying so."""
         self.kill(name)
-        self.start(name)
-        self._wait_ready(BY_NAME[name], time.monotonic() + timeout)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.start(name)
+            try:
+                self._wait_ready(BY_NAME[name], deadline)
+                return
+            except ClusterError as err:
+                if "address already in use" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
 
     def expose(self, ip: str) -> None:
         """Serve the API on ``ip`` too (a real node's pods reach it there, through the

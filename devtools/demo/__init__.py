@@ -1,4 +1,4 @@
-"""`waterline demo` (`make demo`): Waterline throttling real processes in real cgroups.
+"""`python -m devtools demo` (`make demo`): Waterline throttling real processes in real cgroups.
 
 On a host where the cgroup v1 ``cpu`` and ``cpuacct`` hierarchies are writable (root), the
 demo builds a small kubelet-shaped tree under its own kubelet cgroup root

@@ -1,4 +1,4 @@
-"""`waterline demo`: the live demo where cgroup v1 is writable (root), else the replay."""
+"""`python -m devtools demo`: the live demo where cgroup v1 is writable (root), else the replay."""
 
 from __future__ import annotations
 

@@ -22,9 +22,9 @@ import yaml
 
 from agent.logs import configure_logging
 from agent.model.settings import AgentSettings
-from agent.node.command import build_host_parts
 from agent.node.console import render
 from agent.node.dryrun import ReportingEvictor
+from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain

@@ -1,6 +1,6 @@
-"""`waterline generate`: a synthetic cluster scenario for benchmarks and demos.
+"""`python -m devtools generate`: a synthetic cluster scenario for benchmarks and demos.
 
-    waterline generate --nodes 5000 --pods 150000 --jobs 10000 --queues 100 --seed 1 \\
+    python -m devtools generate --nodes 5000 --pods 150000 --jobs 10000 --queues 100 --seed 1 \\
         --out /tmp/cluster.json
 
 The output is a `waterline simulate` scenario (../shared/SIMULATE.md) in JSON, the same

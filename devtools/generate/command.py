@@ -1,4 +1,4 @@
-"""`waterline generate`: write the scenario to a file (atomically) or stdout, and its
+"""`python -m devtools generate`: write the scenario to a file (atomically) or stdout, and its
 summary as one JSON line on stderr."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         gen_args.validate()
     except InvalidObject as err:
-        print(f"waterline generate: {err}", file=sys.stderr)
+        print(f"python -m devtools generate: {err}", file=sys.stderr)
         return 2
     if args.out == "-":
         summary = generate(gen_args, sys.stdout)

@@ -10,6 +10,9 @@ import pytest
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from devtools.demo.cgroups import CgroupTree, v1_roots
+from tests.cluster import RealCluster
+from tests.integration.agent_env import Pool
+from tests.integration.controller_env import Made
 
 _COUNTER = itertools.count()
 
@@ -30,3 +33,24 @@ def tree() -> Iterator[CgroupTree]:
     finally:
         left = made.cleanup()
         assert not left, f"cgroups left behind: {left}"
+
+
+@pytest.fixture
+def made(kube: RealCluster) -> Iterator[Made]:
+    """The cluster-scoped objects a test creates (jobs, PriorityClasses, queues, policies),
+    deleted at its end, and the cluster brake lifted (``controller_env.Made``)."""
+    done = Made(kube)
+    try:
+        yield done
+    finally:
+        done.clean()
+
+
+@pytest.fixture
+def pool(kube: RealCluster) -> Iterator[Pool]:
+    """The test's own namespace and kwok nodes on the real cluster (agent_env.Pool)."""
+    made = Pool(kube)
+    try:
+        yield made
+    finally:
+        made.close()

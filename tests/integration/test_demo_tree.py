@@ -89,7 +89,7 @@ def _demo_roots() -> list[str]:
 def _start_demo(*argv: str) -> subprocess.Popen[str]:
     """A live demo in the background, returned once its pods are busy (phase 1)."""
     demo = subprocess.Popen(  # noqa: S603
-        [sys.executable, "-m", "agent", "demo", *argv],
+        [sys.executable, "-m", "devtools", "demo", *argv],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     assert demo.stdout is not None
@@ -136,7 +136,7 @@ def test_a_killed_demo_leaves_no_process_and_the_next_demo_removes_its_cgroups()
     assert all(os.path.isdir(os.path.join(root, name)) for root in roots)  # only the cgroups stay
 
     after = subprocess.run(  # noqa: S603
-        [sys.executable, "-m", "agent", "demo", "--load-ticks", "1", "--max-restore-ticks", "1",
+        [sys.executable, "-m", "devtools", "demo", "--load-ticks", "1", "--max-restore-ticks", "1",
          "--interval", "0.2"],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

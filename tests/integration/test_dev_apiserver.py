@@ -29,6 +29,7 @@ from agent.model.objects import Pod
 from devtools.apiserver.server import DevServer, Fault, read_manifests
 from devtools.apiserver.testing import pdb, pod, serve
 from executors.eviction import ApiEvictor
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
@@ -61,11 +62,6 @@ NODE = {
 }
 
 
-def wait_until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
 
 
 def test_list_pods_of_one_node_by_field_selector_paged() -> None:
@@ -328,7 +324,7 @@ def test_dev_apiserver_command_loads_objects_and_writes_a_kubeconfig(tmp_path: P
         [
             sys.executable,
             "-m",
-            "agent",
+            "devtools",
             "dev-apiserver",
             "--port",
             "0",
@@ -383,7 +379,7 @@ def test_dev_apiserver_command_names_a_bad_manifest(
 ) -> None:
     (tmp_path / "bad.yaml").write_text(content)
     done = subprocess.run(
-        [sys.executable, "-m", "agent", "dev-apiserver", "--objects", str(tmp_path)],
+        [sys.executable, "-m", "devtools", "dev-apiserver", "--objects", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=30,

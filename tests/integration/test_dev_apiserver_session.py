@@ -27,8 +27,9 @@ JOB = "/apis/qos.waterline.io/v1alpha1/podmigrationjobs/migrate-web-7d9f8-x2k4q"
 
 
 def waterline(*args: str) -> subprocess.Popen[str]:
+    tool = "devtools" if args[0] == "dev-apiserver" else "agent"  # the dev tools run from the checkout
     return subprocess.Popen(
-        [sys.executable, "-m", "agent", *args],
+        [sys.executable, "-m", tool, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -10,11 +10,12 @@ visible from the agent's container (hostPID). The only change to the manifest's 
 the tree lives under its own kubelet cgroup root (``--kubelet-cgroup-root``), so the
 writable kubepods subtree moves under it, as it does for a kubelet with ``--cgroup-root``.
 
-``waterline controller`` runs from the image as deploy/controller.yaml runs it, against a
-``waterline dev-apiserver`` on this host (the host's network: the dev server listens on
-loopback), and the image's client builds its configuration from a service account, as in
-a pod. The image ships the kubernetes client as bytecode only: these runs are what shows
-that it still loads and works.
+``waterline controller`` runs from the image as deploy/controller.yaml runs it, against the
+real cluster of tests/cluster.py (the host's network: it listens on loopback) with the
+controller's ServiceAccount token: once from a kubeconfig, once configured as in a pod
+(the kubelet's environment and a mounted service account). The image ships the
+kubernetes client as bytecode only: these runs are what shows that it still loads and
+works.
 
 The image is not built here (a cold build takes about a minute): ``make image`` first,
 as .ci/run does; without it, or without a container engine that works here, these tests
@@ -29,18 +30,21 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-import certifi
 import pytest
 import yaml
 
 from agent import defaults
-from devtools.apiserver.testing import Running
+from devtools.cluster.api import write_kubeconfig
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
+from tests.cluster import CONTROLLER_SA, RealCluster, unique
 from tests.deploy_manifests import DEPLOY, HostMount, agent_args, agent_daemonset, agent_mounts
+from tests.integration.controller_env import job_status, lease, migration_job, wait_until
 
 # The local agent's own integration test: the same pods, objects and bounds, in a container.
 from tests.integration.test_agent_local import (
@@ -49,11 +53,6 @@ from tests.integration.test_agent_local import (
     manifests,
     state_pods,
 )
-
-# The controller's integration test: the same checks, and its dev server with the same
-# objects (the fixture `cluster`).
-from tests.integration.test_controller import LEASE_NAME, LEASE_NS, status, wait_until
-from tests.integration.test_controller import cluster as cluster
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -408,77 +407,99 @@ def controller_flags(engine: str, pod_name: str) -> list[str]:
     ]  # fmt: skip
 
 
-def test_the_controller_in_the_image_leads_and_runs_rounds_against_the_dev_server(
-    engine: str, cluster: Running, tmp_path: Path
-) -> None:
-    """It loads the kubeconfig, takes the Lease under its pod's name and its rounds
-    arbitrate (a job for a pod that does not exist ends Failed); stopped, it releases the
-    Lease and exits 0. The host's network: the dev server listens on loopback only."""
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(cluster.kubeconfig.read_text())
-    kubeconfig.chmod(0o644)  # read by uid 65532
-    pod_name = f"waterline-controller-it-{os.getpid()}"
+@pytest.fixture
+def ghost_job(kube: RealCluster) -> Iterator[str]:
+    """A PodMigrationJob for a pod that does not exist: a leader's round fails it."""
+    name = unique("ghost")
+    kube.apply([migration_job(name, "default", "no-such-pod")])
+    try:
+        yield name
+    finally:
+        kube.kubectl("delete", "podmigrationjob", name, "--ignore-not-found")
+
+
+@dataclass
+class Started:
+    """A controller container: its engine process, the pod name it was given (its
+    hostname and $POD_NAME), the container's name, and its log."""
+
+    process: subprocess.Popen[bytes]
+    pod_name: str
+    container: str
+    log: Path
+
+    def logs(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:]
+
+
+def run_controller(engine: str, tmp_path: Path, flags: list[str], args: list[str]) -> Started:
+    """``waterline controller`` from the image as deploy/controller.yaml runs it, on the
+    host's network (the cluster listens on loopback)."""
+    pod_name = unique("waterline-controller-it")
     name = f"waterline-it-{os.getpid()}-{tmp_path.name}"
     (container,) = controller_deployment()["spec"]["template"]["spec"]["containers"]
     command = [
         engine, "run", "--rm", "--name", name, "--network", "host",
-        *controller_flags(engine, pod_name),
-        "--volume", f"{kubeconfig}:/etc/waterline/kubeconfig:ro", IMAGE, *container["args"],
-        "--kubeconfig", "/etc/waterline/kubeconfig", "--interval", "0.3",
-        "--metrics-addr", "127.0.0.1:0", "--log-format", "json",
+        *controller_flags(engine, pod_name), *flags, IMAGE, *container["args"], *args,
+        "--interval", "0.3", "--metrics-addr", "127.0.0.1:0", "--log-format", "json",
     ]  # fmt: skip
     log_path = tmp_path / "controller.log"
     with log_path.open("wb") as log:
         controller = subprocess.Popen(  # noqa: S603
             command, stdout=log, stderr=subprocess.STDOUT, env=_engine_env()
         )
-
-    def logs() -> str:
-        return log_path.read_text(errors="replace")[-3000:]
-
-    try:
-        wait_until(lambda: status(cluster, "job-ghost").get("phase") == "Failed", timeout=30)
-        assert status(cluster, "job-ghost")["reason"] == "MissingPod"
-        lease = cluster.api.request(
-            "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
-        )
-        # deploy/controller.yaml sets POD_NAME from the pod's name: the Lease's holder.
-        assert lease["spec"]["holderIdentity"] == pod_name, logs()
-    finally:
-        run([engine, "stop", "--time", "10", name], check=False)
-        controller.wait(timeout=30)
-    assert controller.returncode == 0, logs()
-    lease = cluster.api.request(
-        "GET", f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NS}/leases/{LEASE_NAME}"
-    )
-    assert not lease["spec"].get("holderIdentity"), logs()  # released for the next replica
+    return Started(controller, pod_name, name, log_path)
 
 
-def test_in_a_pod_the_client_is_configured_from_the_service_account(
-    engine: str, tmp_path: Path
+def leads_fails_the_ghost_and_releases(
+    kube: RealCluster, engine: str, ghost: str, started: Started
 ) -> None:
-    """No --kubeconfig in a pod: the API server's address comes from the environment the
-    kubelet sets, the token and CA bundle from the mounted service account."""
+    """Its rounds arbitrate (the ghost's job ends Failed), the Lease names the pod;
+    stopped, it releases the Lease and exits 0."""
+    try:
+        wait_until(lambda: job_status(kube, ghost).get("phase") == "Failed", 60, started.logs())
+        assert job_status(kube, ghost)["reason"] == "MissingPod"
+        # deploy/controller.yaml sets POD_NAME from the pod's name: the Lease's holder.
+        assert lease(kube)["spec"]["holderIdentity"] == started.pod_name, started.logs()
+    finally:
+        run([engine, "stop", "--time", "10", started.container], check=False)
+        started.process.wait(timeout=30)
+    assert started.process.returncode == 0, started.logs()
+    # released for the next replica
+    assert not lease(kube)["spec"].get("holderIdentity"), started.logs()
+
+
+def test_the_controller_in_the_image_leads_and_runs_rounds_on_the_real_cluster(
+    engine: str, kube: RealCluster, ghost_job: str, tmp_path: Path
+) -> None:
+    """With a kubeconfig holding the controller's ServiceAccount token."""
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(kube.ca.read_bytes())
+    kubeconfig = tmp_path / "kubeconfig"
+    write_kubeconfig(kubeconfig, kube.server, Path("/etc/waterline/ca.crt"),
+                     token=kube.token(CONTROLLER_SA))  # fmt: skip
+    for path in (ca, kubeconfig):
+        path.chmod(0o644)  # read by uid 65532
+    flags = ["--volume", f"{kubeconfig}:/etc/waterline/kubeconfig:ro",
+             "--volume", f"{ca}:/etc/waterline/ca.crt:ro"]  # fmt: skip
+    started = run_controller(engine, tmp_path, flags, ["--kubeconfig", "/etc/waterline/kubeconfig"])
+    leads_fails_the_ghost_and_releases(kube, engine, ghost_job, started)
+
+
+def test_in_a_pod_the_controller_is_configured_from_the_service_account(
+    engine: str, kube: RealCluster, ghost_job: str, tmp_path: Path
+) -> None:
+    """No --kubeconfig, as in a pod: the API server's address comes from the environment
+    the kubelet sets, the token and CA bundle from the mounted service account (a real
+    token of waterline-controller, the cluster's CA), and the controller leads with them."""
     account = tmp_path / "serviceaccount"
     account.mkdir()
-    (account / "token").write_text("token-of-the-service-account")
-    (account / "ca.crt").write_text(Path(certifi.where()).read_text())
+    (account / "token").write_text(kube.token(CONTROLLER_SA))
+    (account / "ca.crt").write_bytes(kube.ca.read_bytes())
     (account / "namespace").write_text(defaults.NAMESPACE)
-    probe = (
-        "import json\n"
-        "from agent.kube.client import build_api\n"
-        "c = build_api().api_client.configuration\n"
-        "print(json.dumps([c.host, c.api_key, c.ssl_ca_cert]))\n"
-    )
-    mount = "/var/run/secrets/kubernetes.io/serviceaccount"
-    out = run(
-        [engine, "run", "--rm", "--network", "none", *read_only_flags(engine),
-         "--cap-drop", "ALL", "--user", NONROOT,
-         "--env", "KUBERNETES_SERVICE_HOST=10.96.0.1", "--env", "KUBERNETES_SERVICE_PORT=443",
-         "--volume", f"{account}:{mount}:ro",
-         "--entrypoint", "/opt/waterline/bin/python", IMAGE, "-c", probe]
-    )  # fmt: skip
-    host, api_key, ca = json.loads(out.stdout)
-    assert host == "https://10.96.0.1:443"
-    assert api_key == {"authorization": "bearer token-of-the-service-account"}
-    assert ca == f"{mount}/ca.crt"
+    for path in (account, *account.iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    host, port = urlsplit(kube.server).hostname, urlsplit(kube.server).port
+    flags = ["--env", f"KUBERNETES_SERVICE_HOST={host}", "--env", f"KUBERNETES_SERVICE_PORT={port}",
+             "--volume", f"{account}:/var/run/secrets/kubernetes.io/serviceaccount:ro"]  # fmt: skip
+    leads_fails_the_ghost_and_releases(kube, engine, ghost_job, run_controller(engine, tmp_path, flags, []))

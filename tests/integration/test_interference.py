@@ -23,8 +23,8 @@ import yaml
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from agent.model.settings import AgentSettings
-from agent.node.command import build_host_parts
 from agent.node.dryrun import ReportingEvictor
+from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain

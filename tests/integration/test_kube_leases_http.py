@@ -1,82 +1,71 @@
-"""Leader election over real HTTP against the dev server, on real (short) clocks: one
-leader among three, and a clean shutdown releases the lease to a follower. The timing
-bounds are proven on a fake clock in tests/unit/test_kube_leases.py."""
+"""Leader election on the real server's Lease, with the controller's own token (deploy/'s
+Role grants get and update of that one Lease, and create), on real (short) clocks: one
+leader among three, and a clean shutdown releases the Lease to a follower. The timing
+bounds are proven on a fake clock in tests/unit/test_kube_leases.py; takeover after a
+crash is measured in tests/integration/test_controller_leadership.py."""
 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
-from agent.kube.fetching import get_object
+from agent.cluster.access import controller_access
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
-from agent.kube.resources import LEASES
-from devtools.apiserver.testing import serve
+from tests.cluster import RealCluster, unique
+from tests.integration.controller_env import LEASE_NAME, LEASE_NS, lease, wait_until
 
 pytestmark = pytest.mark.integration
 
 ARGS = ElectionArgs(lease_duration=2, renew_deadline=1.5, retry_period=0.1, jitter=0.2)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.01)
-
-
-def test_three_electors_over_http_release_and_failover() -> None:
-    with serve() as env:
-        electors, stops, threads = [], [], []
-        for i in range(3):
-            elector = LeaderElector(
-                KubeLeases(env.api, "kube-system", "waterline", timeout=1.0),
-                f"c{i}",
-                ARGS,
-                namespace="kube-system",
-                name="waterline",
-            )
-            stop = threading.Event()
-            thread = threading.Thread(target=elector.run, args=(stop,), daemon=True)
-            electors.append(elector)
-            stops.append(stop)
-            threads.append(thread)
+def test_three_electors_over_http_release_and_failover(kube: RealCluster) -> None:
+    table = controller_access()
+    api = kube.client(kube.controller_kubeconfig(), access=table)
+    identities = [unique("elector") for _ in range(3)]
+    electors = [
+        LeaderElector(KubeLeases(api, LEASE_NS, LEASE_NAME, timeout=1.0), identity, ARGS,
+                      namespace=LEASE_NS, name=LEASE_NAME)  # fmt: skip
+        for identity in identities
+    ]
+    stops = [threading.Event() for _ in electors]
+    threads = [
+        threading.Thread(target=e.run, args=(s,), daemon=True)
+        for e, s in zip(electors, stops, strict=True)
+    ]
+    try:
+        for thread in threads:
             thread.start()
 
         def leaders() -> list[int]:
             return [i for i, e in enumerate(electors) if e.is_leader() and not stops[i].is_set()]
 
-        wait_until(lambda: len(leaders()) == 1, 5)
+        wait_until(lambda: len(leaders()) == 1, 3 * ARGS.lease_duration, "one leader")
         for _ in range(30):  # stays exactly one while all are healthy
             assert len(leaders()) == 1
-            time.sleep(0.01)
+            threading.Event().wait(0.01)
         (first,) = leaders()
-        lease = get_object(env.api, LEASES, "waterline", "kube-system")
-        assert (
-            lease["spec"]["holderIdentity"] == f"c{first}"
-            and lease["spec"]["leaseTransitions"] == 0
-        )
+        held = lease(kube)["spec"]
+        assert held["holderIdentity"] == identities[first]
+        transitions = held.get("leaseTransitions", 0)
 
         # clean shutdown: the lease is released and another takes over well before expiry
         stops[first].set()
         threads[first].join(3)
         assert not electors[first].leading.is_set()
-        wait_until(lambda: len(leaders()) == 1, 3 * ARGS.lease_duration)
+        wait_until(lambda: len(leaders()) == 1, 3 * ARGS.lease_duration, "a second leader")
         (second,) = leaders()
         assert second != first
-        lease = get_object(env.api, LEASES, "waterline", "kube-system")
-        assert (
-            lease["spec"]["holderIdentity"] == f"c{second}"
-            and lease["spec"]["leaseTransitions"] == 1
-        )
-
+        held = lease(kube)["spec"]
+        assert held["holderIdentity"] == identities[second]
+        assert held["leaseTransitions"] == transitions + 1
+    finally:
         for stop in stops:
             stop.set()
         for thread in threads:
             thread.join(3)
-        assert not any(e.leading.is_set() for e in electors)
-        assert not get_object(env.api, LEASES, "waterline", "kube-system")["spec"].get(
-            "holderIdentity"
-        )
+        api.close()
+    assert not any(e.leading.is_set() for e in electors)
+    assert not lease(kube)["spec"].get("holderIdentity")
+    assert table.refused == []

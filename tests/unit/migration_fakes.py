@@ -23,13 +23,19 @@ class Recorder:
         self.recorded: list[tuple[str, str, str, str]] = []
         #: Status writes: (job, phase, whether the phase changed).
         self.transitions: list[tuple[str, str, bool]] = []
+        #: Status writes: (job, the resourceVersion they were conditioned on, "" for none).
+        self.versions: list[tuple[str, str]] = []
 
     def _note(self, kind: str, key: Any, body: Any) -> bool:
         self.calls.append((kind, key, body))
         return kind not in self.refuse
 
-    def job_status(self, name: str, status: Mapping[str, Any], *, transition: bool = True) -> bool:
+    def job_status(
+        self, name: str, status: Mapping[str, Any], resource_version: str = "",
+        *, transition: bool = True,
+    ) -> bool:  # fmt: skip
         self.transitions.append((name, str(status.get("phase")), transition))
+        self.versions.append((name, resource_version))
         return self._note("job_status", name, dict(status))
 
     def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool:

@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from agent.errors import InvalidObject
 from agent.model.settings import parse_agent_settings
 from agent.node import command
-from agent.node.command import ConfigFile, read_config
+from agent.node.config_file import ConfigFile, read_config
 
 
 def write(path: Path, text: str, bump: int = 0) -> None:

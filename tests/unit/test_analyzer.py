@@ -3,7 +3,7 @@ import pytest
 from agent.model.analysis import NORMAL, RESTORED, TRIGGERED, RuleTracker
 from agent.model.policy import parse_action, parse_policy
 from agent.node.analyzer import analyze
-from tests.unit.builders import action, policy, rule
+from tests.builders import action, policy, rule
 
 
 def _setup(*rules, actions=None):

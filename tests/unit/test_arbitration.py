@@ -13,6 +13,7 @@ from agent.model import migration as m
 from agent.model.store import ObjectStore
 from agent.scenario import parse_scenario
 from agent.simulate.sections import run_section
+from tests import builders
 
 NOW = "2026-01-01T00:00:00Z"
 
@@ -30,36 +31,12 @@ def pod(
     annotations: dict[str, str] | None = None,
     extra_owners: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    owners = []
-    if owner is not None:
-        kind, oname = owner
-        owners.append(
-            {
-                "apiVersion": "apps/v1",
-                "kind": kind,
-                "name": oname,
-                "uid": f"uid-{kind}-{oname}",
-                "controller": controller,
-            }
-        )
-    owners += extra_owners or []
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": ns,
-            "uid": f"uid-{ns}-{name}",
-            "ownerReferences": owners,
-            "annotations": annotations or {},
-        },
-        "spec": {"nodeName": node, "priority": priority, "containers": [{"name": "main"}]},
-        "status": {
-            "phase": "Running",
-            "qosClass": qos,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
-    }
+    kind, owner_name = owner or ("", "")
+    return builders.pod(
+        name, namespace=ns, node_name=node, uid=f"uid-{ns}-{name}", started=None, qos=qos,
+        priority=priority, ready=ready, annotations=annotations, owner_kind=owner and kind,
+        owner_name=owner_name, owner_uid=f"uid-{kind}-{owner_name}", controller=controller,
+        extra_owners=extra_owners, containers=[{"name": "main"}])
 
 
 def job(

@@ -11,7 +11,7 @@ from agent.node.dryrun import ReportingEvictor
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
 from bench.colocation_strategies import STRATEGIES, ReferenceBrain, rules
-from tests.unit import builders as b
+from tests import builders as b
 
 OBJECTS = [
     b.node("n1", cpu="1"),

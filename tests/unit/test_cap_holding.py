@@ -11,8 +11,8 @@ import pytest
 from agent.node.holding import CapKeeper
 from agent.node.tick import NodeBrain
 from executors.cgroup_throttle import CgroupThrottler
-from executors.engine import ThrottleRecord
 from executors.quota_state import QuotaState
+from executors.records import ThrottleRecord
 from tests.unit.fake_cgroups import FakeTree, ListLogger
 from tests.unit.test_quota_state import POD, _tree
 

@@ -28,6 +28,7 @@ from agent.cluster.daemonset import (
 from agent.model.objects import MIRROR_ANNOTATION, Node, OwnerRef, Pod
 from agent.model.selectors import NodeSelector, NodeSelectorTerm, Requirement
 from agent.model.store import ObjectStore
+from tests.builders import node_object
 
 NOW = 1_000_000.0
 MI = 2.0**20
@@ -36,7 +37,7 @@ MI = 2.0**20
 def node(
     name: str = "n1", cpu: float = 4.0, memory: float = 16 * 2**30, pods: float = 110.0
 ) -> Node:
-    return Node(name, allocatable={"cpu": cpu, "memory": memory, "pods": pods})
+    return node_object(name, cpu, memory, pods)
 
 
 def pod(

@@ -19,31 +19,16 @@ from agent.model.reservation import parse_reservation
 from agent.model.timeutil import format_time, parse_time
 from agent.scenario import Scenario, parse_scenario
 from agent.simulate.sections import run_section
+from tests import builders
 
 NOW = parse_time("2026-01-01T00:00:00Z") or 0.0
 
 
 def node(name: str, cpu: float = 10, labels: dict[str, str] | None = None, **extra: Any) -> Node:
-    return parse_node(
-        {
-            "kind": "Node",
-            "metadata": {
-                "name": name,
-                "labels": {"kubernetes.io/hostname": name, **(labels or {})},
-                "annotations": extra.pop("annotations", {}),
-            },
-            "spec": extra.pop("spec", {}),
-            "status": {
-                "allocatable": {
-                    "cpu": str(cpu),
-                    "memory": "64Gi",
-                    "pods": str(extra.pop("pods", 110)),
-                    **extra.pop("alloc", {}),
-                },
-                "conditions": [{"type": "Ready", "status": extra.pop("ready", "True")}],
-            },
-        }
-    )
+    return parse_node(builders.node(
+        name, str(cpu), "64Gi", labels, pods=str(extra.pop("pods", 110)),
+        annotations=extra.pop("annotations", {}), spec=extra.pop("spec", None),
+        alloc=extra.pop("alloc", None), ready=extra.pop("ready", "True") == "True", hostname=True))
 
 
 def pod(
@@ -54,35 +39,12 @@ def pod(
     owner: str | None = "ReplicaSet",
     **spec: Any,
 ) -> Pod:
-    meta: dict[str, Any] = {
-        "name": name,
-        "namespace": ns,
-        "uid": f"uid-{ns}-{name}",
-        "labels": spec.pop("labels", {}),
-    }
-    if owner:
-        meta["ownerReferences"] = [
-            {
-                "kind": owner,
-                "name": f"{name}-{owner.lower()}",
-                "uid": f"{owner}-{name}",
-                "controller": True,
-            }
-        ]
-    meta["annotations"] = spec.pop("annotations", {})
-    requests = {"cpu": str(cpu), **spec.pop("requests", {})}
-    return parse_pod(
-        {
-            "kind": "Pod",
-            "metadata": meta,
-            "spec": {
-                "nodeName": node_name,
-                "containers": [{"name": "m", "resources": {"requests": requests}}],
-                **spec,
-            },
-            "status": {"phase": "Running"},
-        }
-    )
+    return parse_pod(builders.pod(
+        name, namespace=ns, node_name=node_name, uid=f"uid-{ns}-{name}", started=None, ready=None,
+        labels=spec.pop("labels", None), annotations=spec.pop("annotations", None),
+        requests={"cpu": str(cpu), **spec.pop("requests", {})}, owner_kind=owner,
+        owner_name=f"{name}-{(owner or '').lower()}", owner_uid=f"{owner}-{name}",
+        container_name="m", spec=spec))
 
 
 def plan(
@@ -601,6 +563,7 @@ ARGS = st.builds(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), ARGS)
 def test_plan_never_overfills_breaks_a_constraint_or_half_drains(
@@ -650,6 +613,7 @@ def test_plan_never_overfills_breaks_a_constraint_or_half_drains(
                         assert not (selects and term.selector.matches(o.labels))
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(clusters(), ARGS)
 def test_the_blocked_target_index_never_changes_the_plan(

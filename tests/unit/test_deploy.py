@@ -172,9 +172,10 @@ def test_agent_command_image_and_node_name() -> None:
 def test_agent_arguments_parse_to_the_mounted_paths() -> None:
     """The DaemonSet's args, read by the agent's own parser, land on the mounted paths
     and serve metrics on the exposed port."""
-    command = pytest.importorskip("agent.node.command")
+    from agent.node.arguments import add_arguments
+
     parser = argparse.ArgumentParser()
-    command.add_arguments(parser)
+    add_arguments(parser)
     args = [a.replace(f"$({defaults.NODE_NAME_ENV})", "node-a") for a in _agent_container()["args"]]
     assert args[0] == "agent"
     parsed = parser.parse_args(args[1:])
@@ -511,7 +512,7 @@ def test_samples_cover_every_kind_and_the_documented_cases() -> None:
 
 
 def _registered_metrics() -> set[str]:
-    registry = pytest.importorskip("agent.model.registry")
+    from agent.model import registry
     return {m.name for m in registry.METRICS}
 
 
@@ -602,9 +603,7 @@ def test_schema_rejects_bad_fields(kind: str, path: tuple[Any, ...], value: Any)
 
 def test_samples_parse_with_the_engines_own_parsers() -> None:
     """The CRD schema and the Python parsers must accept the same samples."""
-    policy = pytest.importorskip("agent.model.policy")
-    migration = pytest.importorskip("agent.model.migration")
-    reservation = pytest.importorskip("agent.model.reservation")
+    from agent.model import migration, policy, reservation
     objs = [o for _, o in _samples()]
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for o in objs:

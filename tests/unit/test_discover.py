@@ -13,8 +13,8 @@ import structlog
 import yaml
 
 from agent.model.settings import AgentSettings
-from agent.node.command import build_host_parts
 from agent.node.discover import discover
+from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.local_objects import _same_roots, add_arguments, run
 from tests.unit.fake_cgroups import FakeTree

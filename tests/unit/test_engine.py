@@ -11,7 +11,7 @@ from agent.model.policy import load_policies, never_candidate_reason
 from agent.model.usage import ContainerUsage, PodUsage
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
 

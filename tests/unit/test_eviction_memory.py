@@ -18,7 +18,7 @@ from agent.node.loop import TickOutcome
 from agent.node.tick import NodeBrain, TickReport
 from agent.simulate.actuators import SimulatedThrottler
 from executors.actuators import EvictionAnswer
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from tests.builders import NOW, action, node, pod, policy, rule
 
 GI = 2**30
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
@@ -64,8 +64,7 @@ def test_a_restarted_agent_keeps_the_cool_down_and_the_bucket(tmp_path: Path) ->
     EvictionMemory(str(tmp_path), restarted).load(NOW + 10)
     tick(restarted, 10, after)
     assert after.calls == []  # the action cools down for 300 s, restart or not
-    assert restarted.state.bucket is not None
-    assert restarted.state.bucket.tokens == pytest.approx(2.0 + 10 / 60)  # refilled for the gap
+    assert restarted.state.tokens() == pytest.approx(2.0 + 10 / 60)  # refilled for the gap
 
     forgetful = brain()  # what a restart did before: a full bucket, no cool-down
     tick(forgetful, 10, after)
@@ -102,7 +101,7 @@ def test_a_file_that_cannot_be_trusted_starts_the_limits_afresh(tmp_path: Path, 
         info = warning
 
     EvictionMemory(str(tmp_path), b, Log()).load(NOW)
-    assert b.state.bucket is None and b.state.last_eviction_round == {}
+    assert b.state.tokens() is None and b.state.last_rounds() == {}
     assert any(why in event for event in logged)
 
 
@@ -112,5 +111,5 @@ def test_times_from_the_future_and_bad_counts_are_dropped(tmp_path: Path) -> Non
     (tmp_path / MEMORY_FILE).write_text(json.dumps(doc))
     b = brain()
     EvictionMemory(str(tmp_path), b).load(NOW)
-    assert b.state.bucket is None  # a full bucket at the first sample, as a first start
-    assert b.state.last_eviction_round == {"other": NOW - 5}
+    assert b.state.tokens() is None  # a full bucket at the first sample, as a first start
+    assert b.state.last_rounds() == {"other": NOW - 5}

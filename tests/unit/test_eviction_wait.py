@@ -14,7 +14,7 @@ import pytest
 from agent.errors import InvalidObject
 from agent.kube.client import ClientArgs
 from agent.kube.errors import KubeError, KubeTooManyRequests, KubeUnreachable
-from agent.metrics import AgentMetrics, Health
+from agent.metrics import AgentMetrics
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod, parse_node, parse_pod
 from agent.model.policy import load_policies
@@ -24,12 +24,13 @@ from agent.node.events import tick_events
 from agent.node.loop import TickOutcome
 from agent.node.publish import LATE_EVICTION_RESULT, MetricsPublisher
 from agent.node.tick import NodeBrain
+from agent.serving import Health
 from agent.simulate.actuators import SimulatedThrottler
 from executors.actuators import EvictionAnswer
-from executors.engine import LateEviction
 from executors.eviction import ApiEvictor, answer_wait
+from executors.records import LateEviction
 from executors.unanswered import Unanswered, settle
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from tests.builders import NOW, action, node, pod, policy, rule
 
 FAILED, EVICTED = EvictionResult.FAILED, EvictionResult.EVICTED
 
@@ -199,14 +200,14 @@ def test_a_pod_a_late_answer_evicted_counts_once_and_is_never_picked_again() -> 
     first = tick(brain, api, 0, pods())
     assert [(a.pod, a.result) for a in first.actions] == [("default/a", "failed")]  # round ends
     assert first.eviction_backoff is not None  # and backs off as for a 5xx
-    assert brain.state.unanswered == {"default/a": Unanswered("evict", "uid-a")}
+    assert brain.state.awaiting_answer() == {"default/a": "evict"}
     # The late answer evicted a: the watch shows it terminating. Its 4 Gi are on their way
     # out, released once: the gap is 30 - 4 - 20 = 6 Gi, which b (2) and c (1) cannot close.
     later = tick(brain, api, 60, pods(deleting="a"))
     assert later.gaps["evict"]["memory_total_usage"] == pytest.approx(6.0 * GI)
     assert api.calls == ["default/a", "default/b", "default/c"]  # a never again
-    assert "default/a" in brain.state.evicting and brain.state.unanswered == {}
-    assert brain.state.bucket is not None and brain.state.bucket.tokens == pytest.approx(5 - 3 + 1)
+    assert "default/a" in brain.state.terminating() and brain.state.awaiting_answer() == {}
+    assert brain.state.tokens() == pytest.approx(5 - 3 + 1)
     again = tick(brain, api, 61, pods(deleting="a"))
     assert again.gaps["evict"]["memory_total_usage"] == pytest.approx((30 - 4 - 3 - 20) * GI)
 
@@ -217,12 +218,12 @@ def test_a_late_failure_leaves_the_pod_a_candidate() -> None:
                    EvictionAnswer(EVICTED))  # fmt: skip
     tick(brain, api, 0, pods())
     tick(brain, api, 60, pods())  # still running, the request still in flight: kept
-    assert list(brain.state.unanswered) == ["default/a"]
+    assert list(brain.state.awaiting_answer()) == ["default/a"]
     report = tick(brain, api, 600, pods())  # answered this time: settled
     assert report.gaps["evict"]["memory_total_usage"] == pytest.approx(10.0 * GI)
     assert api.calls[-3:] == ["default/a", "default/b", "default/c"]
-    assert brain.state.unanswered == {}
-    assert "default/a" in brain.state.evicting
+    assert brain.state.awaiting_answer() == {}
+    assert "default/a" in brain.state.terminating()
 
 
 def test_settle_counts_pods_terminating_gone_or_replaced() -> None:
@@ -242,8 +243,8 @@ def test_a_pod_gone_before_it_was_seen_terminating_is_counted_not_released() -> 
     remaining = [p for p in pods() if p.name != "a"]  # deleted at once: never seen terminating
     later = tick(brain, api, 60, remaining)
     assert later.late_evictions == [LateEviction("default/a", "evict")]  # its Event, its count
-    assert "default/a" not in brain.state.evicting  # nothing of it left to release
-    assert brain.state.bucket is not None and brain.state.bucket.tokens == pytest.approx(5 - 1 + 1 - 1 - 1)
+    assert "default/a" not in brain.state.terminating()  # nothing of it left to release
+    assert brain.state.tokens() == pytest.approx(5 - 1 + 1 - 1 - 1)
 
 
 def test_eviction_answer_seconds_parses_with_the_one_error_format() -> None:

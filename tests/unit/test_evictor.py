@@ -10,7 +10,7 @@ from agent.cluster.defrag import DefragArgs, Storage, why_not_migratable
 from agent.model import migration as m
 from agent.model.objects import parse_persistent_volume, parse_pod
 from agent.model.store import ObjectStore
-from tests.unit.builders import NOW, node, pod
+from tests.builders import NOW, node, pod
 from tests.unit.migration_fakes import Recorder, job
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from agent.cli import main as cli_main
 from agent.errors import InvalidObject
 from agent.model.objects import Pod
 from agent.scenario import Scenario, load_scenario, parse_scenario
+from devtools.__main__ import run as cli_main
 from devtools.generate import GenerateArgs, generate
 
 SMALL = GenerateArgs(nodes=60, pods=1800, jobs=150, queues=8, seed=7)
@@ -209,6 +209,7 @@ def test_some_queues_starve(scenario: Scenario) -> None:
     assert overused, "some queues hold more than their share"
 
 
+@pytest.mark.slow
 def test_core_objects_pass_kubernetes_schemas(doc: dict[str, Any]) -> None:
     """Nodes, Pods (the first hundred), Namespaces, PDBs and PriorityClasses are
     what the API server would serve (workload objects are kept slim on purpose: the

@@ -15,7 +15,7 @@ from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
 from executors.actuators import EvictionAnswer
 from executors.limits import BACKOFF, FaultBackoff, TokenBucket, backoff_delay, first_limit
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
 GI = 2**30

@@ -16,7 +16,7 @@ import structlog
 from structlog.testing import capture_logs
 
 import agent.node.local as local
-from agent.node.command import add_arguments
+from agent.node.arguments import add_arguments
 from agent.node.command import run as run_agent
 from agent.node.local import FileObjectSource
 from tests.unit.test_documents import BOMB

@@ -20,10 +20,11 @@ from agent.model.objects import Node, Pod
 from agent.model.policy import load_policies
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
-from agent.node.command import add_arguments, build_host_parts
+from agent.node.arguments import add_arguments
 from agent.node.command import run as run_agent
 from agent.node.console import render
 from agent.node.dryrun import ReportingEvictor
+from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain
@@ -223,7 +224,7 @@ def test_local_evictions_are_reported_not_kept_as_terminating() -> None:
     [record] = outcome.report.actions
     assert record.action == "evict" and record.result == EvictionResult.EVICTED.value
     assert action_result(record, outcome) == "not-performed"
-    assert not loop.brain.state.evicting  # nothing terminates: the pod is still measured
+    assert not loop.brain.state.terminating()  # nothing terminates: the pod is still measured
 
 
 def test_run_keeps_a_fixed_rate_and_skips_missed_slots() -> None:
@@ -469,12 +470,14 @@ def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None
     """The log line and ``waterline_actions_total{result}`` say what happened: a cap that
     could not be written is ``failed``, never ``applied``."""
     from agent.node.loop import TickOutcome, action_result
-    from executors.engine import FAILED, ActionRecord
+    from executors.records import FAILED, ActionRecord
 
     outcome = TickOutcome(seq=1, at=0.0, duration=0.0, node="n1")
-    failed = ActionRecord("throttle", "default/be", "p/r", "a", "cpu_total_usage", 1.0, 1.0,
-                          1.0, cpu_cap=0.5, result=FAILED)
-    written = ActionRecord("throttle", "default/be", "p/r", "a", "cpu_total_usage", 1.0, 1.0,
-                           0.0, cpu_cap=0.5)
+    failed = ActionRecord(action="throttle", pod="default/be", rule="p/r", action_name="a",
+                          metric="cpu_total_usage", waterline=1.0, gap_before=1.0,
+                          gap_after=1.0, cpu_cap=0.5, result=FAILED)
+    written = ActionRecord(action="throttle", pod="default/be", rule="p/r", action_name="a",
+                           metric="cpu_total_usage", waterline=1.0, gap_before=1.0,
+                           gap_after=0.0, cpu_cap=0.5)
     assert action_result(failed, outcome) == "failed"
     assert action_result(written, outcome) == "applied"

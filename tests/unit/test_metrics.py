@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.metrics import AgentMetrics, Health, MetricsServer, parse_addr
+from agent.metrics import AgentMetrics
 from agent.model.usage import PodUsage
 from agent.node.loop import Collection, NodeLoop
 from agent.node.publish import MetricsPublisher
 from agent.node.tick import NodeBrain
+from agent.serving import Health, MetricsServer, parse_addr
 from tests.unit.test_loop import (
     RecordingThrottler,
     Scripted,

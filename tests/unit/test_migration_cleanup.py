@@ -14,7 +14,7 @@ from agent.model import reservation as r
 from agent.model.objects import parse_pod
 from agent.model.reservation import parse_reservation
 from agent.model.store import ObjectStore
-from tests.unit.builders import NOW, node, pod
+from tests.builders import NOW, node, pod
 from tests.unit.migration_fakes import Recorder, job, placeholder, reservation
 
 DRAIN_TAINT = {"key": "qos.waterline.io/draining", "effect": "NoSchedule"}

@@ -15,7 +15,7 @@ from agent.model import reservation as r
 from agent.model.eviction import EvictionResult
 from agent.model.objects import parse_pod
 from agent.model.store import ObjectStore
-from tests.unit.builders import NOW, node, pod
+from tests.builders import NOW, node, pod
 from tests.unit.migration_fakes import Recorder, job, placeholder, reservation
 
 T0 = NOW  # the job's creationTimestamp
@@ -218,6 +218,22 @@ def test_a_failed_placeholder_is_removed_and_placed_again() -> None:
     refused = replace(HOLDER, phase="Failed")  # the kubelet refused it (OutOfcpu)
     step = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=refused))
     assert step is not None and (step.phase, step.actions) == (m.RUNNING, (mg.REMOVE_PLACEHOLDER,))
+    # the scheduler finds no room on the target (it filled up since it was chosen)
+    no_room = replace(HOLDER, node_name="", phase="Pending", unschedulable="0/3 nodes are available")
+    step = mg.advance(
+        running, world(reservation_phase=r.PENDING, reservation_node="n2", placeholder=no_room)
+    )
+    assert step is not None and (step.phase, step.actions) == (m.RUNNING, (mg.REMOVE_PLACEHOLDER,))
+    assert step.message == (
+        "the scheduler cannot place the placeholder on n2 (0/3 nodes are available); "
+        "placing it again"
+    )
+    unbound = replace(no_room, unschedulable="")  # not tried yet: it waits
+    step = mg.advance(
+        running, world(reservation_phase=r.PENDING, reservation_node="n2", placeholder=unbound)
+    )
+    assert step is not None and step.actions == ()
+    assert step.message == "waiting for the placeholder on n2 to run"
     going = replace(HOLDER, deletion_time=T0)
     step = mg.advance(running, world(reservation_phase=r.PENDING, placeholder=going))
     assert step is not None and step.actions == ()
@@ -388,7 +404,11 @@ def test_executor_reservation_first_end_to_end_on_snapshots() -> None:
         }
     ]
     spec = holder["spec"]
-    assert (spec["nodeName"], spec["priorityClassName"], spec["priority"]) == (
+    assert "nodeName" not in spec  # the scheduler binds it, to n2 only
+    assert spec["affinity"] == {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}  # fmt: skip
+    assert (mg.target_of(holder), spec["priorityClassName"], spec["priority"]) == (
         "n2",
         "waterline-reservation--1",
         -1,
@@ -483,6 +503,22 @@ def rs_object() -> dict[str, Any]:
     }
 
 
+def test_a_rounds_status_is_written_only_over_the_version_it_was_decided_on() -> None:
+    """A snapshot that does not show the controller's own last write yet (its watch lags)
+    must not write the same step again: the status write carries the job's
+    resourceVersion from the snapshot (the server refuses it with 409 if the job moved).
+    Right after the start, the job changed since the snapshot: no precondition."""
+    view = mg.ClusterView.build(cluster())
+    rec = Recorder()
+    pending = replace(job(mode=m.RESERVATION_FIRST, phase="Pending"), resource_version="41")
+    mg.MigrationExecutor(rec).start(pending, view.pods["default/web-1"], view, T0 + 1)
+    assert rec.versions == [("j1", ""), ("j1", "")]  # Started, then its first step
+    running = replace(pending, phase=m.RUNNING, reason="Started", resource_version="42")
+    rec = Recorder()
+    mg.MigrationExecutor(rec).run(running, {}, view, T0 + 2)
+    assert rec.versions == [("j1", "42")]
+
+
 def test_executor_taints_a_drains_source_and_never_evicts_without_the_taint() -> None:
     drain = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING, created_by="defrag")
     view = mg.ClusterView.build(cluster(reservation("j1", r.AVAILABLE, "n2"), placeholder()))
@@ -517,7 +553,7 @@ def test_two_jobs_of_one_round_do_not_take_the_same_gap() -> None:
     for name, pod_name in (("j1", "web-1"), ("j2", "web-2")):
         one = job(mode=m.RESERVATION_FIRST, phase=m.RUNNING, name=name, pod_name=pod_name)
         ex.run(one, hint, view, T0 + 60)
-    assert [c[2]["spec"]["nodeName"] for c in rec.of("create_placeholder")] == ["n2", "n3"]
+    assert [mg.target_of(c[2]) for c in rec.of("create_placeholder")] == ["n2", "n3"]
 
 
 def test_executor_unschedulable_reservation_keeps_running() -> None:

@@ -19,7 +19,7 @@ from agent.node.incluster import ClusterEffects, ReachableEvictor
 from agent.node.loop import TickOutcome
 from agent.node.taint import TAINT
 from agent.node.tick import TickReport
-from executors.engine import ActionRecord
+from executors.records import ActionRecord
 
 RULE = Rule("guard", "cpu", 0, "cpu_total_usage", 2.0, action_name="throttle")
 POD = Pod(namespace="web", name="a", uid="uid-a")

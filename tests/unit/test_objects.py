@@ -3,7 +3,7 @@ import pytest
 from agent.errors import InvalidObject
 from agent.model.objects import disruptions_allowed, parse_node, parse_pdb, parse_pod
 from agent.model.store import ObjectStore
-from tests.unit.builders import node, pod
+from tests.builders import node, pod
 
 
 def test_qos_class_is_derived_when_absent():
@@ -59,6 +59,20 @@ def test_bad_pods_name_the_pod_and_field(mutate, field):
         parse_pod(raw)
     assert err.value.name == "default/p"
     assert field in str(err.value)
+
+
+def test_the_schedulers_refusal_is_read_from_pod_scheduled():
+    raw = pod("p", node_name="")
+    raw["spec"].pop("nodeName", None)
+    raw["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/3 nodes are available: 1 Insufficient cpu."}]}  # fmt: skip
+    assert parse_pod(raw).unschedulable == "0/3 nodes are available: 1 Insufficient cpu."
+    raw["status"]["conditions"][0]["reason"] = "SchedulerError"
+    assert parse_pod(raw).unschedulable == ""
+    bound = pod("q", node_name="n1")  # bound since: a stale condition does not count
+    bound["status"] = dict(raw["status"])
+    assert parse_pod(bound).unschedulable == ""
 
 
 def test_node_allocatable_falls_back_to_capacity():

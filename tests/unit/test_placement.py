@@ -7,53 +7,22 @@ from typing import Any
 from agent.cluster.placement import Snapshot, fits, holds_by_node, why_not
 from agent.model.objects import Node, Pod, parse_node, parse_pod
 from agent.model.reservation import parse_reservation
+from tests import builders
 
 
 def node(
     name: str = "t", cpu: str = "10", memory: str = "64Gi", pods: str = "110", **extra: Any
 ) -> Node:
-    raw: dict[str, Any] = {
-        "kind": "Node",
-        "metadata": {
-            "name": name,
-            "labels": {"kubernetes.io/hostname": name, **extra.pop("labels", {})},
-        },
-        "spec": extra.pop("spec", {}),
-        "status": {
-            "allocatable": {"cpu": cpu, "memory": memory, "pods": pods, **extra.pop("alloc", {})}
-        },
-    }
-    return parse_node(raw)
+    return parse_node(builders.node(name, cpu, memory, extra.pop("labels", None), pods=pods,
+                                    alloc=extra.pop("alloc", None), spec=extra.pop("spec", None),
+                                    hostname=True))
 
 
 def pod(name: str, cpu: str = "1", node_name: str = "t", ns: str = "default", **spec: Any) -> Pod:
-    labels = spec.pop("labels", {})
-    requests = {"cpu": cpu, **spec.pop("requests", {})}
-    return parse_pod(
-        {
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": f"uid-{ns}-{name}",
-                "labels": labels,
-                "ownerReferences": [
-                    {
-                        "kind": "ReplicaSet",
-                        "name": f"{name}-rs",
-                        "uid": f"rs-{name}",
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "nodeName": node_name,
-                "containers": [{"name": "m", "resources": {"requests": requests}}],
-                **spec,
-            },
-            "status": {"phase": "Running"},
-        }
-    )
+    return parse_pod(builders.pod(
+        name, namespace=ns, node_name=node_name, uid=f"uid-{ns}-{name}", started=None, ready=None,
+        labels=spec.pop("labels", None), requests={"cpu": cpu, **spec.pop("requests", {})},
+        owner_name=f"{name}-rs", owner_uid=f"rs-{name}", container_name="m", spec=spec))
 
 
 def state_of(n: Node, *pods: Pod, reservations: tuple[dict[str, Any], ...] = ()):  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ from agent.model.policy import (
     parse_action,
     parse_policy,
 )
-from tests.unit.builders import action, pod, policy, rule
+from tests.builders import action, pod, policy, rule
 
 
 def test_action_defaults():

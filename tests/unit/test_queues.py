@@ -25,6 +25,7 @@ from agent.errors import InvalidObject
 from agent.model.objects import Node, Pod
 from agent.model.queue import QUEUE_LABEL, Queue, parse_queue
 from agent.model.store import ObjectStore
+from tests.builders import node_object
 
 NOW = 1_000_000.0
 
@@ -33,8 +34,8 @@ def qraw(name: str = "q1", **spec: Any) -> dict[str, object]:
     return {"kind": "Queue", "metadata": {"name": name}, "spec": spec}
 
 
-def node(name: str = "n1", cpu: float = 8.0, memory: float = 64e9, **kw: object) -> Node:
-    return Node(name, allocatable={"cpu": cpu, "memory": memory, "pods": 110.0}, **kw)  # type: ignore[arg-type]
+def node(name: str = "n1", cpu: float = 8.0, memory: float = 64e9, **kw: Any) -> Node:
+    return node_object(name, cpu, memory, **kw)
 
 
 def qpod(
@@ -369,6 +370,7 @@ queue_specs = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(specs=queue_specs, total_cpu=st.integers(0, 60), total_mem=st.integers(0, 60))
 def test_deserved_bounds(
@@ -408,6 +410,7 @@ pod_specs = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     pods_spec=pod_specs,

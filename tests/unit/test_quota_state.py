@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from agent.model.objects import BURSTABLE
-from executors.cgroup_throttle import CgroupThrottler, parse_quota, quota_for
+from collectors.cpu_quota import parse_quota
+from executors.cgroup_throttle import CgroupThrottler, quota_for
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
 from tests.unit.fake_cgroups import FakeTree, make_pod
 

@@ -19,6 +19,7 @@ from agent.model.reservation import (
     parse_reservation,
 )
 from agent.model.timeutil import parse_time
+from tests import builders
 
 NOW = parse_time("2026-01-01T00:00:00Z") or 0.0
 
@@ -50,27 +51,10 @@ def raw(name: str = "r1", **spec: Any) -> dict[str, Any]:
 def pod(
     name: str = "web-0", ns: str = "default", labels: dict[str, str] | None = None, **owner: str
 ) -> Pod:
-    refs = [
-        {
-            "kind": owner.get("kind", "ReplicaSet"),
-            "name": owner.get("ctl", "web-rs"),
-            "uid": owner.get("ctl_uid", "rs-uid"),
-            "controller": True,
-        }
-    ]
-    return parse_pod(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": f"uid-{name}",
-                "labels": labels or {},
-                "ownerReferences": refs,
-            },
-            "spec": {"containers": [{"name": "m"}]},
-            "status": {"phase": "Running"},
-        }
-    )
+    return parse_pod(builders.pod(
+        name, namespace=ns, node_name="", started=None, ready=None, labels=labels,
+        owner_kind=owner.get("kind", "ReplicaSet"), owner_name=owner.get("ctl", "web-rs"),
+        owner_uid=owner.get("ctl_uid", "rs-uid"), containers=[{"name": "m"}]))
 
 
 def test_defaults() -> None:

@@ -25,9 +25,9 @@ from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
 from executors.adoption import HeldCap, adopt, held_caps
 from executors.cgroup_throttle import CgroupThrottler, spec_quota
-from executors.engine import NodeState
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
-from tests.unit.builders import NOW, action, node, pod, policy, rule
+from executors.state import NodeState
+from tests.builders import NOW, action, node, pod, policy, rule
 from tests.unit.fake_cgroups import FakeTree
 
 NODE = parse_node(node("n1", cpu="8"))
@@ -182,7 +182,8 @@ def test_release_with_no_state_file_says_so(tmp_path) -> None:
 
     from structlog.testing import capture_logs
 
-    from agent.node.command import add_arguments, release
+    from agent.node.arguments import add_arguments
+    from agent.node.release import release
     from tests.unit.fake_cgroups import FakeTree
 
     FakeTree(tmp_path / "cg", 1)

@@ -1,8 +1,8 @@
 from agent.model.objects import parse_pod
-from agent.model.registry import METRICS, SorterName
+from agent.model.registry import METRICS
 from agent.model.usage import PodUsage
 from executors.sorters import SORTERS, Candidate
-from tests.unit.builders import NOW, pod
+from tests.builders import NOW, pod
 
 
 def _cand(name, usage=None, **kwargs):
@@ -21,7 +21,7 @@ def test_class_then_priority_then_running_time():
         _cand("be-young", started="2025-12-31T23:30:00Z"),
         _cand("be-prio", priority=5, started="2025-12-31T23:59:00Z"),
     ]
-    assert _order(SorterName.GENERAL, cands) == ["be-young", "be-old", "be-prio", "burstable", "guaranteed"]
+    assert _order("general", cands) == ["be-young", "be-old", "be-prio", "burstable", "guaranteed"]
 
 
 def test_cpu_sorter_higher_usage_first_unknown_last():
@@ -32,7 +32,7 @@ def test_cpu_sorter_higher_usage_first_unknown_last():
         _cand("burstable-hot", PodUsage(cpu=5.0), requests={"cpu": "1"}),
     ]
     # no figure sorts after every pod that has one, whatever its class
-    assert _order(SorterName.CPU, cands) == ["high", "low", "burstable-hot", "unknown"]
+    assert _order("cpu", cands) == ["high", "low", "burstable-hot", "unknown"]
 
 
 def test_ext_cpu_requesters_first_then_ratio():
@@ -43,7 +43,7 @@ def test_ext_cpu_requesters_first_then_ratio():
         _cand("ext-high", PodUsage(cpu=1.0, ext_cpu=1.5), requests={ext: "2"}, limits={ext: "2"}),
     ]
     # all BestEffort? ext requests make them Burstable only for cpu/memory: they stay BestEffort
-    assert _order(SorterName.CPU, cands) == ["ext-high", "ext-low", "plain"]
+    assert _order("cpu", cands) == ["ext-high", "ext-low", "plain"]
 
 
 def test_memory_sorter_and_name_tie_break():
@@ -52,12 +52,11 @@ def test_memory_sorter_and_name_tie_break():
         _cand("a", PodUsage(memory=1e9)),
         _cand("c", PodUsage(memory=2e9)),
     ]
-    assert _order(SorterName.MEMORY, cands) == ["c", "a", "b"]
+    assert _order("memory", cands) == ["c", "a", "b"]
     cands = [_cand("b", namespace="x"), _cand("b", namespace="a")]
-    assert [c.key for c in SORTERS[SorterName.GENERAL].sort(cands)] == ["a/b", "x/b"]
+    assert [c.key for c in SORTERS["general"].sort(cands)] == ["a/b", "x/b"]
 
 
 def test_every_metric_names_a_sorter_that_exists():
     assert {spec.sorter for spec in METRICS} <= set(SORTERS)
-    assert set(SORTERS) == set(SorterName)
-    assert all(SORTERS[name].name == name for name in SorterName)
+    assert all(SORTERS[name].name == name for name in SORTERS)

@@ -11,7 +11,6 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from agent.cluster.arbitration.args import ArbitrationArgs, resolve_workload_limit
 from agent.cluster.arbitration.index import (
@@ -24,6 +23,7 @@ from agent.cluster.arbitration.index import (
 from agent.model import migration as m
 from agent.model.migration import PodMigrationJob
 from agent.model.objects import EVICTABLE_ANNOTATION, QOS_RANK, Pod
+from agent.model.ordering import By, Order, ordered_by
 from agent.model.store import ObjectStore
 
 
@@ -57,26 +57,22 @@ class JobCandidate:
     workload: str
 
 
-SortKey = Callable[[JobCandidate], Any]
-
-#: The ordering, primary key first. Each entry is (what it means, key: smaller first).
-ORDER: tuple[tuple[str, SortKey], ...] = (
-    ("its batch Job already has pods migrating", lambda c: not c.batch_job_migrating),
-    ("higher migration priority", lambda c: -c.migration_priority),
-    ("lower pod priority", lambda c: c.pod.priority),
-    ("BestEffort, then Burstable, then Guaranteed", lambda c: QOS_RANK[c.pod.qos_class]),
-    (
-        "newer job",
-        lambda c: -c.job.creation_time if c.job.creation_time is not None else math.inf,
-    ),
-    ("job name (deterministic tie-break)", lambda c: c.job.name),
+#: The ordering, primary key first.
+ORDER: Order[JobCandidate] = ordered_by(
+    By("its batch Job already has pods migrating", lambda c: not c.batch_job_migrating),
+    By("higher migration priority", lambda c: -c.migration_priority),
+    By("lower pod priority", lambda c: c.pod.priority),
+    By("BestEffort, then Burstable, then Guaranteed", lambda c: QOS_RANK[c.pod.qos_class]),
+    By("newer job",
+       lambda c: -c.job.creation_time if c.job.creation_time is not None else math.inf),
+    By("job name (deterministic tie-break)", lambda c: c.job.name),
 )
 
 
 def order_candidates(candidates: Sequence[JobCandidate]) -> list[JobCandidate]:
     """Sort by ORDER, then pull every job of a batch Job up to the best rank among them
     so a Job's pods move together (a gang half-migrated is worse than not started)."""
-    ranked = sorted(candidates, key=lambda c: tuple(fn(c) for _, fn in ORDER))
+    ranked = ORDER.sort(candidates)
     best: dict[str, int] = {}
     for index, cand in enumerate(ranked):
         if cand.batch_job is not None:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from agent.cluster.daemonset.args import MULTIPLE, SINGLE, DaemonSetArgs
 from agent.cluster.engine import EPSILON, slack
 from agent.model.objects import Node, Pod
+from agent.model.ordering import By, Order, ordered_by
 from agent.model.store import ObjectStore
 
 OPT_OUT_LABEL = "qos.waterline.io/allow-preemption"
@@ -133,17 +133,14 @@ class Victim:
 
 #: Inside the class order: class, lower priority, younger, smaller request of the dominant
 #: resource, then namespace/name so the order is total.
-CLASS_ORDER: tuple[tuple[str, Callable[[Victim], Any]], ...] = (
-    ("class", lambda v: v.klass),
-    ("lower priority", lambda v: v.pod.priority),
-    ("younger", lambda v: -(v.pod.creation_time if v.pod.creation_time is not None else -math.inf)),
-    ("smaller dominant request", lambda v: v.dominant),
-    ("namespace/name", lambda v: v.pod.key),
+CLASS_ORDER: Order[Victim] = ordered_by(
+    By("class", lambda v: v.klass),
+    By("lower priority", lambda v: v.pod.priority),
+    By("younger", lambda v: -(v.pod.creation_time if v.pod.creation_time is not None else -math.inf)),
+    By("smaller dominant request", lambda v: v.dominant),
+    By("namespace/name", lambda v: v.pod.key),
 )
-
-
-def class_order_key(v: Victim) -> tuple[Any, ...]:
-    return tuple(fn(v) for _, fn in CLASS_ORDER)
+class_order_key = CLASS_ORDER.key
 
 
 # -- strategies ------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ nvidia.com/gpu). The plan is a list of ``<pod, source node, target node>`` tripl
   first (then by name); never sources, cordoned or NotReady nodes.
 * Pods of a source, largest request first (then namespace/name): DaemonSet pods, mirror
   pods and pods already terminating stay and do not keep the node from being freed; every
-  other pod must pass the evictor filters (``evictor``: a controller owner that is not a
+  other pod must pass the migratability filters (``migratable``: a controller owner that is not a
   DaemonSet, not a mirror pod, not annotated protected, namespace allowed by
   ``evictableNamespaces``, no local storage and no claim on a volume tied to the node
   unless annotated ``qos.waterline.io/evictable: "true"``, not a reservation's
@@ -35,14 +35,14 @@ the share (0..1) of free capacity, over Ready and schedulable nodes, that sits o
 whose free capacity is smaller than the median pod request (median over active pods that
 request the resource). Free capacity excludes what reservations hold.
 
-Files: ``args`` (DefragArgs), ``evictor`` (the evictor filters), ``targets`` (the sorted
+Files: ``args`` (DefragArgs), ``migratable`` (the migratability filters), ``targets`` (the sorted
 target set), ``plan`` (the plan).
 """
 
 from __future__ import annotations
 
 from agent.cluster.defrag.args import DefragArgs
-from agent.cluster.defrag.evictor import (
+from agent.cluster.defrag.migratable import (
     PLACEHOLDER_LABEL,
     Storage,
     is_placeholder,

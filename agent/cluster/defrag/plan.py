@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.cluster.defrag.args import DefragArgs
-from agent.cluster.defrag.evictor import Storage, why_not_migratable
+from agent.cluster.defrag.migratable import Storage, why_not_migratable
 from agent.cluster.defrag.targets import Targets
 from agent.cluster.engine import EPSILON
 from agent.cluster.placement import Hold, NodeState, Snapshot, holds_by_node
 from agent.model.objects import Node, Pod
+from agent.model.ordering import By, Order, ordered_by
 from agent.model.store import ObjectStore
 from agent.model.timeutil import parse_time
 
@@ -38,7 +39,7 @@ class DefragPlan:
     #: Nodes below lowThresholds left out, and sources not freed: node -> reason.
     skipped: Mapping[str, str] = field(default_factory=dict)
     #: Pods that kept a source from being freed because they may not move: pod -> reason
-    #: (the evictor filters', ``agent.cluster.defrag.evictor``).
+    #: (the migratability filters', ``agent.cluster.defrag.migratable``).
     not_migratable: Mapping[str, str] = field(default_factory=dict)
     utilization_before: Mapping[str, float] = field(default_factory=dict)
     utilization_after: Mapping[str, float] = field(default_factory=dict)
@@ -68,19 +69,19 @@ def _cooling(node: Node, now: float, cool_down: float) -> bool:
     return last is not None and now - last < cool_down
 
 
-# Orderings, primary key first.
-SOURCE_ORDER: Sequence[Callable[[NodeState, str], Any]] = (
-    lambda s, r: s.utilization(r),  # least used first
-    lambda s, r: s.name,
-)
-POD_ORDER: Sequence[Callable[[Pod, str], Any]] = (
-    lambda p, r: -p.request(r),  # largest request of the resource first
-    lambda p, r: p.key,
-)
+# Orderings, primary key first; both are of the resource defrag works on.
+def source_order(resource: str) -> Order[NodeState]:
+    return ordered_by(
+        By("least used first", lambda s: s.utilization(resource)),
+        By("node name", lambda s: s.name),
+    )
 
 
-def _key(order: Sequence[Callable[[Any, str], Any]], item: Any, resource: str) -> tuple[Any, ...]:
-    return tuple(f(item, resource) for f in order)
+def pod_order(resource: str) -> Order[Pod]:
+    return ordered_by(
+        By("largest request of the resource first", lambda p: -p.request(resource)),
+        By("namespace/name", lambda p: p.key),
+    )
 
 
 def plan(snapshot: ObjectStore, args: DefragArgs, now: float) -> DefragPlan:
@@ -153,7 +154,7 @@ def plan_defrag(
 def _sources(
     states: Sequence[NodeState], before: Mapping[str, float], args: DefragArgs, now: float
 ) -> tuple[list[NodeState], dict[str, str]]:
-    """The nodes below lowThresholds that may be emptied, in SOURCE_ORDER, and why the
+    """The nodes below lowThresholds that may be emptied, in source order, and why the
     others below it may not (node -> Critical, CoolingDown, HoldsReservation)."""
     skipped: dict[str, str] = {}
     sources: list[NodeState] = []
@@ -169,7 +170,7 @@ def _sources(
             skipped[state.name] = "HoldsReservation"
         else:
             sources.append(state)
-    sources.sort(key=lambda s: _key(SOURCE_ORDER, s, args.resource_type))
+    sources.sort(key=source_order(args.resource_type).key)
     return sources, skipped
 
 
@@ -261,7 +262,7 @@ class _Planner:
         args, targets, snapshot = self.args, self.targets, self.snapshot
         resource = args.resource_type
         movers = [p for p in source.pods if not stays(p)]
-        movers.sort(key=lambda p: _key(POD_ORDER, p, resource))
+        movers.sort(key=pod_order(resource).key)
         sigs = [None if self.reservation_owners(p) else _signature(p, resource) for p in movers]
         for pod, sig in zip(movers, sigs, strict=True):
             if self._known_unplaceable(pod, sig):

@@ -55,7 +55,7 @@ Decisions where DESIGN.md is silent:
   retried next round until the TTL. The drain taint that cannot be set stops the eviction
   (``FailedTaintNode``): evicting without it would let the replacement land back.
 * A job whose pod keeps data on its node (the evictor's storage filters,
-  ``agent.cluster.defrag.evictor``) fails ``ForbiddenMigratePod`` before any eviction,
+  ``agent.cluster.defrag.migratable``) fails ``ForbiddenMigratePod`` before any eviction,
   naming the volume, unless the pod is annotated ``qos.waterline.io/evictable: "true"``.
 * What the job moves (pod uid, controller, source node) is recorded in annotations when the
   job starts, so the controller still knows which replacement to wait for after the pod is
@@ -94,6 +94,7 @@ from agent.cluster.migrator.placeholder import (
     placeholder_name,
     placeholder_priority,
     priority_class_name,
+    target_of,
 )
 from agent.cluster.migrator.steps import (
     ABORT_ANNOTATION,
@@ -172,6 +173,7 @@ __all__ = [
     "placeholder_state",
     "plan_cleanup",
     "priority_class_name",
+    "target_of",
     "quantity",
     "reservation_body",
     "reservation_name",

@@ -69,8 +69,12 @@ class Writes(Protocol):
     """Every write the migration makes. Each returns False when nothing was written
     (dry run, or the API refused); a lost leadership raises instead, ending the round."""
 
-    def job_status(self, name: str, status: Mapping[str, Any], *, transition: bool = True) -> bool:
-        """``transition``: the phase changes (the writer's phase Event and count)."""
+    def job_status(
+        self, name: str, status: Mapping[str, Any], resource_version: str = "",
+        *, transition: bool = True,
+    ) -> bool:  # fmt: skip
+        """``transition``: the phase changes (the writer's phase Event and count);
+        ``resource_version``: write only over that version of the job (else refused)."""
         ...
 
     def job_annotations(self, name: str, annotations: Mapping[str, str]) -> bool: ...
@@ -248,7 +252,11 @@ class MigrationExecutor:
         world = replace(world, pod=pod)
         # Told as the job left Pending: the writer's MigrationStarted is the job's Event.
         self._tell(_Job(job, annotations, view, now, world, tracked), started)
-        return self.run(running, annotations, view, now, world=world, tracked=tracked)
+        # The job changed since the snapshot (just above): its first step is written
+        # without the snapshot's resourceVersion.
+        return self.run(
+            running, annotations, view, now, world=world, tracked=tracked, precondition=False
+        )
 
     def run(
         self,
@@ -259,8 +267,13 @@ class MigrationExecutor:
         *,
         world: World | None = None,
         tracked: Tracked | None = None,
+        precondition: bool = True,
     ) -> Step | None:
-        """One step of a non-terminal job; the Step written (None: nothing to do)."""
+        """One step of a non-terminal job; the Step written (None: nothing to do). With
+        ``precondition`` its status is written only over the job's version in the
+        snapshot: a snapshot that does not show the controller's own last write yet (its
+        watch lags, as after an API server restart) decides nothing twice, its write is
+        refused (409) and the next round decides again."""
         if world is None:
             world, tracked = observe(job, annotations, view, now)
         step = advance(job, world)
@@ -277,7 +290,7 @@ class MigrationExecutor:
             queue += [a for a in step.actions if a not in done and a not in queue]
             if not ok:
                 break
-        self._write_status(c, step)
+        self._write_status(c, step, job.resource_version if precondition else "")
         return step
 
     # -- the actions: each returns the step as it now stands and whether to go on ----------
@@ -396,11 +409,11 @@ class MigrationExecutor:
         return step, True
 
     # -- status, events, metrics -------------------------------------------------------------
-    def _write_status(self, c: _Job, step: Step) -> None:
+    def _write_status(self, c: _Job, step: Step, resource_version: str) -> None:
         job = c.job
         transition = step.phase != (job.phase or m.PENDING)
         if not changed(job, step) or not self.writes.job_status(
-            job.name, status_of(step, c.now), transition=transition
+            job.name, status_of(step, c.now), resource_version, transition=transition
         ):
             return
         self._tell(c, step)

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.cluster.defrag.evictor import PLACEHOLDER_LABEL, Storage, storage_reason
+from agent.cluster.defrag.migratable import PLACEHOLDER_LABEL, Storage, storage_reason
 from agent.cluster.migrator.placeholder import (
     is_placeholder_pod,
     label_value,

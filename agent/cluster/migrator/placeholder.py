@@ -1,8 +1,9 @@
 """A reservation made real on a stock scheduler: its placeholder pod and PriorityClass.
 
-The placeholder is a pause container with the reserved requests, bound to the target node
-(``spec.nodeName``: no scheduler involved, the kubelet admits it or fails it), so the
-stock scheduler and the kubelet count the capacity as taken. Its priority is just below
+The placeholder is a pause container with the reserved requests that only the target node
+may take (a required node affinity on ``metadata.name``, as the DaemonSet controller pins
+its pods): the stock scheduler binds it there when it fits, and from then on the
+scheduler and the kubelet count the capacity as taken. Its priority is just below
 the migrating pod's, from a PriorityClass ``waterline-reservation-<value>`` with
 ``preemptionPolicy: Never`` that the controller creates and reuses: a pod that matters as
 much as the one being moved may preempt the placeholder, and the placeholder never
@@ -15,8 +16,17 @@ Decisions where DESIGN.md is silent:
 * Placeholders live in the controller's own namespace (its lease namespace,
   ``waterline-system``): the users' quotas and LimitRanges are not charged for them and
   the controller needs pod create/delete there only (a Role, not a ClusterRole).
-* The placeholder copies the pod's tolerations (the kubelet refuses a pod that does not
-  tolerate a NoExecute taint of its node); node selection is already done.
+* The scheduler binds it, not the controller (``spec.nodeName`` would skip the scheduler):
+  a real cluster taught us that a pod bound by name is checked by nobody but the kubelet,
+  so a placeholder racing a pod the scheduler just placed there overcommits the node and
+  the kubelet fails whichever comes second, which may be a user's pod (a fake node runs
+  both); NoSchedule taints and the pod count are skipped too. Bound by the scheduler, it
+  takes room only where the scheduler's own accounting says there is room; where there is
+  none it stays Pending, Unschedulable, and the migrator places it again
+  (``steps.placeholder_state``).
+* The placeholder copies the pod's tolerations: the scheduler must let it onto the target
+  as it would let the replacement (and the kubelet refuses a pod that does not tolerate a
+  NoExecute taint of its node).
 * The pod spec passes the ``restricted`` Pod Security profile and mounts no token.
 * Values are clamped to what a user PriorityClass may hold (-2^31 .. 10^9).
 * ``terminationGracePeriodSeconds: 1``: a deleted placeholder is gone within a second, so
@@ -31,7 +41,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from agent.cluster.defrag.evictor import PLACEHOLDER_LABEL
+from agent.cluster.defrag.migratable import PLACEHOLDER_LABEL
 from agent.cluster.engine import EPSILON
 from agent.model import migration as m
 from agent.model import reservation as r
@@ -127,7 +137,8 @@ def placeholder_body(
     namespace: str,
     image: str,
 ) -> dict[str, Any]:
-    """The placeholder of ``reservation`` for ``pod``'s replacement, bound to ``node``."""
+    """The placeholder of ``reservation`` for ``pod``'s replacement, for the scheduler to
+    bind to ``node`` (and no other)."""
     value = placeholder_priority(pod.priority)
     return {
         "apiVersion": "v1",
@@ -150,7 +161,11 @@ def placeholder_body(
             ],
         },
         "spec": {
-            "nodeName": node,
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": [node]}
+                ]}]
+            }}},  # fmt: skip
             "priorityClassName": priority_class_name(value),
             "priority": value,
             "preemptionPolicy": "Never",
@@ -178,6 +193,12 @@ def placeholder_body(
             ],
         },
     }
+
+
+def target_of(body: Mapping[str, Any]) -> str:
+    """The node a placeholder body (``placeholder_body``) is for."""
+    terms = body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    return str(terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0])
 
 
 def is_placeholder_pod(pod: Pod) -> bool:

@@ -79,6 +79,7 @@ NO_PLACEHOLDER = ""
 PLACEHOLDER_PENDING = "Pending"
 PLACEHOLDER_RUNNING = "Running"
 PLACEHOLDER_FAILED = "Failed"
+PLACEHOLDER_UNSCHEDULABLE = "Unschedulable"
 PLACEHOLDER_TERMINATING = "Terminating"
 
 
@@ -182,7 +183,8 @@ class Step:
 
 
 def placeholder_state(pod: Pod | None) -> str:
-    """The placeholder's state: none, Pending (not running yet), Running, Failed (the
+    """The placeholder's state: none, Pending (not bound or not running yet),
+    Unschedulable (the scheduler found no room for it on the target), Running, Failed (the
     kubelet refused it, or it ended) or Terminating."""
     if pod is None:
         return NO_PLACEHOLDER
@@ -192,6 +194,8 @@ def placeholder_state(pod: Pod | None) -> str:
         return PLACEHOLDER_RUNNING
     if pod.phase in ("Failed", "Succeeded"):
         return PLACEHOLDER_FAILED
+    if pod.unschedulable:
+        return PLACEHOLDER_UNSCHEDULABLE
     return PLACEHOLDER_PENDING
 
 
@@ -355,17 +359,24 @@ def _reservation_first(job: m.PodMigrationJob, world: World, pod: Pod) -> Step:
 
 
 def _hold(job: m.PodMigrationJob, world: World, pod: Pod, res: str) -> Step:
-    """The placeholder's part: place it, wait for it to run, replace a failed one; evict
-    once it runs (marking the reservation Available first)."""
+    """The placeholder's part: place it, wait for the scheduler to bind it and for it to
+    run, replace one that failed or that the scheduler cannot place (the target filled up
+    since it was chosen: the next round chooses again); evict once it runs (marking the
+    reservation Available first)."""
     holder = world.placeholder
     state = placeholder_state(holder)
-    node = holder.node_name if holder is not None else ""
+    node = (holder.node_name if holder is not None else "") or world.reservation_node
     waiting = {
         NO_PLACEHOLDER: ("placing the reservation's placeholder", (PLACE_RESERVATION,)),
         PLACEHOLDER_TERMINATING: ("waiting for the old placeholder to go", ()),
         PLACEHOLDER_FAILED: (
             f"the placeholder on {node} did not run (phase {holder.phase if holder else ''}); "
             "placing it again",
+            (REMOVE_PLACEHOLDER,),
+        ),
+        PLACEHOLDER_UNSCHEDULABLE: (
+            f"the scheduler cannot place the placeholder on {node} "
+            f"({holder.unschedulable if holder else ''}); placing it again",
             (REMOVE_PLACEHOLDER,),
         ),
         PLACEHOLDER_PENDING: (f"waiting for the placeholder on {node} to run", ()),

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from agent.cluster.engine import EPSILON, slack
 from agent.cluster.queues.args import QueueArgs
 from agent.cluster.queues.shares import QueueUsage
+from agent.model.ordering import By, Order, ordered_by
 from agent.model.queue import Queue
 
 
@@ -32,15 +33,12 @@ class VictimCandidate:
 
 #: The order victims are considered in, primary first: lower priority, then shorter running
 #: time; the pod's namespace/name makes it total.
-VICTIM_ORDER: tuple[tuple[str, Callable[[VictimCandidate], Any]], ...] = (
-    ("lower priority", lambda c: c.priority),
-    ("shorter running time", lambda c: c.running),
-    ("namespace/name", lambda c: c.key),
+VICTIM_ORDER: Order[VictimCandidate] = ordered_by(
+    By("lower priority", lambda c: c.priority),
+    By("shorter running time", lambda c: c.running),
+    By("namespace/name", lambda c: c.key),
 )
-
-
-def victim_sort_key(c: VictimCandidate) -> tuple[Any, ...]:
-    return tuple(fn(c) for _, fn in VICTIM_ORDER)
+victim_sort_key = VICTIM_ORDER.key
 
 
 def candidates(

@@ -109,6 +109,9 @@ class Pod:
     #: The PersistentVolumeClaims the pod mounts (generic ephemeral volumes included, by
     #: the name Kubernetes gives their claim: ``<pod>-<volume>``).
     claims: tuple[str, ...] = ()
+    #: Why the scheduler could not place the pod (its PodScheduled condition False with
+    #: reason Unschedulable: the condition's message); "" when it did, or has not tried.
+    unschedulable: str = ""
 
     @property
     def key(self) -> str:
@@ -287,6 +290,18 @@ def _is_ready(status: Mapping[str, Any]) -> bool:
     return False
 
 
+def _unschedulable(status: Mapping[str, Any]) -> str:
+    for cond in status.get("conditions") or ():
+        if (
+            isinstance(cond, dict)
+            and cond.get("type") == "PodScheduled"
+            and cond.get("status") == "False"
+            and cond.get("reason") == "Unschedulable"
+        ):
+            return str(cond.get("message") or "Unschedulable")
+    return ""
+
+
 def parse_pod(raw: Mapping[str, Any]) -> Pod:
     """Parse a core/v1 Pod dict."""
     meta = metadata(raw)
@@ -369,6 +384,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             tolerations=tolerations,
             local_volumes=local_volumes,
             claims=claims,
+            unschedulable="" if spec.get("nodeName") else _unschedulable(status),
         )
 
     return guarded("Pod", label, "", body)

@@ -1,4 +1,5 @@
-"""The evictor filters: may this pod be moved at all, and if not, why.
+"""Which pods may be migrated at all, and if not, why (the descheduler calls these its
+"evictor" filters; this module evicts nothing).
 
 As the descheduler's DefaultEvictor does by default, a pod is not moved when it has no
 controller to recreate it, belongs to a DaemonSet, is a mirror (static) pod, is annotated
@@ -35,7 +36,7 @@ NO_CONTROLLER = "NoController"
 DAEMONSET = "DaemonSet"
 MIRROR = "MirrorPod"
 PROTECTED = "Protected"
-NAMESPACE = "NamespaceExcluded"
+NAMESPACE_EXCLUDED = "NamespaceExcluded"
 PLACEHOLDER = "ReservationPlaceholder"
 LOCAL_STORAGE = "LocalStorage"
 LOCAL_VOLUME = "LocalPersistentVolume"
@@ -97,5 +98,5 @@ def why_not_migratable(pod: Pod, args: DefragArgs, storage: Storage) -> str | No
     if pod.is_protected:
         return PROTECTED
     if not args.namespace_allowed(pod.namespace):
-        return f"{NAMESPACE} {pod.namespace}"
+        return f"{NAMESPACE_EXCLUDED} {pod.namespace}"
     return storage_reason(pod, storage)

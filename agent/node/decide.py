@@ -1,0 +1,181 @@
+"""One node's decision for one sample, as a pure function of plain data.
+
+``decide`` takes what a tick knows (the sample, the node's pods, the policies, the
+settings) and the node's memory, and returns a plan (``executors.intents.Plan``): it
+yields what it wants done and ends with the tick's report and the node's memory after
+it. It settles the evictions answered late, analyzes the sample (rules -> waterlines ->
+gaps) and plans the actions (``executors.engine``), all on a copy of the memory: nothing
+it is handed changes, and it calls no actuator. The live loop and `simulate` drive it
+with actuators (``agent.node.tick.NodeBrain``); ``executors.drive.assume_done`` reads it
+with none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.model.objects import Node, Pod
+from agent.model.policy import Action, PolicySet
+from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
+from agent.model.settings import AgentSettings
+from agent.model.usage import PodUsage, within_cpu_limit
+from agent.node.analyzer import ACTION_TYPES, analyze
+from executors.engine import plan_actions
+from executors.intents import Plan
+from executors.records import ActionRecord, LateEviction
+from executors.state import NodeState
+from executors.work import TickContext
+
+
+def _default_labels(namespace: str) -> Mapping[str, str]:
+    return {"kubernetes.io/metadata.name": namespace}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TickInput:
+    """Everything one tick decides on."""
+
+    now: float
+    node: Node
+    pods: Sequence[Pod]
+    metrics: Mapping[str, float]
+    usage: Mapping[str, PodUsage]
+    policies: PolicySet
+    namespace_labels: Callable[[str], Mapping[str, str]] = _default_labels
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    #: The cluster brake is set: no eviction this tick (throttling goes on).
+    brake: bool = False
+    #: False where an eviction is reported and not performed (local mode, --dry-run):
+    #: the pod still runs, so nothing of it is released and it stays a candidate.
+    evictions_take_effect: bool = True
+
+
+@dataclass
+class TickReport:
+    at: float
+    rules: dict[str, str]
+    waterlines: dict[str, dict[str, float]]
+    gaps: dict[str, dict[str, float]]
+    actions: list[ActionRecord]
+    usage: dict[str, float] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    #: The safety limit that stopped an eviction round this tick (executors.limits).
+    limited: str | None = None
+    #: Seconds the node's eviction rounds now wait after an API fault this tick.
+    eviction_backoff: float | None = None
+    #: Pods that evictions answered after their tick evicted, seen terminating this tick
+    #: (live agents only: ``simulate`` answers every eviction in its tick).
+    late_evictions: list[LateEviction] = field(default_factory=list)
+
+    def to_report(self, origin: float = 0.0) -> dict[str, Any]:
+        at = self.at - origin
+        out: dict[str, Any] = {
+            "at": int(at) if float(at).is_integer() else round(at, 6),
+            "rules": dict(self.rules),
+            "waterlines": self.waterlines,
+            "gaps": {t: {m: round(v, 6) for m, v in g.items()} for t, g in self.gaps.items()},
+            "actions": [a.to_report() for a in self.actions],
+            "usage": {m: round(v, 6) for m, v in self.usage.items()},
+            "missing": list(self.missing),
+        }
+        if self.limited is not None:
+            out["limited"] = {"evict": self.limited}
+        if self.eviction_backoff is not None:
+            out["evictionBackoff"] = round(self.eviction_backoff, 6)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    report: TickReport
+    #: The node's memory after the tick (its holder keeps it).
+    state: NodeState
+
+
+def released_by_terminating(state: NodeState, usage: Mapping[str, PodUsage],
+                            allocatable: Mapping[str, float]) -> dict[str, float]:
+    """Usage of pods already evicted and still running out their grace period: it is on
+    its way out, so it does not count towards evict and throttle-down gaps."""
+    totals = {CPU: 0.0, MEMORY: 0.0}
+    for key in state.evicting:
+        measured = usage.get(key)
+        if measured is None:
+            continue
+        totals[CPU] += measured.cpu or 0.0
+        totals[MEMORY] += measured.memory or 0.0
+    out: dict[str, float] = {}
+    for spec in METRICS:
+        if spec.resource in totals and totals[spec.resource]:
+            out[spec.name] = totals[spec.resource] * spec.per_resource_unit(allocatable)
+    return out
+
+
+def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage]) -> Mapping[str, PodUsage]:
+    """The tick's pod figures, each CPU figure above its pod's CPU limit read as the limit:
+    applied here, where the figures enter the decision, so the sorters, the credits and
+    the caps all see the same figure (``within_cpu_limit``)."""
+    out: dict[str, PodUsage] | None = None
+    for key, measured in usage.items():
+        pod = pods.get(key)
+        if pod is None or measured.cpu is None:
+            continue
+        limit = pod.limits.get(CPU)
+        if limit is not None and measured.cpu > limit:
+            if out is None:
+                out = dict(usage)
+            out[key] = within_cpu_limit(measured, limit)
+    return usage if out is None else out
+
+
+def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
+    """Decide one tick: yields the intents, returns the report and the memory after it."""
+    node, usage = tick.node, tick.usage
+    rules = tick.policies.rules_for_node(node.labels)
+    actions: dict[str, Action] = {
+        r.action_name: tick.policies.actions[r.action_name]
+        for r in rules if r.action_name in tick.policies.actions
+    }
+    by_key = {p.key: p for p in tick.pods}
+    usage = figures_within_limits(by_key, usage)
+    working = state.copy()
+    late = working.settle_late_evictions(by_key, usage, tick.now)
+    full = derive_utilization(tick.metrics, node.allocatable)
+    analysis = analyze(
+        rules,
+        actions,
+        working.trackers,
+        full,
+        released_by_terminating(working, usage, node.allocatable),
+        tick.settings.execute_excess_percent,
+    )
+    working.observe(analysis.trackers)
+    ctx = TickContext(
+        now=tick.now,
+        node=node,
+        pods=by_key,
+        usage=usage,
+        analysis=analysis,
+        actions=actions,
+        namespace_labels=tick.namespace_labels,
+        settings=tick.settings,
+        brake=tick.brake,
+    )
+    execution = yield from plan_actions(ctx, working)
+    after = execution.state
+    if not tick.evictions_take_effect:
+        after.forget_evictions()
+    report = TickReport(
+        at=tick.now,
+        rules=dict(analysis.rules),
+        waterlines={t: {m: w.value for m, w in analysis.waterlines[t].items()} for t in ACTION_TYPES},
+        gaps={t: dict(analysis.gaps[t]) for t in ACTION_TYPES},
+        actions=execution.records,
+        usage=dict(full),
+        missing=list(analysis.missing),
+        limited=execution.limited,
+        eviction_backoff=execution.backoff_delay,
+        late_evictions=late,
+    )
+    return Decision(report, after)

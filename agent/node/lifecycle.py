@@ -1,0 +1,62 @@
+"""A built agent and what happens to its caps when it stops.
+
+Restarts resume, they do not reset (DESIGN.md "Executor" 7): caps are released all at once
+only when the agent is uninstalled (it stops and finds its own DaemonSet gone or being
+deleted), in local mode on every exit, and by `waterline agent release`. When the API
+does not answer, the caps are kept for the next agent to adopt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from agent.metrics import AgentMetrics
+from agent.node.loop import NodeLoop
+from agent.serving import Health, MetricsServer
+from executors.actuators import CpuThrottler
+
+
+@dataclass
+class Agent:
+    """A built agent: the loop and what must be started and stopped around it."""
+
+    loop: NodeLoop
+    throttler: CpuThrottler
+    metrics: AgentMetrics
+    health: Health
+    server: MetricsServer | None = None
+    stop_source: Callable[[], None] | None = None
+    #: In a cluster: is the agent's own DaemonSet gone or being deleted? (None: unknown)
+    uninstalled: Callable[[], bool | None] | None = None
+
+    def restore_all(self, why: str) -> None:
+        """Hand every cap of the state file back (the originals, exactly)."""
+        restore_all = getattr(self.throttler, "restore_all", None)
+        if restore_all is None:
+            return
+        restored = restore_all()
+        self.loop.brain.state.forget_caps()
+        if restored:
+            structlog.get_logger().info("caps released", why=why, pods=len(restored))
+
+    def on_exit(self) -> None:
+        """Local mode releases every cap; in a cluster only an uninstall does, and a
+        restart leaves them for the next agent to adopt."""
+        log = structlog.get_logger()
+        if self.uninstalled is None:
+            self.restore_all("local mode: the agent exits")
+            return
+        held = len(self.loop.brain.caps())
+        uninstalled = self.uninstalled()
+        if uninstalled:
+            self.restore_all("the agent's DaemonSet is gone or being deleted: uninstall")
+        elif uninstalled is None:
+            log.warning("could not tell a restart from an uninstall (API unreachable): caps "
+                        "kept for the next agent; `waterline agent release` hands them back",
+                        pods=held)
+        elif held:
+            log.info("caps kept for the next agent to adopt (a restart, not an uninstall)",
+                     pods=held)

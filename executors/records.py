@@ -1,0 +1,109 @@
+"""What the engine decides, as plain values: an action with its reason, a cap it holds.
+
+``ActionRecord`` is what a tick reports, logs, counts and turns into an Event; it is
+built with keywords only, so a record reads as what it says. ``ThrottleRecord`` is one
+cap the node holds across ticks (``executors.state``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+EVICT = "evict"
+THROTTLE = "throttle"
+RESTORE = "restore"
+#: The label of a restore that raised a cap without handing the original back (metrics
+#: and logs tell it from the return to the original; the report keeps ``restore``).
+RESTORE_STEP = "restore-step"
+#: ``result`` of a throttle or restore the actuator could not write (retried next tick).
+FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleRecord:
+    """A pod this node has throttled: its cap now and the cap it returns to."""
+
+    cap: float
+    ceiling: float  # the pod's CPU limit, or the node's cores when it has none
+    action: str
+    rule: str
+    uid: str = ""
+
+
+def owner_tag(action: str, rule: str) -> str:
+    """What the throttler persists beside a cap: the action and rule holding it."""
+    return f"{action} {rule}"
+
+
+def parse_owner_tag(tag: str) -> tuple[str, str]:
+    action, _, rule = tag.partition(" ")
+    return action, rule
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ActionRecord:
+    """One decision, with its reason."""
+
+    action: str  # evict | throttle | restore
+    pod: str
+    rule: str
+    action_name: str
+    metric: str = ""
+    waterline: float | None = None
+    gap_before: float | None = None
+    gap_after: float | None = None
+    value: float | None = None  # the metric's usage when decided
+    cpu_cap: float | None = None
+    released: Mapping[str, float] = field(default_factory=dict)
+    result: str | None = None
+    preview: bool = False
+    reason: str = "gap"
+    #: An eviction's grace period as asked (None: the pod's own).
+    grace_seconds: int | None = None
+
+    @property
+    def label(self) -> str:
+        """The action as metrics and logs name it: a restore that leaves a cap in force
+        (a step up, a floor raised) is ``restore-step``; ``restore`` is the return to the
+        original quota. The report keeps ``action`` (SIMULATE.md: every raise is a
+        ``restore``)."""
+        if self.action == RESTORE and self.cpu_cap is not None:
+            return RESTORE_STEP
+        return self.action
+
+    def to_report(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "action": self.action,
+            "pod": self.pod,
+            "rule": self.rule,
+            "actionName": self.action_name,
+            "metric": self.metric,
+            "value": _round(self.value),
+            "waterline": _round(self.waterline),
+            "gapBefore": _round(self.gap_before),
+            "gapAfter": _round(self.gap_after),
+            "reason": self.reason,
+        }
+        if self.action != EVICT:
+            out["cpuCap"] = _round(self.cpu_cap)
+        else:
+            out["gracePeriodSeconds"] = self.grace_seconds
+        out["released"] = {k: _round(v) for k, v in self.released.items()}
+        if self.result is not None:
+            out["result"] = self.result
+        out["preview"] = self.preview
+        return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 6)
+
+
+@dataclass(frozen=True, slots=True)
+class LateEviction:
+    """A pod an eviction answered after its tick evicted: it now terminates."""
+
+    pod: str
+    action: str

@@ -1,0 +1,168 @@
+"""What the agent remembers about one node between ticks, and every way it changes.
+
+``NodeState`` is the one owner of that memory: rule hysteresis, the caps it holds, the
+pods evicted and still terminating, the eviction rounds' cool-downs, the token bucket,
+the fault backoff and the evictions not answered in their tick. Nothing outside writes
+its fields; every change is a named method below, so what can happen to a node's memory
+reads in one place:
+
+* a tick: the decision (``executors.engine``) works on a ``copy`` and returns it, and the
+  node's holder (``agent.node.tick.NodeBrain``) keeps the result;
+* ``settle_late_evictions``: evictions answered after their tick (``executors.unanswered``);
+* ``adopt``: a restarted agent takes over the caps its state file names
+  (``executors.adoption``);
+* ``resume_limits``: the bucket and cool-downs saved across a restart
+  (``agent.node.eviction_memory``);
+* ``forget_caps``: every cap was handed back at once (uninstall, local-mode exit);
+* ``forget_evictions``: local mode, where an eviction is reported and not performed, so
+  nothing terminates and nothing stays released.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from agent.model.analysis import NORMAL, TRIGGERED, RuleTracker
+from agent.model.objects import Pod
+from agent.model.settings import EvictionRateLimit
+from agent.model.usage import PodUsage
+from executors.limits import FaultBackoff, TokenBucket
+from executors.records import LateEviction, ThrottleRecord
+from executors.unanswered import Unanswered, settle
+
+
+@dataclass(slots=True)
+class NodeState:
+    trackers: dict[str, RuleTracker] = field(default_factory=dict)
+    throttled: dict[str, ThrottleRecord] = field(default_factory=dict)
+    #: Pods evicted and still terminating, with their usage when evicted.
+    evicting: dict[str, PodUsage] = field(default_factory=dict)
+    #: Action name -> time of its last eviction round on this node.
+    last_eviction_round: dict[str, float] = field(default_factory=dict)
+    #: The node's eviction token bucket (None until its first sample).
+    bucket: TokenBucket | None = None
+    #: The backoff of the node's eviction rounds after API faults.
+    backoff: FaultBackoff = field(default_factory=FaultBackoff)
+    #: Pods whose eviction was not answered in its tick and may still take effect.
+    unanswered: dict[str, Unanswered] = field(default_factory=dict)
+
+    def copy(self) -> NodeState:
+        """A working copy a decision may change without touching this one."""
+        return NodeState(
+            trackers=dict(self.trackers),
+            throttled=dict(self.throttled),
+            evicting=dict(self.evicting),
+            last_eviction_round=dict(self.last_eviction_round),
+            bucket=None if self.bucket is None else self.bucket.copy(),
+            backoff=FaultBackoff(self.backoff.attempts, self.backoff.until),
+            unanswered=dict(self.unanswered),
+        )
+
+    # -- what the node's memory says (for reports, logs and tests) ------------------------------
+    def caps(self) -> dict[str, float]:
+        """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
+        evicting = self.evicting
+        return {k: r.cap for k, r in self.throttled.items() if k not in evicting}
+
+    def terminating(self) -> list[str]:
+        """Pods evicted and still running out their grace period."""
+        return sorted(self.evicting)
+
+    def awaiting_answer(self) -> dict[str, str]:
+        """Pods whose eviction was sent and not answered yet, with the action that sent it."""
+        return {k: e.action for k, e in sorted(self.unanswered.items())}
+
+    def last_rounds(self) -> dict[str, float]:
+        """Each action's last eviction round on this node (its cool-down runs from it)."""
+        return dict(self.last_eviction_round)
+
+    def tokens(self) -> float | None:
+        """Eviction tokens in the node's bucket (None before its first sample)."""
+        return None if self.bucket is None else self.bucket.tokens
+
+    # -- a tick's transitions (on the decision's working copy) ------------------------------
+    def observe(self, trackers: Mapping[str, RuleTracker]) -> None:
+        """The rules' hysteresis after this tick's sample."""
+        self.trackers = dict(trackers)
+
+    def refill(self, rate: EvictionRateLimit, now: float) -> TokenBucket:
+        """The bucket at ``now``: full at the node's first sample, else refilled."""
+        if self.bucket is None:
+            self.bucket = TokenBucket.full(rate, now)
+        else:
+            self.bucket.refill(rate, now)
+        return self.bucket
+
+    def forget_gone(self, pods: Mapping[str, Pod]) -> None:
+        """Evicted pods that are gone have nothing left to release."""
+        for key in [k for k in self.evicting if k not in pods]:
+            del self.evicting[key]
+
+    def hold_cap(self, key: str, record: ThrottleRecord) -> None:
+        self.throttled[key] = record
+
+    def move_cap(self, key: str, cap: float) -> None:
+        self.throttled[key] = replace(self.throttled[key], cap=cap)
+
+    def drop_cap(self, key: str) -> None:
+        """The original quota is back (or the pod is gone): the cap is forgotten."""
+        self.throttled.pop(key, None)
+
+    def evicted(self, key: str, usage: PodUsage) -> None:
+        """An eviction took effect: the pod terminates, its usage is on its way out."""
+        self.evicting[key] = usage
+
+    def expect_answer(self, key: str, entry: Unanswered) -> None:
+        """An eviction was sent and not answered in its tick: it may still take effect."""
+        self.unanswered[key] = entry
+
+    def answered(self, key: str) -> None:
+        self.unanswered.pop(key, None)
+
+    def rounds_ran(self, actions: Iterable[str], now: float) -> None:
+        """Rounds that evicted: their cool-down starts now."""
+        for name in actions:
+            self.last_eviction_round[name] = now
+
+    # -- transitions between ticks ------------------------------------------------------------
+    def settle_late_evictions(self, pods: Mapping[str, Pod], usage: Mapping[str, PodUsage],
+                              now: float) -> list[LateEviction]:
+        """Count the pods that late eviction answers evicted (they now terminate) as this
+        node's evictions: released, a token taken, the action's cool-down started. Called
+        before the tick's analysis, so their usage is released from this tick's gaps,
+        once. Returns them, for the Event and the metric their own tick could not give."""
+        late = []
+        for key, entry in settle(self.unanswered, pods):
+            late.append(LateEviction(key, entry.action))
+            pod = pods.get(key)
+            if pod is not None and pod.is_terminating and (not entry.uid or pod.uid == entry.uid):
+                self.evicting[key] = usage.get(key, PodUsage())  # on its way out: released once
+            if self.bucket is not None:
+                self.bucket.take()
+            self.last_eviction_round[entry.action] = max(
+                now, self.last_eviction_round.get(entry.action, now))
+        return late
+
+    def adopt(self, key: str, record: ThrottleRecord) -> None:
+        """A cap a restarted agent finds in force. Its rule starts triggered (it was when
+        it capped the pod), so a cool node restores it and throttle-up hands it back."""
+        self.throttled[key] = record
+        tracker = self.trackers.get(record.rule)
+        if record.rule and (tracker is None or tracker.status == NORMAL):
+            self.trackers[record.rule] = RuleTracker(TRIGGERED)
+
+    def resume_limits(self, bucket: TokenBucket | None, rounds: Mapping[str, float]) -> None:
+        """The bucket and the cool-downs an earlier run saved."""
+        if bucket is not None:
+            self.bucket = bucket
+        self.last_eviction_round.update(rounds)
+
+    def forget_caps(self) -> None:
+        """Every cap was handed back at once (the originals written by the throttler)."""
+        self.throttled.clear()
+
+    def forget_evictions(self) -> None:
+        """Local mode: an eviction is reported, not performed, so the pod still runs and
+        is still measured: nothing of it is released and it stays a candidate."""
+        self.evicting.clear()

@@ -1,0 +1,93 @@
+"""One tick's working set, shared by the phases of the engine (``executors.phases``).
+
+``TickContext`` is what the tick decides on (plain data); ``TickWork`` adds what the tick
+changes as it goes: a copy of the node's memory, the open gaps, the records so far and
+the eviction limits. A phase is a generator over a ``TickWork`` (``Steps``): it yields
+intents and is sent their answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.model.analysis import Analysis
+from agent.model.objects import Node, Pod
+from agent.model.policy import Action, never_candidate_reason, never_evicted_reason
+from agent.model.registry import MetricSpec
+from agent.model.settings import AgentSettings
+from agent.model.usage import PodUsage
+from executors.gaps import Gaps
+from executors.intents import Intent
+from executors.limits import RoundLimits
+from executors.records import ActionRecord
+from executors.sorters import SORTERS, Candidate
+from executors.state import NodeState
+
+#: The work of one phase: yields intents, is sent their answers.
+Steps = Generator[Intent, Any, None]
+
+
+@dataclass(frozen=True)
+class TickContext:
+    """Everything one tick decides on (plain data)."""
+
+    now: float
+    node: Node
+    pods: Mapping[str, Pod]  # the node's pods by namespace/name
+    usage: Mapping[str, PodUsage]
+    analysis: Analysis
+    #: The actions named by the rules that select this node.
+    actions: Mapping[str, Action]
+    namespace_labels: Callable[[str], Mapping[str, str]]
+    settings: AgentSettings = field(default_factory=AgentSettings)
+    #: The cluster brake is set: no eviction this tick (throttling goes on).
+    brake: bool = False
+
+
+class TickWork:
+    """One tick's working set: the context, the memory being changed, the open gaps,
+    the records so far and the eviction limits."""
+
+    def __init__(self, ctx: TickContext, state: NodeState) -> None:
+        self.ctx = ctx
+        self.state = state
+        self.gaps = Gaps(ctx.analysis, ctx.node.allocatable)
+        self.records: list[ActionRecord] = []
+        self.evicted_now: set[str] = set()
+        #: Actions whose eviction round this tick evicted something.
+        self.rounds: set[str] = set()
+        rate = ctx.settings.eviction_rate_limit
+        bucket = state.refill(rate, ctx.now)
+        self.limits = RoundLimits(ctx.node.name, ctx.now, ctx.brake or ctx.settings.cluster_brake,
+                                  rate, bucket, state.backoff)
+
+    def candidates(self, action: Action, sorter: str, evict: bool = False) -> list[Candidate]:
+        ctx = self.ctx
+        out = []
+        for key, pod in ctx.pods.items():
+            if key in self.state.evicting or key in self.evicted_now:
+                continue
+            if never_candidate_reason(pod) is not None:
+                continue
+            if evict and never_evicted_reason(pod) is not None:
+                continue
+            if not action.scope.admits(pod, ctx.namespace_labels(pod.namespace)):
+                continue
+            out.append(Candidate(pod, ctx.usage.get(key, PodUsage()), ctx.now,
+                                 ctx.settings.ext_cpu_resource))
+        return SORTERS[sorter].sort(out)
+
+    def candidate(self, key: str) -> Candidate:
+        ctx = self.ctx
+        return Candidate(ctx.pods[key], ctx.usage.get(key, PodUsage()), ctx.now,
+                         ctx.settings.ext_cpu_resource)
+
+    def usage_of(self, spec: MetricSpec) -> float | None:
+        return self.ctx.analysis.usage.get(spec.name)
+
+    def cores(self, spec: MetricSpec, amount: float) -> float:
+        """A gap in the metric's unit, in cores (CPU metrics only)."""
+        scale = spec.per_resource_unit(self.ctx.node.allocatable)
+        return amount / scale if scale > 0 else 0.0

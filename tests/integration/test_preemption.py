@@ -1,0 +1,205 @@
+"""Queue preemption, DaemonSet preemption and defragmentation on the real cluster, with
+the controller's token. Not enabled in its config, an engine plans and acts on nothing;
+enabled, the controller evicts the victims through the Eviction API (defrag: creates its
+PodMigrationJobs and stamps the nodes it drains), and the pending pods the victims were
+evicted for are then placed by the real scheduler, or not.
+
+A victim frees room, but the scheduler decides who takes it: the victim's own ReplicaSet
+makes a replacement at once, and it competes for that room with the pod the victim was
+evicted for. A victim whose room went to its own replacement let nothing run: waste. The
+tests print, for each engine, the victims evicted and the pending pods that came to run.
+
+Queue preemption plans on the whole cluster (capacity is the sum of the Ready nodes'); to
+keep the test's queues to the test's node, their pods ask only for an extended resource
+that only that node has (``waterline.test/<pool>``, 4 of them). The DaemonSet's pod has
+the priority of the pods it must displace, so the scheduler cannot preempt for it and only
+Waterline can make it room.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agent.cluster.resources import QUEUES
+from agent.kube.fetching import get_object
+from agent.kube.resources import NODES
+from tests.cluster import RealCluster, unique
+from tests.integration.controller_env import (
+    Made,
+    Replica,
+    live_pods,
+    pod_spec,
+    pool_node,
+    replicas,
+    replicaset,
+    running_pods,
+    wait_running,
+    wait_until,
+)
+
+pytestmark = pytest.mark.integration
+
+QUEUE_LABEL = "qos.waterline.io/queue"
+
+
+@pytest.fixture
+def ns(kube: RealCluster) -> Iterator[str]:
+    name = kube.namespace("preempt")
+    yield name
+    kube.kubectl("delete", "namespace", name, "--wait=false")
+
+
+def evicted(replica: Replica) -> list[str]:
+    """The pods the controller evicted (201 from the Eviction API), in order."""
+    return [s.path.split("?")[0].rsplit("/", 2)[-2] for s in replica.sent("POST", "/eviction")
+            if s.status == 201]  # fmt: skip
+
+
+def plans_only(kube: RealCluster, planner: str, config: dict[str, Any]) -> float:
+    """A controller with the engine not enabled: what it planned (its gauge) once a few
+    rounds went by, having evicted nothing and created no job."""
+    with replicas(kube, 1, config=config) as (replica,):
+        gauge = replica.controller.metrics.registry.get_sample_value
+        wait_until(lambda: (gauge("waterline_controller_planned", {"planner": planner}) or 0) > 0,
+                   90, f"a {planner} plan")  # fmt: skip
+        rounds = replica.controller.rounds
+        wait_until(lambda: replica.controller.rounds >= rounds + 3, 60, "three more rounds")
+        assert evicted(replica) == [] and replica.sent("POST", "/podmigrationjobs") == []
+        return gauge("waterline_controller_planned", {"planner": planner}) or 0.0
+
+
+def pending(kube: RealCluster, ns: str, selector: str) -> list[dict[str, Any]]:
+    return [p for p in live_pods(kube, ns, selector) if not p["spec"].get("nodeName")]
+
+
+def test_queue_preemption_evicts_through_the_api_and_the_starving_queue_runs(
+    kube: RealCluster, made: Made, ns: str
+) -> None:
+    slot = f"waterline.test/{ns}"
+    pool_node(kube, ns, {slot: "4"})
+    q1, q2 = unique("q1"), unique("q2")
+    for name in (q1, q2):
+        made.add(QUEUES, {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "Queue",
+                          "metadata": {"name": name}, "spec": {"weight": 1}})  # fmt: skip
+    # q1 takes all 4 slots; then q2 asks for 2: it deserves half (2), holds none
+    kube.apply([replicaset(ns, "batch-1", ns, 4, {slot: "1"}, labels={QUEUE_LABEL: q1})])
+    wait_running(kube, ns, "app=batch-1", 4)
+    kube.apply([replicaset(ns, "batch-2", ns, 2, {slot: "1"}, labels={QUEUE_LABEL: q2})])
+    wait_until(lambda: len(pending(kube, ns, "app=batch-2")) == 2, 60, "q2 pending")
+
+    planned = plans_only(kube, "queues", {"queues": {"enabled": False}})
+    assert planned == 2  # q2's deserved share: two of q1's pods
+    config = {"queues": {"enabled": True}}
+    with replicas(kube, 1, config=config) as (replica,):
+        wait_until(lambda: evicted(replica), 90, "the first victims")
+        # q2's pods placed by the scheduler into the room, as far as they get it
+        came = wait_share(kube, ns, "app=batch-2", 2, 60)
+        quiet = len(evicted(replica))
+        rounds = replica.controller.rounds
+        wait_until(lambda: replica.controller.rounds >= rounds + 5, 60, "five more rounds")
+        victims = evicted(replica)
+    print(f"\nqueue preemption on the real scheduler: {len(victims)} victims evicted "
+          f"({', '.join(victims)}); starving queue's pending pods scheduled: {came} of 2; "
+          f"waste (victims whose room its own replacement took): {len(victims) - came}")  # fmt: skip
+    assert came >= 1, "no victim let the starving queue's pod run"
+    assert all(v.startswith("batch-1-") for v in victims)  # only the queue above its share
+    if came == 2:  # its share reached: no further victim
+        assert len(victims) == quiet
+
+
+def wait_share(kube: RealCluster, ns: str, selector: str, count: int, timeout: float) -> int:
+    """How many pods of ``selector`` run once ``count`` do or ``timeout`` passed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and len(running_pods(kube, ns, selector)) < count:
+        time.sleep(0.2)
+    return len(running_pods(kube, ns, selector))
+
+
+def daemonset(ns: str, name: str, pool: str, requests: dict[str, str]) -> dict[str, Any]:
+    """A DaemonSet on the pool's nodes, at priority 0: the scheduler preempts nothing for it."""
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": ns},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}},
+                              "spec": pod_spec(pool, requests)}},
+    }  # fmt: skip
+
+
+def test_daemonset_preemption_evicts_through_the_api_and_the_daemon_runs(
+    kube: RealCluster, ns: str
+) -> None:
+    node = pool_node(kube, ns, {"cpu": "2"})  # 1900m after the agent's pod
+    kube.apply([replicaset(ns, "filler", ns, 3, {"cpu": "600m"})])
+    wait_running(kube, ns, "app=filler", 3)  # 100m left
+    kube.apply([daemonset(ns, "logger", ns, {"cpu": "500m"})])
+    wait_until(lambda: len(pending(kube, ns, "app=logger")) == 1, 60, "the DaemonSet's pod waits")
+    section = {"preemptionStartDelay": 0}
+    assert plans_only(kube, "daemonset", {"daemonset": {**section, "enabled": False}}) == 1
+    config = {"daemonset": {**section, "enabled": True}}
+    with replicas(kube, 1, config=config) as (replica,):
+        wait_until(lambda: evicted(replica), 90, "the first victim")
+        came = wait_share(kube, ns, "app=logger", 1, 60)
+        victims = evicted(replica)
+        placed = [p["spec"]["nodeName"] for p in running_pods(kube, ns, "app=logger")]
+    print(f"\nDaemonSet preemption on the real scheduler: {len(victims)} victims evicted "
+          f"({', '.join(victims)}); the DaemonSet's pod scheduled: {'yes' if came else 'no'}; "
+          f"waste: {len(victims) - came}")  # fmt: skip
+    assert came == 1 and placed == [node], "the DaemonSet's pod did not run where room was made"
+    assert all(v.startswith("filler-") for v in victims)
+
+
+def test_defrag_creates_its_jobs_only_when_enabled(kube: RealCluster, ns: str) -> None:
+    """tests/scenarios/defrag-basic.yaml made real, in an extended resource of the pool's
+    nodes only (defrag's resourceType) and the test's namespace only (its
+    evictableNamespaces): the source's two pods go to the two fullest nodes that stay under
+    the protection threshold, and the source is stamped with the plan's time."""
+    slot = f"waterline.test/{ns}"
+    nodes = [pool_node(kube, ns, {slot: "20"}, labels={"slot": str(i)}) for i in range(4)]
+    # (the scenario's CPU, doubled into whole slots): 75%, 80%, 20% and 50% of 20
+    placed = {"a0": (0, 8), "a1": (0, 7), "b0": (1, 8), "b1": (1, 8), "p3a": (2, 3), "p3b": (2, 1),
+              "d0": (3, 10)}  # fmt: skip
+    kube.apply([prefer(replicaset(ns, name, ns, 1, {slot: str(n)}), i) for name, (i, n) in placed.items()])
+    for name in placed:
+        wait_running(kube, ns, f"app={name}", 1)
+    section = {"resourceType": slot, "lowThresholds": 30, "defragmentThresholds": 70,
+               "protectionThresholds": 90, "evictableNamespaces": {"include": [ns]}}  # fmt: skip
+    assert plans_only(kube, "defrag", {"defrag": {**section, "enabled": False}}) == 2
+    assert not stamped(kube, nodes[2])
+    try:
+        with replicas(kube, 1, config={"defrag": {**section, "enabled": True}}):
+            wait_until(lambda: len(defrag_jobs(kube, ns)) == 2, 90, "the defrag jobs")
+            wait_until(lambda: stamped(kube, nodes[2]), 30, "the source stamped")
+        moves = {(j["spec"]["podRef"]["name"].rsplit("-", 1)[0],
+                  j["metadata"]["annotations"]["migration.qos.waterline.io/target-node"])
+                 for j in defrag_jobs(kube, ns)}  # fmt: skip
+        assert moves == {("p3a", nodes[0]), ("p3b", nodes[1])}
+        assert all(j["spec"]["mode"] == "ReservationFirst" for j in defrag_jobs(kube, ns))
+        assert [n for n in nodes if stamped(kube, n)] == [nodes[2]]
+    finally:
+        for job in defrag_jobs(kube, ns):
+            kube.kubectl("delete", "podmigrationjob", job["metadata"]["name"], "--ignore-not-found")
+
+
+def prefer(workload: dict[str, Any], slot: int) -> dict[str, Any]:
+    """Its pod goes to the pool's node ``slot`` (a preferred node affinity: the scheduler
+    places it there, while defrag may move it to any node of the pool)."""
+    term = {"matchExpressions": [{"key": "slot", "operator": "In", "values": [str(slot)]}]}
+    workload["spec"]["template"]["spec"]["affinity"] = {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "preference": term}]}}  # fmt: skip
+    return workload
+
+
+def defrag_jobs(kube: RealCluster, ns: str) -> list[dict[str, Any]]:
+    out = kube.kubectl("get", "podmigrationjobs", "-l", "qos.waterline.io/created-by=defrag",
+                       "-o", "json").stdout  # fmt: skip
+    return [j for j in json.loads(out)["items"] if j["spec"]["podRef"]["namespace"] == ns]
+
+
+def stamped(kube: RealCluster, node: str) -> bool:
+    annotations = get_object(kube.api, NODES, node)["metadata"].get("annotations") or {}
+    return "qos.waterline.io/last-defrag-time" in annotations
