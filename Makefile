@@ -113,6 +113,18 @@ node-down:
 chart:
 	$(PYTHON) -m devtools.chart
 
+# A real cgroup v2 + systemd host (docs/vm.md): a Debian 12 guest made from Debian's
+# packages (hack/vm/build: debootstrap, mkfs.ext4 -d; root), cached under
+# ~/.cache/waterline/vm/<hash of its inputs>, booted under qemu (software emulation;
+# VM_ACCEL=kvm where KVM works). `make vm` builds it when needed and boots it once;
+# tests/vm/ (part of `make test`) boots it once and runs every guest check in that boot.
+.PHONY: vm vm-build
+vm: setup
+	$(BIN)/python -m devtools.vm up
+
+vm-build: setup
+	$(BIN)/python -m devtools.vm build
+
 .PHONY: prometheus-check
 prometheus-check: setup
 	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs -s
