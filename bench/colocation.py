@@ -389,10 +389,11 @@ def bench_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Iter
         for pod in pods:
             tree.add_pod(pod)
         kubelet_shares(tree, pods, args.weight, web_request(args))
-        collector, written = build_host_parts(
+        parts = build_host_parts(
             CGROUP_ROOT, PROC_ROOT, tree.kubelet_root, state, dry_run=False,
             settings=AgentSettings(), node_cpu="pods",
         )  # fmt: skip
+        collector, written = parts.collector, parts.throttler
         if not isinstance(written, CgroupThrottler):
             raise RuntimeError("no CFS quota files to write here: nothing to compare")
         throttler = written

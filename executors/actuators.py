@@ -68,11 +68,11 @@ class CpuIsolator(Protocol):
         """What the kernel offers here; a class it lacks is never asked for."""
         ...
 
-    def mark_idle(self, pod: Pod) -> bool: ...
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool: ...
 
     def release_idle(self, pod: Pod) -> bool: ...
 
-    def set_burst(self, pod: Pod, percent: float) -> bool: ...
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool: ...
 
     def release_burst(self, pod: Pod) -> bool: ...
 
@@ -82,13 +82,13 @@ class NoIsolation:
 
     support = NO_SUPPORT
 
-    def mark_idle(self, pod: Pod) -> bool:
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
         return False
 
     def release_idle(self, pod: Pod) -> bool:
         return True
 
-    def set_burst(self, pod: Pod, percent: float) -> bool:
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
         return False
 
     def release_burst(self, pod: Pod) -> bool:

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent.model.eviction import EvictionResult
-from executors.actuators import CpuIsolator, CpuThrottler, EvictionAnswer, Evictor, NoIsolation, answer_of
+from executors.actuators import (
+    CpuIsolator,
+    CpuThrottler,
+    EvictionAnswer,
+    Evictor,
+    NoIsolation,
+    answer_of,
+)
 from executors.intents import (
     Evict,
     Intent,
@@ -35,7 +42,8 @@ class Hands:
 
     evictor: Evictor
     throttler: CpuThrottler
-    isolator: CpuIsolator = NoIsolation()  # noqa: RUF009 - stateless, shared on purpose
+    #: None given: no CPU isolation class is ever planned (``NoIsolation``).
+    isolator: CpuIsolator = NoIsolation()
 
 
 def _evict(hands: Hands, intent: Evict) -> EvictionAnswer:
@@ -51,7 +59,7 @@ def _restore_cap(hands: Hands, intent: RestoreCap) -> bool:
 
 
 def _mark_idle(hands: Hands, intent: MarkIdle) -> bool:
-    return hands.isolator.mark_idle(intent.pod)
+    return hands.isolator.mark_idle(intent.pod, intent.owner)
 
 
 def _release_idle(hands: Hands, intent: ReleaseIdle) -> bool:
@@ -59,7 +67,7 @@ def _release_idle(hands: Hands, intent: ReleaseIdle) -> bool:
 
 
 def _set_burst(hands: Hands, intent: SetBurst) -> bool:
-    return hands.isolator.set_burst(intent.pod, intent.percent)
+    return hands.isolator.set_burst(intent.pod, intent.percent, intent.owner)
 
 
 def _release_burst(hands: Hands, intent: ReleaseBurst) -> bool:

@@ -48,10 +48,12 @@ class RestoreCap:
 @dataclass(frozen=True, slots=True)
 class MarkIdle:
     """Put ``pod`` in the idle class (``cpu.idle = 1`` on its pod-level cgroup), the
-    weight it had recorded first. Asked every tick the pod is in the class, so a mark
-    something reverted is written again. Answered True when the mark is in force."""
+    weight it had recorded first, with ``owner`` (the policy). Asked every tick the pod
+    is in the class, so a mark something reverted is written again. Answered True when
+    the mark is in force."""
 
     pod: Pod
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +68,13 @@ class ReleaseIdle:
 @dataclass(frozen=True, slots=True)
 class SetBurst:
     """Let ``pod``'s cgroups (the pod's and its containers') borrow ``percent`` of their
-    CFS quota, the burst each had recorded first. Asked every tick, so it follows a
-    quota that changed. Answered True when in force on a cgroup with a quota."""
+    CFS quota, the burst each had recorded first, with ``owner`` (the policy). Asked
+    every tick, so it follows a quota that changed. Answered True when in force on a
+    cgroup with a quota."""
 
     pod: Pod
     percent: float
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)

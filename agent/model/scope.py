@@ -74,7 +74,12 @@ def parse_scope(raw: object, fields: Fields, default: Scope = Scope()) -> Scope:
         out = replace(out, qos_classes=frozenset(qos_raw))
     out = replace(out, max_priority=whole(fields, scope.get("maxPriority"), "maxPriority",
                                           default.max_priority, -(2**31), MAX_PRIORITY))
-    for key, attr in (("namespaceSelector", "namespace_selector"), ("podSelector", "pod_selector")):
-        if scope.get(key) is not None:
-            out = replace(out, **{attr: selector(scope[key], fields.kind, fields.name, fields.at(key))})
+    if scope.get("namespaceSelector") is not None:
+        out = replace(out, namespace_selector=_selector(scope, "namespaceSelector", fields))
+    if scope.get("podSelector") is not None:
+        out = replace(out, pod_selector=_selector(scope, "podSelector", fields))
     return out
+
+
+def _selector(scope: Mapping[str, object], key: str, fields: Fields) -> LabelSelector:
+    return selector(scope[key], fields.kind, fields.name, fields.at(key))

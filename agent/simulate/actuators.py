@@ -73,7 +73,7 @@ class SimulatedIsolator:
         self.idle: set[str] = set()
         self.burst: dict[str, float] = {}
 
-    def mark_idle(self, pod: Pod) -> bool:
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
         self.idle.add(pod.key)
         return True
 
@@ -81,7 +81,7 @@ class SimulatedIsolator:
         self.idle.discard(pod.key)
         return True
 
-    def set_burst(self, pod: Pod, percent: float) -> bool:
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
         self.burst[pod.key] = percent
         return True
 

@@ -179,7 +179,7 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
     """The real local-mode loop over the objects file, acting on the demo's cgroups and
     printing the console view and the kernel's figures each tick."""
     settings = AgentSettings()
-    collector, s.throttler = build_host_parts(
+    parts = build_host_parts(
         s.args.cgroup_root,
         s.args.proc_root,
         s.tree.kubelet_root,
@@ -188,6 +188,7 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
         settings=settings,
         node_cpu="pods",
     )
+    collector, s.throttler = parts.collector, parts.throttler
 
     def show(outcome: TickOutcome) -> None:
         say(render(outcome))

@@ -71,10 +71,14 @@ def _idle(tick: TickWork) -> dict[str, IsolationMark]:
 
 
 def _set_burst(pod: Pod, mark: IsolationMark) -> Intent:
-    return SetBurst(pod, mark.percent or 0.0)
+    return SetBurst(pod, mark.percent or 0.0, mark.policy)
 
 
-IDLE_CLASS = CpuClass(IDLE, _idle, lambda s: s.idle, lambda pod, _m: MarkIdle(pod), ReleaseIdle)
+def _mark_idle(pod: Pod, mark: IsolationMark) -> Intent:
+    return MarkIdle(pod, mark.policy)
+
+
+IDLE_CLASS = CpuClass(IDLE, _idle, lambda s: s.idle, _mark_idle, ReleaseIdle)
 BURST_CLASS = CpuClass(BURST, _bursting, lambda s: s.burst, _set_burst, ReleaseBurst)
 
 
