@@ -40,11 +40,12 @@ test-latest:
 demo: setup
 	$(BIN)/python -m devtools demo
 
-# The tests talk to a real cluster (tests/cluster.py): its programs are built first (a
-# no-op once built). Where they cannot be built, those tests skip, except in CI (CI=true),
-# where that is a failure.
+# The tests talk to a real cluster (tests/cluster.py) and render, lint and install the Helm
+# chart with the real helm: their programs are built first (a no-op once built). Where
+# they cannot be built, those tests skip, except in CI (CI=true), where that is a failure.
 test: setup
 	@hack/cluster/build || [ "$$CI" != true ]
+	@hack/cluster/build helm || [ "$$CI" != true ]
 	$(BIN)/python -m pytest -rs
 
 # The quick part while iterating (under a minute): every test not marked slow, which
@@ -90,16 +91,39 @@ cluster: cluster-build
 cluster-down:
 	$(PYTHON) -m devtools.cluster down
 
-# This machine as a real node of that cluster (root; docs/cluster.md): containerd, the
+# This machine as a real node of that cluster (root; docs/node.md): containerd, the
 # kubelet and kube-proxy, the project's image and its base loaded from local archives.
 NODE_TOOLS = kubelet kube-proxy containerd containerd-shim-runc-v2 ctr crictl
-.PHONY: node node-down
-node:
+.PHONY: node node-build node-down
+node-build:
 	hack/cluster/build $(NODE_TOOLS)
+
+node: node-build
 	$(PYTHON) -m devtools.cluster node
 
 node-down:
 	$(PYTHON) -m devtools.cluster node-down
+
+# charts/waterline's copies of what Helm takes verbatim from deploy/ (the CRDs, the
+# dashboard JSON, the alert rules) and its version (pyproject.toml's): run after editing
+# those in deploy/ or the version (tests/unit/test_chart.py fails until then). The
+# templated objects are written in both places; the same test renders the chart and
+# compares it with `kubectl kustomize deploy/`, object by object (charts/waterline/README.md).
+.PHONY: chart
+chart:
+	$(PYTHON) -m devtools.chart
+
+# A real cgroup v2 + systemd host (docs/vm.md): a Debian 12 guest made from Debian's
+# packages (hack/vm/build: debootstrap, mkfs.ext4 -d; root), cached under
+# ~/.cache/waterline/vm/<hash of its inputs>, booted under qemu (software emulation;
+# VM_ACCEL=kvm where KVM works). `make vm` builds it when needed and boots it once;
+# tests/vm/ (part of `make test`) boots it once and runs every guest check in that boot.
+.PHONY: vm vm-build
+vm: setup
+	$(BIN)/python -m devtools.vm up
+
+vm-build: setup
+	$(BIN)/python -m devtools.vm build
 
 .PHONY: prometheus-check
 prometheus-check: setup

@@ -11,10 +11,11 @@ controllers recreating every evicted pod at once, in four ways, side by side:
   replacements scheduled as they come;
 * **drain taints**: the controller's pace (below), EvictDirectly, and the sources tainted
   ``qos.waterline.io/draining:NoSchedule`` as the controller does it
-  (``agent/cluster/migrator/cleanup.py``): every source of the plan from the plan's first
-  eviction; a failed drain's taint lifted when it ends, a freed node's when the plan's
-  drains have all ended; and, to show why, "per node": each source tainted from its own
-  first eviction and lifted when its own drain ends;
+  (``agent/cluster/migrator/cleanup.py``): every source of the plan (those with nothing
+  to move too) from the plan's first eviction; a failed drain's taint lifted when it
+  ends, a freed node's when the plan's drains have all ended; and, to show why, "per
+  node": each source with pods to move tainted from its own first eviction and lifted
+  when its own drain ends;
 * **drain taints + placeholders**: ReservationFirst: before each eviction a placeholder
   bound to the planned target (or, when that no longer fits, the least requested node
   that does, as the controller chooses) holds the room; the replacement is scheduled with
@@ -37,24 +38,34 @@ no graceful termination, no kubelet admission lag); no other pod arrives or leav
 generated cluster's pending pods (the queue backlog) are left out; the plan is made once,
 not every round.
 
-    python -m bench defrag-e2e          # 1,000 nodes
-    WATERLINE_E2E_NODES=5000 python -m bench defrag-e2e
+    python -m bench defrag-e2e                  # 1,000 nodes
+    python -m bench defrag-e2e --nodes 5000     # (or WATERLINE_E2E_NODES=5000)
+    python -m bench defrag-e2e --real           # on a real control plane, beside this model
+
+``--real`` (``bench.defrag_real``) carries the same strategies out on a real
+kube-apiserver, kube-scheduler and kube-controller-manager with kwok nodes, through the
+controller's own code and ServiceAccount, and prints them beside this model run on the
+same cluster: what "lands on a stock scheduler" means on the scheduler itself.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import itertools
 import os
+import sys
 import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NoReturn
 
 from agent.cluster.defrag import PLACEHOLDER_LABEL, DefragArgs, DefragPlan, Migration, plan, stays
 from agent.cluster.migrator import DRAIN_TAINT_EFFECT, DRAIN_TAINT_KEY
+from agent.cluster.placement import Snapshot
 from agent.model.objects import Pod, Taint
 from agent.model.store import ObjectStore
 from agent.scenario import Scenario, load_scenario
@@ -79,10 +90,25 @@ class Outcome:
     on_a_target: int = 0
     pending: int = 0
     rounds: int = 1
+    #: Where each evicted pod's replacement was bound, by the pod's key ("": Pending).
+    where: dict[str, str] = field(default_factory=dict)
+    #: Placeholder pods and drain taints still there at the end.
+    placeholders_left: int = 0
+    taints_left: int = 0
 
     def landed(self, node: str, mig: Migration, targets: frozenset[str]) -> None:
         self.on_target += node == mig.target
         self.on_a_target += node in targets
+        self.where[mig.pod.key] = node
+
+    def waits(self, mig: Migration) -> None:
+        self.pending += 1
+        self.where[mig.pod.key] = ""
+
+    def left(self, model: SchedulerModel) -> None:
+        states = model.snapshot.states.values()
+        self.placeholders_left = sum(PLACEHOLDER_LABEL in p.labels for s in states for p in s.pods)
+        self.taints_left = sum(any(t.key == DRAIN_TAINT_KEY for t in s.node.taints) for s in states)
 
 
 @dataclass
@@ -144,16 +170,24 @@ class Case:
     def model(self) -> SchedulerModel:
         model = SchedulerModel.over(self.store.nodes.values(), bound_pods(self.store))
         if self.tight:
-            incoming: dict[str, float] = {}
-            for mig in self.defrag.migrations:
-                incoming[mig.target] = incoming.get(mig.target, 0.0) + mig.pod.request("cpu")
-            sources = set(self.defrag.freed_nodes)
-            for state in model.snapshot.states.values():
-                room = state.allocatable("cpu") - state.used.get("cpu", 0.0)
-                room -= incoming.get(state.name, 0.0)
-                if state.name not in sources and room > 0:
-                    model.bind(filler(state.name, room), state.name)
+            for node, room in tight_rooms(model.snapshot, self.defrag).items():
+                model.bind(filler(node, room), node)
         return model
+
+
+def tight_rooms(snapshot: Snapshot, defrag: DefragPlan) -> dict[str, float]:
+    """The CPU to fill on every node but the plan's freed sources so that what is left is
+    exactly what the plan moves onto it (nothing, on a node that is no target)."""
+    incoming: dict[str, float] = {}
+    for mig in defrag.migrations:
+        incoming[mig.target] = incoming.get(mig.target, 0.0) + mig.pod.request("cpu")
+    sources = set(defrag.freed_nodes)
+    rooms = {}
+    for state in snapshot.states.values():
+        room = state.allocatable("cpu") - state.used.get("cpu", 0.0) - incoming.get(state.name, 0.0)
+        if state.name not in sources and room > 0:
+            rooms[state.name] = room
+    return rooms
 
 
 def filler(node: str, cpu: float) -> Pod:
@@ -211,10 +245,11 @@ def plain_eviction(case: Case) -> Outcome:
     for _, repl in queue_order(waiting):
         node = model.schedule(repl)
         if node is None:
-            out.pending += 1
+            out.waits(planned[repl.uid])
         else:
             out.landed(node, planned[repl.uid], case.targets)
     out.freed = freed(model, defrag.freed_nodes)
+    out.left(model)
     return out
 
 
@@ -232,6 +267,8 @@ class Controlled:
     #: Each source tainted at its own first eviction and lifted when its own drain ends
     #: (else: all at the plan's first eviction; a freed node's lifted when all have ended).
     per_node: bool = False
+    #: The plan's sources with nothing to move: drained with it (unless per node).
+    idle: tuple[str, ...] = ()
     pending: list[tuple[int, Move]] = field(default_factory=list)
     seq: itertools.count[int] = field(default_factory=itertools.count)
     outcome: Outcome = field(default_factory=Outcome)
@@ -247,11 +284,13 @@ class Controlled:
                     self.start(drain, drain.todo.popleft(), rnd)
             self.schedule_pending()
             self.end_jobs(rnd)
-        for drain in self.drains:  # the plan's drains have all ended
-            taint(self.model, drain.source, False)
+        for source in [*(d.source for d in self.drains), *self.idle]:  # all have ended
+            taint(self.model, source, False)
         self.outcome.rounds = rnd
         self.schedule_pending()  # the replacements left go on waiting for room
-        self.outcome.pending = len(self.pending)
+        for _, move in self.pending:
+            self.outcome.waits(move.mig)
+        self.outcome.left(self.model)
         return self.outcome
 
     def start(self, drain: Drain, mig: Migration, rnd: int) -> None:
@@ -283,7 +322,8 @@ class Controlled:
         return min(free, key=lambda s: (s.utilization("cpu"), s.name)).name if free else None
 
     def evict(self, move: Move) -> None:
-        for source in [move.mig.source] if self.per_node else [d.source for d in self.drains]:
+        sources = [d.source for d in self.drains] + list(self.idle)
+        for source in [move.mig.source] if self.per_node else sources:
             taint(self.model, source, True)
         self.model.unbind(move.mig.pod, move.mig.source)
         self.pending.append((next(self.seq), move))
@@ -348,7 +388,10 @@ def controlled(case: Case, placeholders: bool, per_node: bool = False) -> Outcom
     by_source: dict[str, Drain] = {}
     for mig in defrag.migrations:
         by_source.setdefault(mig.source, Drain(mig.source, deque())).todo.append(mig)
-    run = Controlled(case.model(), placeholders, list(by_source.values()), case.targets, per_node)
+    idle = () if per_node else tuple(sorted(set(defrag.freed_nodes) - set(by_source)))
+    run = Controlled(
+        case.model(), placeholders, list(by_source.values()), case.targets, per_node, idle
+    )
     out = run.run()
     out.freed = freed(run.model, defrag.freed_nodes)
     return out
@@ -387,15 +430,41 @@ def table(title: str, case: Case) -> None:
         print(_row(name, cells))
 
 
-def main() -> None:
-    path = scenario_path(NODES)
+class _Flags(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        """One line and exit 2, as ``python -m bench`` refuses what it cannot run."""
+        print(f"defrag-e2e: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    p = _Flags(prog="python -m bench defrag-e2e", description=__doc__.split("\n\n")[0])
+    p.add_argument("--real", action="store_true",
+                   help="also on a real control plane with kwok nodes (bench/defrag_real.py)")
+    p.add_argument("--nodes", type=int, default=None,
+                   help=f"cluster size (default: {NODES} for the model, "
+                   "bench.defrag_real.DEFAULT_NODES with --real)")  # fmt: skip
+    args = p.parse_args(list(argv))
+    if args.nodes is not None and args.nodes < (2 if args.real else 1):
+        p.error(f"--nodes must be >= {2 if args.real else 1}, got {args.nodes}")
+    return args
+
+
+def main(argv: Sequence[str] = ()) -> None:
+    args = parse_args(argv)
+    if args.real:
+        from bench import defrag_real
+
+        defrag_real.main(args.nodes or defrag_real.DEFAULT_NODES)
+        return
+    path = scenario_path(args.nodes or NODES)
     start = time.perf_counter()
     scenario: Scenario = load_scenario(path)
     store = scenario.store
     loaded = time.perf_counter() - start
-    args = DefragArgs.from_config(scenario.config_section("defrag"))
+    defrag_args = DefragArgs.from_config(scenario.config_section("defrag"))
     start = time.perf_counter()
-    defrag = plan(store, args, scenario.now)
+    defrag = plan(store, defrag_args, scenario.now)
     planned_s = time.perf_counter() - start
     idle = len(set(defrag.freed_nodes) - {m.source for m in defrag.migrations})
     print(
@@ -412,4 +481,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

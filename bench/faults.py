@@ -1,5 +1,8 @@
-"""API faults never multiply (issue 10): the in-cluster agent against `waterline
-dev-apiserver` with a faulty Eviction API, on a fake cgroup tree (exact load).
+"""API faults never multiply (issue 10): the in-cluster agent against the real
+kube-apiserver (a cluster of tests/cluster.py, started here in a temporary folder), with its
+own ServiceAccount token, through a fault proxy (tests/faultproxy.py) that makes the
+Eviction API fail or hang; its pods come from a ReplicaSet on a kwok node, their cgroups
+from a fake tree built from the pods' real uids (exact load).
 
 * 500 storm: every eviction answers 500; a policy wants every one of 13 pods gone.
   Prints the eviction requests the agent sent in one minute of 1 s ticks (agent time:
@@ -12,113 +15,75 @@ dev-apiserver` with a faulty Eviction API, on a fake cgroup tree (exact load).
   answer at most ``evictionAnswerSeconds`` (1 s) since that setting exists; before, the
   whole API budget (5 s), so the first fault tick throttled 5 s late.
 
-Only the agent's public pieces are used (``build_agent``, ``NodeLoop.tick``), so the same
-file measures an older tree: ``PYTHONPATH=<tree> python bench/faults.py``.
+Needs the cluster's programs (hack/cluster/build, which ``make cluster`` runs); without
+them it says so and measures nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from agent.node.arguments import add_arguments
 from agent.node.wiring import build_agent
-from devtools.apiserver.server import Fault
-from devtools.apiserver.testing import serve
-from tests.unit.fake_cgroups import FakeTree
+from tests.cluster import BIN, RealCluster
+from tests.cluster import start as start_cluster
+from tests.faultproxy import Fault, FaultProxy
+from tests.integration.agent_env import Load, Pool, agent_args, name_of
 
-PODS = [f"batch-{i:02d}" for i in range(13)]
-QOS = "qos.waterline.io/v1alpha1"
+PODS = 13
 STORM_TICKS = 60
 HANG_TICKS = 16
 
 
-def _pod(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": "demo", "uid": f"uid-{name}",
-                     "creationTimestamp": "2026-01-01T00:00:00Z",
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                          "name": "rs", "uid": "rs", "controller": True}]},
-        "spec": {"nodeName": "node-1", "containers": [{"name": "main"}]},
-        "status": {"phase": "Running", "qosClass": "BestEffort",
-                   "startTime": "2026-01-01T00:00:00Z",
-                   "containerStatuses": [{"name": "main", "containerID": f"containerd://c-{name}"}]},
-    }  # fmt: skip
+def _setup(kube: RealCluster, replicas: int, action: dict[str, Any], line: str) -> tuple[Pool, str, list[dict[str, Any]]]:
+    pool = Pool(kube, "bench")
+    node = pool.node()
+    pods = pool.running(pool.replicaset("batch", replicas, node=node), replicas)
+    pool.policy(pool.action({"coolDownSeconds": 0, **action}), value=line)
+    return pool, node, pods
 
 
-def _objects(action_spec: dict[str, Any], pods: list[str], line: str = "0") -> list[dict[str, Any]]:
-    return [
-        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
-         "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}},
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}},
-        *(_pod(n) for n in pods),
-        {"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "everything"},
-         "spec": {"objectiveEnsurances": [{"name": "cpu", "actionName": "act",
-                                           "metricRule": {"name": "cpu_total_usage", "value": line}}]}},
-        {"apiVersion": QOS, "kind": "AvoidanceAction", "metadata": {"name": "act"},
-         "spec": {"coolDownSeconds": 0, **action_spec}},
-    ]  # fmt: skip
-
-
-class _Load:
-    def __init__(self, root: Path, pods: list[str]) -> None:
-        self.tree = FakeTree(root, 1)
-        self.pods = pods
-        self.seconds = 0.0
-        for name in pods:
-            self.tree.add(f"kubepods/besteffort/poduid-{name}")
-            self.tree.add(f"kubepods/besteffort/poduid-{name}/c-{name}")
-
-    def run(self) -> None:
-        self.seconds += 5.0
-        for name in self.pods:
-            for rel in (f"kubepods/besteffort/poduid-{name}",
-                        f"kubepods/besteffort/poduid-{name}/c-{name}"):  # fmt: skip
-                self.tree.set(rel, cpu_seconds=self.seconds)
-
-
-def _agent(kubeconfig: Path, tmp: Path) -> Any:
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    args = parser.parse_args([
-        "--kubeconfig", str(kubeconfig), "--node-name", "node-1", "--node-cpu", "pods",
-        "--cgroup-root", str(tmp / "cg"), "--state-dir", str(tmp / "state"),
-        "--metrics-addr", "off",
-    ])  # fmt: skip
-    agent = build_agent(args)
-    deadline = time.monotonic() + 10
-    while not agent.loop.tick().ok and time.monotonic() < deadline:
+def _agent(kube: RealCluster, proxy: FaultProxy, node: str, tmp: Path) -> Any:
+    agent = build_agent(agent_args(kube.agent_kubeconfig(node, proxy.url), tmp, node))
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # in sync, and the brake read
+        outcome = agent.loop.tick()
+        if outcome.ok and outcome.report is not None and outcome.report.limited != "clusterBrake":
+            break
         time.sleep(0.1)
     return agent
 
 
-def _posts(running: Any) -> int:
-    return sum(1 for m, p in running.server.requests if m == "POST" and p.endswith("/eviction"))
+def _posts(proxy: FaultProxy) -> int:
+    return len(proxy.seen("POST", "/eviction"))
 
 
-def storm() -> None:
-    with tempfile.TemporaryDirectory() as tmp_dir:
-        tmp = Path(tmp_dir)
-        load = _Load(tmp / "cg", PODS)
-        with serve(_objects({"eviction": {}}, PODS)) as running:
-            running.server.inject(Fault("/eviction", method="POST", status=500, times=10**6))
-            agent = _agent(running.kubeconfig, tmp)
+def storm(kube: RealCluster, tmp: Path) -> None:
+    everything = {"eviction": {}, "scope": {"qosClasses": ["BestEffort", "Burstable", "Guaranteed"],
+                                            "maxPriority": 1000000000}}  # fmt: skip
+    pool, node, pods = _setup(kube, PODS, everything, "0")
+    load = Load(tmp / "cg", pods)
+    busy = {name_of(p): 5.0 for p in pods}
+    try:
+        with kube.proxy() as proxy:
+            proxy.inject(Fault("/eviction", method="POST", status=500, times=10**6))
+            agent = _agent(kube, proxy, node, tmp)
             clock = [time.time()]
             agent.loop.clock = lambda: clock[0]
-            before = _posts(running)
+            before = _posts(proxy)
             try:
                 for _ in range(STORM_TICKS):
                     clock[0] += 1.0
-                    load.run()
+                    load.run(busy)
                     agent.loop.tick()
             finally:
                 agent.stop_source()
-            sent = _posts(running) - before
-    print(f"500 storm, {len(PODS)} candidates, {STORM_TICKS} ticks of 1 s: "
+            sent = _posts(proxy) - before
+    finally:
+        pool.close()
+    print(f"500 storm, {PODS} candidates, {STORM_TICKS} ticks of 1 s: "
           f"{sent} eviction requests in the minute ({sent / STORM_TICKS:.2f} a tick)")
 
 
@@ -131,21 +96,20 @@ def _throttled(outcome: Any) -> bool:
     )
 
 
-def hang() -> None:
+def hang(kube: RealCluster, tmp: Path) -> None:
     spec = {"eviction": {}, "throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 10}}}
-    with tempfile.TemporaryDirectory() as tmp_dir:
-        tmp = Path(tmp_dir)
-        load = _Load(tmp / "cg", PODS[:3])
-        with serve(_objects(spec, PODS[:3], line="0.5")) as running:
-            running.server.inject(Fault("/eviction", method="POST", status=0, delay=600.0,
-                                        times=10**6))  # fmt: skip
-            agent = _agent(running.kubeconfig, tmp)
+    pool, node, pods = _setup(kube, 3, spec, "0.5")
+    load = Load(tmp / "cg", pods)
+    try:
+        with kube.proxy() as proxy:
+            proxy.inject(Fault("/eviction", method="POST", status=0, delay=600.0, times=10**6))
+            agent = _agent(kube, proxy, node, tmp)
             hot = [False]
 
             def alternate() -> None:  # hot, cool, hot...: every tick has caps to write
                 hot[0] = not hot[0]
                 if hot[0]:
-                    load.run()
+                    load.run({name_of(p): 5.0 for p in pods})
 
             seen: list[tuple[float, Any]] = []
             agent.loop.before_tick.append(alternate)
@@ -157,7 +121,9 @@ def hang() -> None:
                 agent.restore_all("bench end")
                 agent.stop_source()
             elapsed = time.monotonic() - started
-            sent = _posts(running)
+            sent = _posts(proxy)
+    finally:
+        pool.close()
     durations = [o.duration for _, o in seen]
     wrote = [_throttled(o) for _, o in seen]
     first = next((at - started for at, o in seen if _throttled(o)), None)
@@ -174,8 +140,22 @@ def hang() -> None:
 
 
 def main() -> None:
-    storm()
-    hang()
+    if not (BIN / "kube-apiserver").exists():
+        print(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first; nothing measured")
+        return
+    with tempfile.TemporaryDirectory(prefix="waterline-faults-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        started = time.monotonic()
+        kube = start_cluster(tmp / "cluster")
+        try:
+            kube.install()
+            print(f"a real cluster, started and deploy/ installed in {time.monotonic() - started:.0f} s")
+            (tmp / "storm").mkdir()
+            (tmp / "hang").mkdir()
+            storm(kube, tmp / "storm")
+            hang(kube, tmp / "hang")
+        finally:
+            kube.close()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Tools for workstations, tests and benchmarks; never imported by the agent or controller.
 
-* ``apiserver``: a local Kubernetes-shaped API server (``python -m devtools dev-apiserver``) and the
-  ``testing`` helpers the integration tests start it with;
+* ``cluster``: a real Kubernetes control plane on this machine, built from its Go modules
+  (``make cluster``, ``make node``: ``python -m devtools.cluster``), which the tests use;
 * ``generate``: the synthetic cluster scenario (``python -m devtools generate``) that
   ``python -m bench cluster`` measures the cluster engines on;
 * ``demo``: ``python -m devtools demo`` (``make demo``), the node agent throttling real processes

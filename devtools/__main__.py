@@ -16,7 +16,6 @@ from agent.cli import Command, main
 COMMANDS: tuple[Command, ...] = (
     Command("demo", "devtools.demo.command", "throttle real busy processes in real cgroups, then restore them"),
     Command("generate", "devtools.generate.command", "write a synthetic cluster scenario (for benchmarks)"),
-    Command("dev-apiserver", "devtools.apiserver.command", "a local Kubernetes-shaped API server for tests and demos"),
 )
 
 

@@ -12,6 +12,20 @@ persisting fails nothing is written. Restoring writes the stored original back v
 longer exists (pod deleted, container restarted) counts as restored: the runtime created
 the new one with the spec's quota.
 
+Caps that survive systemd (:meth:`hold`, each tick): with the kubelet's systemd driver
+the pod slices and container scopes are systemd units, and systemd writes a unit's own
+properties back into its cgroup whenever it re-realizes it (``systemctl daemon-reload``,
+which every package install runs; a ``set-property`` on the unit or its slice): a quota
+written straight into ``cpu.max`` is lifted without a word. So every cap the state file
+names is read back each tick; one the kernel no longer holds is written again and
+reported (:class:`Reverted`). Found equal to the saved original, it is a plain revert
+(systemd put the unit's property back); found at another value, the container's limit
+was changed under us (a resize, an operator's ``set-property``): that value becomes the
+original a release writes back, and the cap is written over it (never above it). A cap
+that cannot be written back is dropped from the state, so the agent never claims a cap
+the kernel does not hold. Why writes stay direct rather than through systemd's
+``CPUQuota=`` property: docs/vm.md.
+
 After a restart the agent adopts the caps the state file names (``executors.adoption``)
 and hands back those of pods that are gone (:meth:`restore_uid`); a state file that could
 not be read leaves :meth:`rebuild_originals` to write every container's quota back from
@@ -21,9 +35,11 @@ Failures are logged, never raised: a single bad pod or file must not stop the ag
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import structlog
 
@@ -51,6 +67,23 @@ def spec_quota(version: int, limit_cores: float | None, period_us: int) -> str:
         return "-1" if version == 1 else f"max {period_us}"
     quota = max(MIN_QUOTA_US, round(limit_cores * period_us))
     return str(quota) if version == 1 else f"{quota} {period_us}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reverted:
+    """A cap found lifted in the kernel, and what was done about it."""
+
+    uid: str
+    pod: str  # namespace/name
+    container: str
+    cgroup: str
+    found: str  # the quota file's content found
+    wanted: str  # the cap as written back
+    #: The found value differs from the saved original: it is the new original.
+    new_original: bool
+    #: False: the write back failed, the cap is forgotten (the engine must forget it too).
+    rewritten: bool
+    error: str = ""
 
 
 class CgroupThrottler:
@@ -199,6 +232,53 @@ class CgroupThrottler:
                 self._log.info("original quota rebuilt from the pod spec", pod=pod.key)
                 changed.append(pod.key)
         return changed
+
+    def hold(self) -> list[Reverted]:
+        """Read back every cap the state file names and write again those the kernel no
+        longer holds (see the module's docstring). A container whose cgroup is gone is
+        left to the usual paths (restore counts it as restored)."""
+        reverted: list[Reverted] = []
+        for uid, record in self.state.pods().items():
+            for name, saved in record.containers.items():
+                if saved.cap is None:
+                    continue
+                found = self._held(record.key, uid, name, saved)
+                if found is not None:
+                    reverted.append(found)
+        return reverted
+
+    def _held(self, pod: str, uid: str, name: str, saved: ContainerQuota) -> Reverted | None:
+        assert saved.cap is not None
+        try:
+            raw, quota, period = self._read(saved.cgroup)
+            orig_quota, _ = parse_quota(saved.version, saved.original, str(period))
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, UnicodeDecodeError) as err:
+            self._log.warning("hold: quota unreadable", pod=pod, container=name, error=str(err))
+            return None
+        want = quota_for(saved.cap, period, orig_quota)
+        if quota is not None and abs(quota - want) * 1000 <= period:
+            return None  # held (within 1 millicore)
+        new_original = raw != saved.original
+        if new_original:  # the container's limit changed under us: release gives this back
+            orig_quota = quota
+            want = quota_for(saved.cap, period, orig_quota)
+        text = str(want) if self.version == 1 else f"{want} {period}"
+        try:
+            if new_original:  # persisted before the write, as every original is
+                self.state.put_container(uid, name, ContainerQuota(
+                    saved.cgroup, saved.version, raw, saved.cap))  # fmt: skip
+            if quota != want:
+                self._write(self._quota_file(saved.cgroup, saved.version), text)
+        except OSError as err:
+            with contextlib.suppress(OSError):  # the kernel does not hold it: say so
+                self.state.set_caps(uid, {name: None})
+            return Reverted(uid, pod, name, saved.cgroup, raw, text, new_original, False, str(err))
+        if abs(want / period - saved.cap) * 1000 > 1:  # a tighter new original: the cap now
+            with contextlib.suppress(OSError):
+                self.state.set_caps(uid, {name: want / period})
+        return Reverted(uid, pod, name, saved.cgroup, raw, text, new_original, True)
 
     # -- restart and policy deletion -----------------------------------------------
 

@@ -128,8 +128,9 @@ class QuotaState:
         """Record (or replace) a pod and persist; raises OSError when not persisted."""
         self._save({**self._pods, pod.uid: pod})
 
-    def set_caps(self, uid: str, caps: Mapping[str, float]) -> None:
-        """Record the caps last written (informational: for throttled_pods after restart)."""
+    def set_caps(self, uid: str, caps: Mapping[str, float | None]) -> None:
+        """Record the caps last written (None: the kernel no longer holds one); what
+        ``CgroupThrottler.hold`` checks each tick and a restarted agent adopts."""
         pod = self._pods.get(uid)
         if pod is None:
             return
@@ -138,6 +139,13 @@ class QuotaState:
             for name, c in pod.containers.items()
         }
         self._save({**self._pods, uid: replace(pod, containers=containers)})
+
+    def put_container(self, uid: str, name: str, quota: ContainerQuota) -> None:
+        """Replace one container's record of a pod already recorded; raises OSError."""
+        pod = self._pods.get(uid)
+        if pod is None:
+            return
+        self._save({**self._pods, uid: replace(pod, containers={**pod.containers, name: quota})})
 
     def remove(self, uid: str, containers: set[str] | None = None) -> None:
         """Forget a pod (or some of its containers) and persist; raises OSError."""

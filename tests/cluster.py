@@ -143,9 +143,10 @@ class RealCluster:
 
     # -- objects ------------------------------------------------------------------------
 
-    def install(self) -> None:
-        """deploy/ as a user installs it, once per run."""
-        if self._installed:
+    def install(self, again: bool = False) -> None:
+        """deploy/ as a user installs it, once per run (``again``: after a test removed or
+        replaced it, as tests/e2e does)."""
+        if self._installed and not again:
             return
         self.kubectl("apply", "-k", str(ROOT / "deploy"))
         self.kubectl("wait", "--for", "condition=Established", "--timeout", "60s",
@@ -216,22 +217,32 @@ class RealCluster:
             down_all(self.cluster)
 
 
+def launch(folder: Path) -> RealCluster:
+    """Build what is missing (hack/cluster/build) and start a cluster under ``folder``;
+    ClusterError says why it could not (for a caller outside pytest: the benchmarks)."""
+    if not (BIN / "kube-apiserver").exists() or os.environ.get("CI") == "true":
+        built = subprocess.run([str(ROOT / "hack/cluster/build")], capture_output=True, text=True)  # noqa: S603
+        if built.returncode != 0:
+            raise ClusterError(f"hack/cluster/build failed: {built.stderr.strip()[-2000:]}")
+    cluster = Cluster(folder, BIN)
+    try:
+        cluster.up(nodes=0)
+    except ClusterError as err:
+        raise ClusterError(f"the cluster did not start: {err}") from None
+    return RealCluster(cluster, folder)
+
+
 def start(folder: Path) -> RealCluster:
-    """Build what is missing (hack/cluster/build) and start a cluster under ``folder``
-    (or borrow the one running under $WATERLINE_TEST_CLUSTER)."""
+    """``launch``, or borrow the cluster running under $WATERLINE_TEST_CLUSTER (never in
+    CI), or skip (fail in CI) with the reason."""
     borrowed = os.environ.get("WATERLINE_TEST_CLUSTER")
     if borrowed and os.environ.get("CI") != "true":
         running = Cluster(Path(borrowed).resolve(), BIN)
         if running.load() is None or not all(running.status().values()):
             need(f"WATERLINE_TEST_CLUSTER={borrowed}: no cluster running there (make cluster)")
         return RealCluster(running, folder, borrowed=True)
-    if not (BIN / "kube-apiserver").exists() or os.environ.get("CI") == "true":
-        built = subprocess.run([str(ROOT / "hack/cluster/build")], capture_output=True, text=True)  # noqa: S603
-        if built.returncode != 0:
-            need(f"hack/cluster/build failed: {built.stderr.strip()[-2000:]}")
-    cluster = Cluster(folder, BIN)
     try:
-        cluster.up(nodes=0)
+        return launch(folder)
     except ClusterError as err:
-        need(f"the cluster did not start: {err}")
-    return RealCluster(cluster, folder)
+        need(str(err))
+        raise

@@ -19,6 +19,7 @@ import ssl
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -37,9 +38,15 @@ class Fault:
 
     * plain: ``delay`` seconds of silence, then an error ``status`` with a Status body (and
       ``Retry-After`` when ``retry_after``); ``status=0`` forwards after the delay (a slow
-      answer); ``delay=float('inf')`` hangs until the proxy stops;
+      answer); ``delay=float('inf')`` hangs until the proxy stops; ``hangup`` closes the
+      connection with no answer at all (a server that died mid-request, recorded as
+      status 0);
     * a watch with ``drop_after`` or ``garbage`` is forwarded and then misbehaves: the
-      connection is cut after that many events, or the line ``garbage`` comes first."""
+      connection is cut after that many events, or the line ``garbage`` comes first;
+    * ``edit``: the answer is forwarded with each object it carries (a list's items, a
+      watch event's object, a single object) passed through ``edit`` first, which changes
+      it in place: a malformed object, which the real server never sends but a buggy
+      server or a proxy between could."""
 
     path: str
     method: str = "GET"
@@ -50,6 +57,8 @@ class Fault:
     drop_after: int | None = None
     garbage: bytes | None = None
     retry_after: int | None = None
+    hangup: bool = False
+    edit: Callable[[dict[str, Any]], None] | None = None
 
     def applies(self, method: str, path: str, is_watch: bool) -> bool:
         return (
@@ -61,11 +70,36 @@ class Fault:
 
     @property
     def streams(self) -> bool:
-        return self.drop_after is not None or self.garbage is not None
+        """Forwarded, then misbehaving in the answer itself."""
+        return self.drop_after is not None or self.garbage is not None or self.edit is not None
+
+    def edited(self, data: bytes, watch: bool) -> bytes:
+        """``data`` (a JSON answer, or one watch line) with its objects edited."""
+        if self.edit is None:
+            return data
+        try:
+            doc = json.loads(data)
+        except ValueError:
+            return data
+        if not isinstance(doc, dict):
+            return data
+        if watch:
+            if isinstance(doc.get("object"), dict) and doc.get("type") != "ERROR":
+                self.edit(doc["object"])
+        elif isinstance(doc.get("items"), list):
+            for item in doc["items"]:
+                if isinstance(item, dict):
+                    self.edit(item)
+        else:
+            self.edit(doc)
+        return json.dumps(doc).encode() + (b"\n" if watch else b"")
 
 
 @dataclass(frozen=True, slots=True)
 class Seen:
+    """A request as the proxy saw it. ``status`` is the answer's, or 0 for one the proxy
+    hung up on or held with a delay (those are recorded as they arrive, before any answer)."""
+
     method: str
     path: str  # with the query
     status: int
@@ -101,7 +135,11 @@ class FaultProxy:
         self.requests: list[Seen] = []
         self._lock = threading.Lock()
         self._watches: set[socket.socket] = set()
+        #: (path, code) of every ERROR event a watch stream carried: the server's own
+        #: 410 Gone for a resourceVersion too old arrives that way, inside a 200 stream.
+        self.watch_errors: list[tuple[str, int]] = []
         self._stopping = threading.Event()
+        self._stopped = False
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -114,6 +152,10 @@ class FaultProxy:
         return self
 
     def stop(self) -> None:
+        """Stop serving (its port closes: a server gone); again is a no-op."""
+        if self._stopped:
+            return
+        self._stopped = True
         self._stopping.set()
         self.drop_watches()
         self._server.shutdown()
@@ -186,12 +228,25 @@ class FaultProxy:
                 body = self.rfile.read(length) if length else None
                 watch = _is_watch(self.path)
                 fault = proxy._take(self.command, self.path, watch)
+                held = fault is not None and not fault.streams and fault.delay > 0
+                if held:  # recorded as it arrives: it may never be answered
+                    proxy._record(Seen(self.command, self.path, 0, watch, body=body))
+                record = (lambda status: None) if held else (
+                    lambda status: proxy._record(Seen(self.command, self.path, status, watch, body=body)))
                 if fault is not None and not fault.streams:
                     if self._wait(fault.delay):
                         return
+                    # Recorded before the client can see the answer: a test that reads
+                    # seen() right after its call returns must find the request there.
+                    if fault.hangup:
+                        record(0)
+                        self.close_connection = True
+                        with contextlib.suppress(OSError):
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                     if fault.status:
+                        record(fault.status)
                         self._status(fault.status, fault.retry_after)
-                        proxy._record(Seen(self.command, self.path, fault.status, watch, body=body))
                         return
                     fault = None
                 try:
@@ -203,15 +258,17 @@ class FaultProxy:
                     conn.request(self.command, self.path, body=body, headers=headers)
                     resp = conn.getresponse()
                 except OSError as err:
+                    record(502)
                     self._status(502, None, f"upstream unreachable: {err}")
-                    proxy._record(Seen(self.command, self.path, 502, watch, body=body))
                     return
-                proxy._record(Seen(self.command, self.path, resp.status, watch, body=body))
+                record(resp.status)
                 try:
                     if watch and resp.status == 200:
                         self._stream(resp, fault)
                     else:
-                        self._whole(resp)
+                        self._whole(resp, fault)
+                except OSError:  # the client went away (it stopped, or timed out)
+                    self.close_connection = True
                 finally:
                     conn.close()
 
@@ -238,8 +295,10 @@ class FaultProxy:
                     if key.lower() not in HOP_BY_HOP:
                         self.send_header(key, value)
 
-            def _whole(self, resp: http.client.HTTPResponse) -> None:
+            def _whole(self, resp: http.client.HTTPResponse, fault: Fault | None) -> None:
                 data = resp.read()
+                if fault is not None and resp.status == 200:
+                    data = fault.edited(data, watch=False)
                 self._copy_headers(resp)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -260,6 +319,9 @@ class FaultProxy:
                         line = resp.readline()
                         if not line:
                             break
+                        self._note_error(line)
+                        if fault is not None:
+                            line = fault.edited(line, watch=True)
                         self._chunk(line)
                         events += 1
                         if fault is not None and fault.drop_after is not None and events >= fault.drop_after:
@@ -272,6 +334,18 @@ class FaultProxy:
                 finally:
                     with proxy._lock:
                         proxy._watches.discard(sock)
+
+            def _note_error(self, line: bytes) -> None:
+                if b'"ERROR"' not in line:
+                    return
+                try:
+                    event = json.loads(line)
+                    code = int(event["object"].get("code") or 0)
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    return
+                if event.get("type") == "ERROR":
+                    with proxy._lock:
+                        proxy.watch_errors.append((self.path, code))
 
             def _chunk(self, data: bytes) -> None:
                 self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")

@@ -90,17 +90,31 @@ class PlanActs:
                 sources=list(plan.freed_nodes),
                 enabled=enabled,
             )
-        if not enabled:
-            return
+        if enabled:
+            self.create_defrag_jobs(plan, snapshot, now)
+
+    def create_defrag_jobs(
+        self, plan: DefragPlan, snapshot: ObjectStore, now: float, **spec: Any
+    ) -> int:
+        """One job a planned move whose pod has no unfinished job yet; the plan's time
+        stamped on each source that got one, and, when any did, on the plan's sources
+        with nothing to move (drained with the plan: tainted with it, else the emptiest
+        nodes take its replacements). ``spec`` overrides the job's (bench/defrag_real.py
+        drains with EvictDirectly jobs). Returns how many jobs were created."""
         busy = {j.pod_key for j in snapshot.migration_jobs if j.phase not in m.TERMINAL_PHASES}
         stamped: set[str] = set()
+        created = 0
         for mig in plan.migrations:
-            if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig)):
+            if mig.pod.key in busy or not self.writer.create_job(defrag_job(mig, **spec)):
                 continue
+            created += 1
             self.metrics.moves.labels("planned").inc()
-            if mig.source not in stamped:
-                stamped.add(mig.source)
-                self.writer.annotate_node(mig.source, {LAST_DEFRAG_ANNOTATION: format_time(now)})
+            stamped.add(mig.source)
+        if stamped:
+            stamped |= set(plan.freed_nodes) - {mig.source for mig in plan.migrations}
+        for source in sorted(stamped):
+            self.writer.annotate_node(source, {LAST_DEFRAG_ANNOTATION: format_time(now)})
+        return created
 
     def queues(
         self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
@@ -144,8 +158,9 @@ class PlanActs:
                 self.writer.evict(pod, source)
 
 
-def defrag_job(mig: Migration) -> dict[str, Any]:
-    """A ReservationFirst PodMigrationJob for one planned move, its target as a hint."""
+def defrag_job(mig: Migration, **spec: Any) -> dict[str, Any]:
+    """A ReservationFirst PodMigrationJob for one planned move, its target as a hint
+    (``spec``: fields over these, such as another mode or a ttl)."""
     pod = mig.pod
     return {
         "apiVersion": m.API_VERSION,
@@ -158,5 +173,6 @@ def defrag_job(mig: Migration) -> dict[str, Any]:
         "spec": {
             "podRef": {"namespace": pod.namespace, "name": pod.name, "uid": pod.uid},
             "mode": m.RESERVATION_FIRST,
+            **spec,
         },
     }

@@ -4,8 +4,7 @@
 ``errors`` turns API failures into our exceptions, ``fetching`` lists, ``watching`` keeps a
 list+watch loop alive, ``cache`` holds slim records, ``nodeview`` is what the node agent
 reads, ``evicting``, ``patching``, ``creating`` and ``events`` write, ``leases`` elects a
-leader. The local Kubernetes-shaped API server for tests and demos is not part of the
-adapter: it lives in ``devtools.apiserver``.
+leader. The tests run it against a real kube-apiserver (tests/cluster.py).
 
 Nothing here imports the agent's engines, the controller or ``devtools``, and
 ``kubernetes.client`` is imported lazily (inside ``client``), never when ``agent`` is

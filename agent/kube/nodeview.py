@@ -65,8 +65,9 @@ def node_watches(
 
 
 class OwnDaemonSet:
-    """Remembers what the watch saw of the agent's own DaemonSet: there once, then being
-    deleted or gone. Fed by the cache's change listener (under its lock: short work)."""
+    """What the watch last saw of the agent's own DaemonSet: ``deleted`` once it was there
+    and then is being deleted or gone; a DaemonSet made again (a reinstall) clears it. Fed
+    by the cache's change listener (under its lock: short work)."""
 
     def __init__(self, cache: Cache) -> None:
         self.cache = cache
@@ -80,8 +81,7 @@ class OwnDaemonSet:
         raws = self.cache.raws(DAEMONSETS.kind)
         if raws:
             self.seen = True
-            if any((r.get("metadata") or {}).get("deletionTimestamp") for r in raws):
-                self.deleted = True
+            self.deleted = any((r.get("metadata") or {}).get("deletionTimestamp") for r in raws)
         elif self.seen:
             self.deleted = True
 

@@ -54,7 +54,7 @@ POLICIES = Resource(
 ACTIONS = Resource(QOS_GROUP, QOS_VERSION, "avoidanceactions", "AvoidanceAction", False, True)
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet", True, True)
 
-#: Everything the adapter and the dev server know by default.
+#: Everything the adapter knows by default.
 KNOWN: tuple[Resource, ...] = (
     PODS,
     NODES,

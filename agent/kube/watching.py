@@ -161,6 +161,12 @@ class Reflector:
         ]
         path = self.resource.path(self.selectors.namespace)
         self._stream = stream = self.api.stream(path, query, timeout + self.args.read_slack_seconds)
+        if (stop and stop.is_set()) or self._stopped.is_set():
+            # stopped while the watch was opening: ``stop`` found no stream to close, and
+            # a quiet watch would hold this thread until its timeout
+            stream.close()
+            self._stream = None
+            return
         self._ok()
         try:
             for line in stream:

@@ -14,8 +14,9 @@
   cap; the watch remembers a deletion it saw, for when the uninstall has already taken
   the agent's own RBAC and the get is refused.
 
-``tests/unit/test_rbac.py`` compares this table with deploy/rbac.yaml both ways and runs
-the agent's cluster side against the dev API server with the table enforced.
+``tests/unit/test_rbac.py`` compares this table with deploy/rbac.yaml both ways, and
+``tests/integration/test_access_tables.py`` with what the real API server's RBAC grants
+the agent's ServiceAccount (``kubectl auth can-i --list``).
 """
 
 from __future__ import annotations

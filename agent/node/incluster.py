@@ -226,6 +226,7 @@ def view_source(
     or edited policies and actions, node label changes and the brake apply on the next
     tick. Before the watches are in sync, the objects saved by an earlier run."""
     cached: list[tuple[int, Objects]] = []
+    saved_version: list[int] = []
     report = _Reporter(logger or structlog.get_logger("waterline.node.cluster"))
 
     def source() -> Objects:
@@ -236,19 +237,24 @@ def view_source(
             return earlier
         version = view.version
         if cached and cached[0][0] == version:
-            return cached[0][1]
-        objects = Objects(
-            node=view.node(),
-            pods=view.pods(),
-            policies=load_policies(view.policies(), view.actions()),
-            namespace_labels=partial(namespace_labels, view.namespaces()),
-            invalid={kind: len(bad) for kind, bad in view.invalid().items()},
-            eviction_brake=view.brake(),
-        )
-        cached[:] = [(version, objects)]
-        report(objects)
-        if saved is not None and objects.node is not None:
-            saved.save_if_due(view.manifests)
+            objects = cached[0][1]
+        else:
+            objects = Objects(
+                node=view.node(),
+                pods=view.pods(),
+                policies=load_policies(view.policies(), view.actions()),
+                namespace_labels=partial(namespace_labels, view.namespaces()),
+                invalid={kind: len(bad) for kind, bad in view.invalid().items()},
+                eviction_brake=view.brake(),
+            )
+            cached[:] = [(version, objects)]
+            report(objects)
+        # Every tick, not only when something changed: a change made within the interval
+        # of the last save is saved once the interval is over (a restarted agent must not
+        # find its pods missing from a copy older than they are).
+        due = saved is not None and objects.node is not None and saved_version != [version]
+        if due and saved is not None and saved.save_if_due(view.manifests):
+            saved_version[:] = [version]
         return objects
 
     return source

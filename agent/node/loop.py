@@ -225,7 +225,7 @@ class NodeLoop:
         sleep: Callable[[float], Any] | None = None,
         evictions_performed: bool = True,
         dry_run: bool = False,
-        prepare: Callable[[Objects], None] | None = None,
+        prepare: Callable[[Objects], bool | None] | None = None,
         before_tick: Sequence[Callable[[], None]] = (),
         isolator: CpuIsolator | None = None,
     ) -> None:
@@ -249,8 +249,9 @@ class NodeLoop:
         #: False in local mode: nothing is terminating, so nothing stays "released".
         self.evictions_performed = evictions_performed
         self.dry_run = dry_run
-        #: Run once with the first objects that have the node, before the first decision
-        #: (a restarted agent adopts the caps it left: agent.node.resume).
+        #: Run with the first objects that have the node, before the first decision (a
+        #: restarted agent adopts the caps it left: agent.node.resume), and again with the
+        #: next ones for as long as it returns False (not done yet).
         self.prepare = prepare
         #: Called as each tick starts (the tick's API time budget starts then).
         self.before_tick = list(before_tick)
@@ -362,13 +363,16 @@ class NodeLoop:
                 self.log.error("an after-tick hook failed", hook=repr(keep), error=repr(err))
 
     def _prepare(self, objects: Objects) -> None:
-        prepare, self.prepare = self.prepare, None
+        prepare = self.prepare
         if prepare is None:
             return
+        done: bool | None = True
         try:
-            prepare(objects)
+            done = prepare(objects)
         except Exception as err:  # noqa: BLE001 - the loop never dies
             self.log.error("resuming from the earlier run failed", error=repr(err))
+        if done is not False:
+            self.prepare = None
 
     def _log_outcome(self, outcome: TickOutcome) -> None:
         """Actions one event each; a failure streak (API away at start, no node object)

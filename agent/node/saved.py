@@ -4,7 +4,10 @@ An agent started while the API server is down has nothing to decide on: its watc
 cannot list. It then acts on the objects the previous run saved (its node, its pods, the
 namespaces, policies and actions), so the node stays guarded by local throttling from
 the first tick (evictions wait for the API). Saved when the watches are first in sync
-and then at most once a ``min_interval`` while the objects change; written atomically.
+and then at most once a ``min_interval`` while the objects change, the last change at the
+latest ``min_interval`` after it was made; written atomically. The copy can still be
+older than the node's pods, so a start on it hands no cap back for a pod it does not show
+(agent.node.resume waits for the API server's pods for those).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from agent.node.config_file import ConfigFile
 from agent.node.console import ConsoleView
 from agent.node.dryrun import ReportingEvictor
 from agent.node.eviction_memory import EvictionMemory
+from agent.node.holding import CapKeeper
 from agent.node.host import build_host_parts
 from agent.node.lifecycle import Agent
 from agent.node.loop import AfterTick, NodeLoop, Objects, Publisher
@@ -95,6 +96,9 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     )
     collector, throttler, isolator = host.collector, host.throttler, host.isolator
     metrics = AgentMetrics()
+    if isinstance(throttler, CgroupThrottler):  # caps that survive systemd: agent.node.holding
+        before_tick.append(CapKeeper(
+            throttler, brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n)))  # fmt: skip
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:

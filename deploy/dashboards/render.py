@@ -1,7 +1,8 @@
 """Write waterline-dashboard.yaml, the ConfigMap that carries waterline.json.
 
 Run after editing waterline.json: ``python deploy/dashboards/render.py``
-(tests/unit/test_dashboards.py fails while the two differ).
+(tests/unit/test_dashboards.py fails while the two differ), then ``make chart`` for the
+Helm chart's copy of the JSON (tests/unit/test_chart.py fails while it differs).
 
 The ConfigMap follows the Grafana sidecar convention (label ``grafana_dashboard: "1"``;
 the kube-prometheus-stack and grafana charts' dashboard sidecar loads every ConfigMap with

@@ -18,10 +18,11 @@ class DemoPod:
     cpu_limit: float | None  # cores
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     container_id: str = field(default_factory=lambda: uuid.uuid4().hex + uuid.uuid4().hex)
+    namespace: str = "demo"
 
     @property
     def key(self) -> str:
-        return f"demo/{self.name}"
+        return f"{self.namespace}/{self.name}"
 
     def rel(self, kubelet_root: str) -> str:
         qos = "" if self.qos == "Guaranteed" else self.qos.lower()
@@ -43,7 +44,7 @@ class DemoPod:
             "kind": "Pod",
             "metadata": {
                 "name": self.name,
-                "namespace": "demo",
+                "namespace": self.namespace,
                 "uid": self.uid,
                 "creationTimestamp": "2026-01-01T00:00:00Z",
                 "ownerReferences": [

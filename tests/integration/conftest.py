@@ -11,6 +11,7 @@ import pytest
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from devtools.demo.cgroups import CgroupTree, v1_roots
 from tests.cluster import RealCluster
+from tests.integration.agent_env import Pool
 from tests.integration.controller_env import Made
 
 _COUNTER = itertools.count()
@@ -43,3 +44,13 @@ def made(kube: RealCluster) -> Iterator[Made]:
         yield done
     finally:
         done.clean()
+
+
+@pytest.fixture
+def pool(kube: RealCluster) -> Iterator[Pool]:
+    """The test's own namespace and kwok nodes on the real cluster (agent_env.Pool)."""
+    made = Pool(kube)
+    try:
+        yield made
+    finally:
+        made.close()

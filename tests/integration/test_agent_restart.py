@@ -1,6 +1,8 @@
-"""Restarts resume, they do not reset (issue 10), on this host's real cgroup v1 hierarchies
-with real busy processes: the agent runs as a process in cluster mode against a dev API
-server that holds its DaemonSet, so SIGTERM is a restart, not an uninstall.
+"""Restarts resume, they do not reset, on the real cluster: the agent runs as a process in
+cluster mode with its own token, and its DaemonSet is deploy/'s, so SIGTERM is a restart,
+not an uninstall.
+
+On this host's real cgroup v1 hierarchies with real busy processes (issue 10):
 
 * throttle, SIGTERM, start again: the cap stays in force across the restart (the kernel's
   cpuacct figures of the capped pod never exceed the cap + 10% in the restart window),
@@ -8,50 +10,54 @@ server that holds its DaemonSet, so SIGTERM is a restart, not an uninstall.
   step to the exact original quota;
 * a state file that cannot be read: moved aside, and the original quota written back from
   the pod spec.
+
+And the kube-apiserver restarted (kill -9, started again) under a running agent, on a fake
+cgroup tree whose CPU counters a thread advances: the agent's watches recover (the real
+server's 410 for their old resourceVersions, then a relist), no eviction is asked twice,
+and the caps stay as they were.
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
-from agent.kube.fetching import get_object
 from agent.kube.patching import merge_patch
 from agent.kube.resources import POLICIES
-from devtools.apiserver.testing import serve
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.integration.test_agent_local import busy_pods, manifests, state_pods
+from tests.cluster import NAMESPACE, RealCluster
+from tests.faultproxy import FaultProxy
+from tests.integration.agent_env import Load, Pool, demo_pod, name_of
+from tests.integration.test_agent_local import start_and_calibrate, state_pods
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-DAEMONSET = {
-    "apiVersion": "apps/v1", "kind": "DaemonSet",
-    "metadata": {"name": "waterline-agent", "namespace": "waterline-system"},
-    "spec": {"selector": {"matchLabels": {"app": "waterline-agent"}}},
-}  # fmt: skip
 
 
 @contextmanager
-def agent(kubeconfig: Path, state: Path, tree: CgroupTree, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def agent(kubeconfig: Path, node: str, state: Path, log: Path, *cgroups: str) -> Iterator[subprocess.Popen[bytes]]:
     """The agent as the DaemonSet runs it (cluster mode), logging JSON to ``log``."""
     command = [
         sys.executable, "-X", "faulthandler", "-m", "agent", "agent", "--kubeconfig", str(kubeconfig),
-        "--node-name", "demo-node", "--state-dir", str(state), "--kubelet-cgroup-root",
-        tree.kubelet_root, "--node-cpu", "pods", "--metrics-addr", "off", "--interval", "0.5",
-        "--log-format", "json",
+        "--node-name", node, "--state-dir", str(state), "--node-cpu", "pods",
+        "--interval", "0.5", "--log-format", "json", *cgroups,
     ]  # fmt: skip
-    env = {**os.environ, "POD_NAMESPACE": "waterline-system"}
+    env = {**os.environ, "POD_NAMESPACE": NAMESPACE}
     with log.open("ab") as out:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env)  # noqa: S603
         try:
@@ -60,6 +66,10 @@ def agent(kubeconfig: Path, state: Path, tree: CgroupTree, log: Path) -> Iterato
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=10)
+
+
+def real_cgroups(tree: CgroupTree) -> tuple[str, ...]:
+    return ("--kubelet-cgroup-root", tree.kubelet_root, "--metrics-addr", "off")
 
 
 def wait_for(what: Callable[[], bool], timeout: float, log: Path) -> None:
@@ -84,55 +94,72 @@ def cap_of(quota: str) -> float:
     return int(quota) / 100_000  # the cgroup's period is 100 ms
 
 
-def objects(pods: list[DemoPod], line: float) -> list[dict[str, Any]]:
+def busy_pods(pool: Pool, tree: CgroupTree) -> tuple[str, DemoPod, DemoPod, Any, float]:
+    """A busy Guaranteed pod (limit 500m) and a busy BestEffort one on a node of one core,
+    made by ReplicaSets and run by kwok, their cgroups real, calibrated; and a waterline
+    halfway into what the BestEffort pod gets: the agent caps it."""
+    node = pool.node(cpu="1")
+    half = {"cpu": "500m", "memory": "64Mi"}
+    (web_pod,) = pool.running(pool.replicaset("web", node=node,
+                                              resources={"requests": half, "limits": half}), 1)  # fmt: skip
+    (batch_pod,) = pool.running(pool.replicaset("batch", node=node), 1)
+    assert web_pod["status"]["qosClass"] == "Guaranteed"
+    web, batch = demo_pod(web_pod, cpu_limit=0.5), demo_pod(batch_pod)
+    kernel, got = start_and_calibrate(tree, [web, batch])
+    return node, web, batch, kernel, got[web.key] + 0.5 * got[batch.key]
+
+
+def throttle_policy(pool: Pool, line: float) -> str:
     """restoreThreshold 100: while the test runs only a restart could lift the cap, until
-    it lowers the threshold to let the cool node restore."""
-    docs = manifests(pods, line, restore=100)
-    docs[-1]["spec"]["throttle"]["cpuThrottle"] = {"minCPURatio": 20, "stepCPURatio": 25}
-    return [*docs, DAEMONSET]
+    it lowers the threshold to let the cool node restore. No floor under the cap: on a
+    busy machine the pods get a tenth of a core, below any floor worth having."""
+    action = pool.action({"throttle": {"cpuThrottle": {"minCPURatio": 0, "stepCPURatio": 25}},
+                          "scope": {"qosClasses": ["BestEffort"]}})  # fmt: skip
+    return pool.policy(action, value=f"{line:.3f}", restore=100, avoidanceThreshold=1)
 
 
 def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
-    tree: CgroupTree, tmp_path: Path
+    kube: RealCluster, pool: Pool, tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web, (batch,), kernel, line = busy_pods(tree, "batch")
+    node, web, batch, kernel, line = busy_pods(pool, tree)
+    guard = throttle_policy(pool, line)
+    kubeconfig = kube.agent_kubeconfig(node)
     state, log = tmp_path / "state", tmp_path / "agent.log"
-    with serve(objects([web, batch], line)) as running:
-        with agent(running.kubeconfig, state, tree, log) as first:
-            wait_for(lambda: tree.quota(batch) != "-1", 30, log)
-            time.sleep(1.5)  # let it settle at the cap that closes the gap
-            capped = tree.quota(batch)
-            stop(first, log)
-        assert b"caps kept for the next agent to adopt" in log.read_bytes()
-        assert tree.quota(batch) == capped and batch.uid in state_pods(state)
-        cap = cap_of(capped)
-        # The restart window: from the old agent's exit until the new one has adopted the
-        # cap and ticked on for four seconds, the kernel's figures in 2 s windows (a 1 s
-        # window whose edges cut two 100 ms CFS periods can hold 11 periods' quota: the
-        # 10% margin by itself, whatever the agent does).
-        kernel.sample()
-        seen: list[float] = []
-        with agent(running.kubeconfig, state, tree, log) as second:
-            adopted = lambda: b"caps adopted from the state file" in log.read_bytes()  # noqa: E731
-            deadline = time.monotonic() + 30
-            after = None
-            while after is None or time.monotonic() < after + 4.0:
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(2.0)
-                seen.append(kernel.sample().get(batch.key, 0.0))
-                if after is None and adopted():
-                    after = time.monotonic()
-            assert cap_of(tree.quota(batch)) <= cap + 1e-9  # still capped, never lifted
-            assert max(seen) <= cap * 1.10, (cap, seen)
-            # The node goes cool: the cap comes back in steps of 25% of the node's core.
-            rules = get_object(running.api, POLICIES, "guard")["spec"]["objectiveEnsurances"]
-            rules[0]["restoreThreshold"] = 2
-            merge_patch(running.api, POLICIES, "guard", {"spec": {"objectiveEnsurances": rules}})
-            tree.stop("web")
-            tree.signal("batch", signal.SIGSTOP)
-            start = log.stat().st_size  # no raise before two cool ticks (restoreThreshold)
-            wait_for(lambda: tree.quota(batch) == "-1", 40, log)
-            stop(second, log)
+    with agent(kubeconfig, node, state, log, *real_cgroups(tree)) as first:
+        wait_for(lambda: tree.quota(batch) != "-1", 30, log)
+        time.sleep(1.5)  # let it settle at the cap that closes the gap
+        capped = tree.quota(batch)
+        stop(first, log)
+    assert b"caps kept for the next agent to adopt" in log.read_bytes()
+    assert tree.quota(batch) == capped and batch.uid in state_pods(state)
+    cap = cap_of(capped)
+    # The restart window: from the old agent's exit until the new one has adopted the
+    # cap and ticked on for four seconds, the kernel's figures in 2 s windows (a 1 s
+    # window whose edges cut two 100 ms CFS periods can hold 11 periods' quota: the
+    # 10% margin by itself, whatever the agent does).
+    kernel.sample()
+    seen: list[float] = []
+    with agent(kubeconfig, node, state, log, *real_cgroups(tree)) as second:
+        adopted = lambda: b"caps adopted from the state file" in log.read_bytes()  # noqa: E731
+        deadline = time.monotonic() + 30
+        after = None
+        while after is None or time.monotonic() < after + 4.0:
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(2.0)
+            seen.append(kernel.sample().get(batch.key, 0.0))
+            if after is None and adopted():
+                after = time.monotonic()
+        assert cap_of(tree.quota(batch)) <= cap + 1e-9  # still capped, never lifted
+        assert max(seen) <= cap * 1.10, (cap, seen)
+        # The node goes cool: the cap comes back in steps of 25% of the node's core.
+        rules = kube.api.request("GET", POLICIES.path(None, guard))["spec"]["objectiveEnsurances"]
+        rules[0]["restoreThreshold"] = 2
+        merge_patch(kube.api, POLICIES, guard, {"spec": {"objectiveEnsurances": rules}})
+        tree.stop(web.name)
+        tree.signal(batch.name, signal.SIGSTOP)
+        start = log.stat().st_size  # no raise before two cool ticks (restoreThreshold)
+        wait_for(lambda: tree.quota(batch) == "-1", 40, log)
+        stop(second, log)
     # Every quota the agent wrote for the pod, from its own log (polling the file could
     # miss a step on a loaded machine): the cap in force when the node went cool (the last
     # write before, by either agent), the raises, then the original it wrote back.
@@ -158,38 +185,189 @@ def quota_writes(log: bytes, pod_key: str) -> list[str]:
     return [str(entry["quota_us"]) for entry in log_entries(log, pod_key, "throttled")]
 
 
-def log_entries(log: bytes, pod_key: str, event: str) -> list[dict[str, Any]]:
-    """The agent's JSON log lines of one event for one pod, in order."""
+def log_entries(log: bytes, pod_key: str | None, event: str) -> list[dict[str, Any]]:
+    """The agent's JSON log lines of one event (for one pod), in order."""
     entries = []
     for line in log.splitlines():
         try:
             entry = json.loads(line)
         except ValueError:
             continue
-        if entry.get("event") == event and entry.get("pod") == pod_key:
+        if entry.get("event") == event and (pod_key is None or entry.get("pod") == pod_key):
             entries.append(entry)
     return entries
 
 
 def test_an_unreadable_state_file_is_moved_aside_and_quotas_rebuilt_from_the_specs(
-    tree: CgroupTree, tmp_path: Path
+    kube: RealCluster, pool: Pool, tree: CgroupTree, tmp_path: Path
 ) -> None:
-    web, (batch,), _kernel, line = busy_pods(tree, "batch")
+    node, web, batch, _kernel, line = busy_pods(pool, tree)
+    throttle_policy(pool, line)
+    kubeconfig = kube.agent_kubeconfig(node)
     state, log = tmp_path / "state", tmp_path / "agent.log"
-    with serve(objects([web, batch], line)) as running:
-        with agent(running.kubeconfig, state, tree, log) as first:
-            wait_for(lambda: tree.quota(batch) != "-1", 30, log)
-            stop(first, log)
-        assert tree.quota(batch) != "-1"
-        (state / "cpu-quota.json").write_text('{"version": 1, "pods": {"tor')  # torn, garbage
-        tree.stop("web")  # cool: nothing to throttle again
-        tree.signal("batch", signal.SIGSTOP)
-        with agent(running.kubeconfig, state, tree, log) as second:
-            wait_for(lambda: b"quotas rebuilt from the pod specs" in log.read_bytes(), 30, log)
-            assert tree.quota(batch) == "-1"  # BestEffort: no limit, unlimited
-            assert (
-                tree.read(tree.cpu_root, web.container_rel(tree.kubelet_root), "cpu.cfs_quota_us")
-                == "50000"  # its 500m limit, as the kubelet wrote it
-            )
-            stop(second, log)
+    with agent(kubeconfig, node, state, log, *real_cgroups(tree)) as first:
+        wait_for(lambda: tree.quota(batch) != "-1", 30, log)
+        stop(first, log)
+    assert tree.quota(batch) != "-1"
+    (state / "cpu-quota.json").write_text('{"version": 1, "pods": {"tor')  # torn, garbage
+    tree.stop(web.name)  # cool: nothing to throttle again
+    tree.signal(batch.name, signal.SIGSTOP)
+    with agent(kubeconfig, node, state, log, *real_cgroups(tree)) as second:
+        wait_for(lambda: b"quotas rebuilt from the pod specs" in log.read_bytes(), 30, log)
+        assert tree.quota(batch) == "-1"  # BestEffort: no limit, unlimited
+        assert (
+            tree.read(tree.cpu_root, web.container_rel(tree.kubelet_root), "cpu.cfs_quota_us")
+            == "50000"  # its 500m limit, as the kubelet wrote it
+        )
+        stop(second, log)
     assert [p.name for p in state.iterdir() if p.name.startswith("cpu-quota.json.corrupt-")]
+
+
+# -- the kube-apiserver restarted under a running agent ------------------------------------
+
+
+class Background:
+    """A thread running ``step`` every ``period`` seconds while in its ``with`` block."""
+
+    period = 0.1
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _run(self) -> None:
+        while not self.stopping.wait(self.period):
+            self.step()
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+
+
+class Loader(Background):
+    """Advances the fake tree's counters: ``cores`` a pod."""
+
+    def __init__(self, load: Load, cores: dict[str, float]) -> None:
+        super().__init__()
+        self.load, self.cores = load, cores
+        self.last = time.monotonic()
+
+    def step(self) -> None:
+        now = time.monotonic()
+        self.load.run({name: cores * (now - self.last) for name, cores in self.cores.items()})
+        self.last = now
+
+
+class QuotaWatch(Background):
+    """Every distinct set of quota files seen, polled every 50 ms."""
+
+    period = 0.05
+
+    def __init__(self, load: Load) -> None:
+        super().__init__()
+        self.load = load
+        self.seen: list[dict[str, int]] = []
+
+    def step(self) -> None:
+        now = self.load.quotas()
+        if not self.seen or self.seen[-1] != now:
+            self.seen.append(now)
+
+
+def evictions(proxy: FaultProxy) -> list[tuple[str, int]]:
+    """(pod, status) of every eviction asked, in order."""
+    return [(s.path.split("?")[0].split("/")[-2], s.status) for s in proxy.seen("POST", "/eviction")]
+
+
+def test_the_apiserver_restarted_under_a_running_agent(
+    kube: RealCluster, pool: Pool, tmp_path: Path
+) -> None:
+    """Three batch pods capped (at the minimum, never restored while the test runs),
+    victims evicted one every 5 s (evictionRateLimit 12 a minute, burst 1) before, during
+    and after a kill -9 and start of the kube-apiserver. The agent runs through the fault
+    proxy, whose log tells what it asked."""
+    node = pool.node()
+    batch = pool.running(pool.replicaset("batch", 3, node=node, labels={"tier": "batch"}), 3)
+    victims = pool.running(pool.replicaset("victim", 6, node=node, labels={"tier": "victim"}), 6)
+    load = Load(tmp_path / "cg", [*batch, *victims])
+    throttle = pool.action({"throttle": {"cpuThrottle": {"minCPURatio": 10, "stepCPURatio": 100}},
+                            "scope": {"qosClasses": ["BestEffort"],
+                                      "podSelector": {"matchLabels": {"tier": "batch"}}}})  # fmt: skip
+    evict = pool.action({"coolDownSeconds": 0, "eviction": {"maxPodsPerRound": 1},
+                         "scope": {"qosClasses": ["BestEffort"],
+                                   "podSelector": {"matchLabels": {"tier": "victim"}}}})  # fmt: skip
+    pool.policy(throttle, restore=1000)
+    pool.policy(evict)
+    config = tmp_path / "waterline.yaml"
+    config.write_text("agent:\n  evictionRateLimit: {perMinute: 12, burst: 1}\n")
+    state, log = tmp_path / "state", tmp_path / "agent.log"
+    cores = {name_of(p): 2.0 for p in batch} | {name_of(p): 0.5 for p in victims}
+    with kube.proxy() as proxy, Loader(load, cores):
+        fake = ("--cgroup-root", str(tmp_path / "cg"), "--config", str(config),
+                "--metrics-addr", "127.0.0.1:0")  # fmt: skip
+        with agent(kube.agent_kubeconfig(node, proxy.url), node, state, log, *fake) as proc:
+            capped = {name_of(p): 20000 for p in batch}  # 10% of the node's 2 cores
+            wait_for(lambda: all(load.quota(n) == q for n, q in capped.items())
+                     and sum(s == 201 for _, s in evictions(proxy)) >= 2, 60, log)  # fmt: skip
+            with QuotaWatch(load) as quotas:
+                before = len(proxy.requests)
+                evicted_before = sum(s == 201 for _, s in evictions(proxy))
+                started = time.monotonic()
+                kube.restart_apiserver()
+                restart = time.monotonic() - started
+                # Back: the watches relisted, evictions go on.
+                wait_for(lambda: sum(s == 201 for _, s in evictions(proxy)) >= evicted_before + 2,
+                         90, log)  # fmt: skip
+                recovered = time.monotonic() - started
+                metrics = _get(_metrics_url(log) + "/metrics")
+                ready = _get(_metrics_url(log) + "/readyz")
+            stop(proc, log)
+        after = proxy.requests[before:]
+    # Caps: the same quota files from before the restart until the agent stopped.
+    assert quotas.seen == [{**capped, **{name_of(p): -1 for p in victims}}], quotas.seen[:5]
+    # Watches: the server's 410 for a resourceVersion older than its new watch cache (the
+    # revision etcd was at when the server died: a watch that had seen the last write
+    # before the kill resumes without one), then a relist of that resource.
+    gone = sorted({path.split("?")[0] for path, code in proxy.watch_errors if code == 410}
+                  | {s.path.split("?")[0] for s in after if s.watch and s.status == 410})  # fmt: skip
+    listed = {s.path.split("?")[0] for s in after if s.method == "GET" and not s.watch and s.status == 200}
+    assert gone and set(gone) <= listed, (gone, listed)
+    relists = [s for s in after if s.method == "GET" and not s.watch and s.path.split("?")[0] in gone]
+    assert log_entries(log.read_bytes(), None, "watch version expired, relisting")
+    assert ready[0] == 200, ready
+    # Evictions: no pod asked for twice once it was evicted, none evicted twice.
+    asked = evictions(proxy)
+    by_pod: dict[str, list[int]] = collections.defaultdict(list)
+    for pod, status in asked:
+        by_pod[pod].append(status)
+    twice = {pod: s for pod, s in by_pod.items() if s.count(201) > 1 or (201 in s and s[-1] != 201)}
+    assert not twice, asked
+    failed = [(p, s) for p, s in asked if s != 201]
+    evicted = [p for p, s in asked if s == 201]
+    print(f"\nkube-apiserver kill -9 and start: ready again in {restart:.1f} s, the agent "
+          f"evicting again {recovered:.1f} s after the kill; watch 410s from the real server: "
+          f"{len(gone)} ({gone}); relists: {len(relists)}; evictions asked {len(asked)}, "
+          f"evicted {len(evicted)} (each once), "
+          f"not answered 201: {failed}; quota files changed during the restart: "
+          f"{len(quotas.seen) - 1} times")
+    assert "waterline_actions_total" in metrics[1]
+
+
+def _metrics_url(log: Path) -> str:
+    (entry,) = [e for e in log_entries(log.read_bytes(), None, "serving metrics")][-1:]
+    return f"http://127.0.0.1:{entry['port']}"
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()

@@ -9,6 +9,10 @@ above its cap, as the kernel counts over a window that is not the CFS period, is
 as measured). With a lower waterline (``--policies DIR``) the replay throttles more.
 
 The live decisions are read from the capture's own log (one JSON line per action).
+
+`waterline capture --kubeconfig --node-name` watches a node of the real cluster
+(tests/cluster.py) with the agent's token: its pods made by a ReplicaSet and run by kwok,
+their cgroups built from their real uids.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ import yaml
 
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
+from tests.cluster import RealCluster
+from tests.integration.agent_env import Pool, demo_pod
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,56 +183,45 @@ def test_a_captured_run_replays_to_the_same_decisions_and_a_lower_line_throttles
 
 
 def test_a_cluster_node_is_watched_not_acted_on_and_its_agents_caps_are_read(
-    tree: CgroupTree, tmp_path: Path
+    kube: RealCluster, pool: Pool, tree: CgroupTree, tmp_path: Path
 ) -> None:
-    """`--kubeconfig --node-name`: objects from the API server, caps from the cgroup
-    tree (written here by hand, as the node's DaemonSet agent would), nothing evicted
-    nor written although the rule is far above its line."""
-    from devtools.apiserver.testing import serve
-
-    batch, idle = DemoPod("batch", "BestEffort", None), DemoPod("idle", "BestEffort", None)
+    """`--kubeconfig --node-name` on a real node, with the agent's token: objects from the
+    kube-apiserver, caps from the cgroup tree (written here by hand, as the node's
+    DaemonSet agent would), nothing evicted nor written although the rule is far above
+    its line."""
+    node = pool.node()
+    busy_pod, idle_pod = pool.running(pool.replicaset("batch", 2, node=node), 2)
+    batch, idle = demo_pod(busy_pod), demo_pod(idle_pod)
     for pod in (batch, idle):
         tree.add_pod(pod)
     tree.start(batch)
     cgroup = f"{tree.cpu_root}/{batch.container_rel(tree.kubelet_root)}/cpu.cfs_quota_us"
     Path(cgroup).write_text("30000")  # the node's agent capped it at 0.3 cores
-    manifests = []
-    for pod in (batch, idle):
-        manifest = pod.manifest()
-        manifest["spec"]["nodeName"] = "node-1"
-        manifests.append(manifest)
-    evict = {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction",
-             "metadata": {"name": "evict"}, "spec": {"coolDownSeconds": 0, "eviction": {}}}
-    guard = {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
-             "metadata": {"name": "guard"}, "spec": {"objectiveEnsurances": [
-                 {"name": "cpu", "actionName": "evict",
-                  "metricRule": {"name": "cpu_total_usage", "value": "0.01"}}]}}
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"},
-            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}
+    evict = pool.action({"coolDownSeconds": 0, "eviction": {}})
+    guard = pool.policy(evict, value="0.01")
     scenario = tmp_path / "node.yaml"
-    with serve([node, namespace, *manifests, guard, evict]) as running:
-        done = subprocess.run(  # noqa: S603
-            [sys.executable, "-m", "agent", "capture", "--kubeconfig", str(running.kubeconfig),
-             "--node-name", "node-1", "--kubelet-cgroup-root", tree.kubelet_root,
-             "--node-cpu", "pods", "--state-dir", str(tmp_path / "state"),
-             "--interval", "0.5", "--duration", "3", "-o", str(scenario)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert running.api.request("GET", "/api/v1/namespaces/demo/pods/batch")  # not evicted
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "agent", "capture", "--kubeconfig", str(kube.agent_kubeconfig(node)),
+         "--node-name", node, "--kubelet-cgroup-root", tree.kubelet_root,
+         "--node-cpu", "pods", "--state-dir", str(tmp_path / "state"),
+         "--interval", "0.5", "--duration", "3", "-o", str(scenario)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {p["metadata"]["uid"] for p in pool.pods("batch")} == {batch.uid, idle.uid}  # not evicted
     assert Path(cgroup).read_text().strip() == "30000"  # nothing written
     doc = yaml.safe_load(scenario.read_text())
-    kinds = sorted((o["kind"], o["metadata"]["name"]) for o in doc["objects"])
-    assert kinds == [("AvoidanceAction", "evict"), ("Namespace", "demo"),
-                     ("Node", "node-1"), ("NodeQOSEnsurancePolicy", "guard"),
-                     ("Pod", "batch"), ("Pod", "idle")]  # fmt: skip
+    kinds = {(o["kind"], o["metadata"]["name"]) for o in doc["objects"]}
+    assert {("AvoidanceAction", evict), ("Namespace", pool.namespace), ("Node", node),
+            ("NodeQOSEnsurancePolicy", guard), ("Pod", batch.name), ("Pod", idle.name)} <= kinds  # fmt: skip
+    pods = {o["metadata"]["name"] for o in doc["objects"] if o["kind"] == "Pod"}
+    assert all(o["spec"]["nodeName"] == node for o in doc["objects"] if o["kind"] == "Pod"), pods
     assert all("managedFields" not in o["metadata"] for o in doc["objects"])
     decided = doc["samples"]
     assert 3 <= len(decided) <= 6  # the first ticks may pass while the watches sync
-    later = [s["pods"]["demo/batch"] for s in decided[1:]]
+    later = [s["pods"][batch.key] for s in decided[1:]]
     assert later and all(p.get("capped") and p["cpuCap"] == 0.3 for p in later), later
-    assert not any(s["pods"]["demo/idle"].get("capped") for s in decided)
+    assert not any(s["pods"][idle.key].get("capped") for s in decided)
     report = simulate(scenario)  # the replay decides what the watched node's rules say
-    evicted = report["nodes"]["node-1"]["evicted"]
-    assert evicted and set(evicted) <= {"demo/batch", "demo/idle"}
+    evicted = report["nodes"][node]["evicted"]
+    assert evicted and set(evicted) <= {batch.key, idle.key}

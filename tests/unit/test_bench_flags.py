@@ -16,10 +16,29 @@ def test_an_unknown_benchmark_is_refused_not_silently_skipped(capsys: pytest.Cap
 
 
 def test_flags_to_a_benchmark_that_takes_none_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    assert bench_main(["defrag-e2e", "--nodes", "100"]) == 2
+    assert bench_main(["faults", "--nodes", "100"]) == 2
     captured = capsys.readouterr()
-    assert "defrag-e2e takes no flags, got --nodes 100" in captured.err
+    assert "faults takes no flags, got --nodes 100" in captured.err
     assert "== bench" not in captured.out  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--bogus"], "defrag-e2e: unrecognized arguments: --bogus"),
+        (["--nodes", "0"], "defrag-e2e: --nodes must be >= 1, got 0"),
+        (["--real", "--nodes", "1"], "defrag-e2e: --nodes must be >= 2, got 1"),
+        (["--nodes", "many"], "defrag-e2e: argument --nodes: invalid int value: 'many'"),
+    ],
+)
+def test_defrag_e2e_refuses_bad_flags_with_one_line_before_any_cluster_starts(
+    flags: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        bench_main(["defrag-e2e", *flags])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err
+    assert err.strip() == message  # one line, nothing started
 
 
 @pytest.mark.parametrize(

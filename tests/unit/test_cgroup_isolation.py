@@ -178,6 +178,21 @@ def test_an_unreadable_state_file_rebuilds_the_weights_from_the_pod_specs(tmp_pa
     assert cpu_file(tree, WEB_REL, "cpu.cfs_burst_us") == "0"
 
 
+def test_a_start_on_saved_objects_leaves_the_marks_of_pods_they_do_not_show(tmp_path: Path) -> None:
+    """As for caps (agent.node.resume): the saved copy may be older than the pod, so its
+    mark is neither adopted nor released until the API server's objects say."""
+    tree = tree_with_pods(tmp_path, 1)
+    assert isolator(tree, tmp_path / "state").mark_idle(BE, "colocated")
+    brain = NodeBrain()
+    resume = Resume(brain, None, isolator(tree, tmp_path / "state"))
+    n1 = parse_node(node("n1"))
+    assert resume(Objects(n1, (), PolicySet(), origin="saved")) is False  # call again
+    assert cpu_file(tree, BE_REL, "cpu.idle") == "1" and brain.state.idle == {}
+    assert resume(Objects(n1, (BE,), PolicySet())) is True
+    assert brain.state.isolated()["idle"] == ["default/be"]
+    assert cpu_file(tree, BE_REL, "cpu.idle") == "1"
+
+
 def test_spec_weights_are_the_kubelets() -> None:
     assert spec_weight(1, BE) == "2" and spec_weight(2, BE) == "1"
     assert spec_weight(1, WEB) == "512" and spec_weight(2, WEB) == "20"

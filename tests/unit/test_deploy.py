@@ -245,14 +245,14 @@ def test_every_component_is_a_known_layout() -> None:
 
 
 @pytest.mark.parametrize("component", list(LAYOUTS), ids=str)
-def test_agent_writes_only_kubepods_state_and_tmp(component: str | None) -> None:
+def test_agent_writes_only_kubepods_and_state(component: str | None) -> None:
     version, driver = LAYOUTS[component]
     ds = agent_daemonset(component)
     kubernetes_validate.validate(ds, KUBE_VERSION, strict=True)
     mounts = agent_mounts(ds)
     assert len({m.name for m in mounts}) == len({m.path for m in mounts}) == len(mounts)
     writable = {m.path for m in mounts if not m.read_only}
-    assert writable == {_kubepods(version, driver), defaults.STATE_DIR, "/tmp"}
+    assert writable == {_kubepods(version, driver), defaults.STATE_DIR}  # no /tmp: none used
     cgroup = [m for m in mounts if m.path.startswith(defaults.CGROUP_ROOT)]
     for m in cgroup:  # at the host's own paths; never created on a node that lacks them
         assert (m.host_path, m.host_type) == (m.path, "Directory")

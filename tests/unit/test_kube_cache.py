@@ -9,7 +9,11 @@ from structlog.testing import capture_logs
 
 from agent.kube.cache import Cache, slim
 from agent.model.objects import Pod
-from devtools.apiserver.testing import pod
+from tests import builders
+
+
+def pod(name: str, cpu: str = "100m") -> dict:
+    return builders.pod(name, namespace="default", requests={"cpu": cpu})
 
 
 def bad_pod(name: str) -> dict:

@@ -1,5 +1,4 @@
-"""API errors become our exceptions; backoff grows with bounded jitter; the dev server's
-string selectors match as the API server's do."""
+"""API errors become our exceptions; backoff grows with bounded jitter."""
 
 from __future__ import annotations
 
@@ -23,7 +22,6 @@ from agent.kube.errors import (
     api_errors,
     from_status,
 )
-from devtools.apiserver.selectors import field_predicate, label_predicate
 
 
 def status_body(code: int, reason: str, causes: list | None = None) -> bytes:
@@ -88,39 +86,6 @@ def test_backoff_grows_to_the_cap_with_bounded_jitter_and_resets() -> None:
     assert backoff.next() <= 1.25
     with pytest.raises(InvalidObject, match="jitter"):
         BackoffArgs(jitter=1.5).validate()
-
-
-def obj(labels: dict, node: str = "n1", phase: str = "Running") -> dict:
-    return {
-        "metadata": {"name": "p", "namespace": "ns", "labels": labels},
-        "spec": {"nodeName": node},
-        "status": {"phase": phase},
-    }
-
-
-@pytest.mark.parametrize(
-    ("selector", "labels", "expected"),
-    [
-        ("app=web", {"app": "web"}, True),
-        ("app==web", {"app": "db"}, False),
-        ("app!=web", {}, True),
-        ("app in (web, db),tier", {"app": "db", "tier": "x"}, True),
-        ("app notin (web)", {"app": "web"}, False),
-        ("!canary", {"canary": "1"}, False),
-        ("", {"x": "y"}, True),
-    ],
-)
-def test_label_selector_strings(selector: str, labels: dict, expected: bool) -> None:
-    assert label_predicate(selector)(obj(labels)) is expected
-
-
-def test_field_selector_strings() -> None:
-    assert field_predicate("spec.nodeName=n1")(obj({}))
-    assert not field_predicate("spec.nodeName=n2")(obj({}))
-    assert field_predicate("spec.nodeName=n1,status.phase!=Succeeded")(obj({}))
-    assert field_predicate("metadata.namespace==ns,metadata.name=p")(obj({}))
-    with pytest.raises(ValueError):
-        field_predicate("spec.nodeName")
 
 
 def test_client_exception_subclasses_map_like_the_base_class():

@@ -102,6 +102,27 @@ def test_a_plans_first_eviction_taints_every_source_of_the_plan() -> None:
     assert mg.plan_cleanup([evicting, queued], other, NOW).taint == ("n1",)
 
 
+def test_a_plans_source_with_nothing_to_move_is_drained_with_the_plan() -> None:
+    """Stamped with the plan but with no job, it is the emptiest node of all: untainted,
+    the real scheduler sent the plan's replacements there (bench/defrag_real.py)."""
+    plan_time = "2026-01-01T00:00:00Z"
+    evicting = drain_job("a", m.REASON_WAIT_REPLACEMENT)
+    ds = pod("agent-x", node_name="n9", owner_kind="DaemonSet")  # stays: nothing to move
+    idle = stamped("n9", plan_time, taint=False)
+    other_plan = stamped("n8", "2026-01-01T01:00:00Z", taint=False)
+    source = stamped("n1", plan_time, taint=False)
+    assert mg.plan_cleanup([evicting], view(source, idle, other_plan, ds), NOW).taint == ("n1", "n9")
+    # a node of the plan that holds a pod to move and no job (its drain failed) is not one
+    busy = pod("db-0", node_name="n9")
+    assert mg.plan_cleanup([evicting], view(source, idle, busy), NOW).taint == ("n1",)
+    # tainted, it keeps the taint while the plan's drain runs, and is freed when it ends
+    cleanup = mg.plan_cleanup([evicting], view(stamped("n1", plan_time), stamped("n9", plan_time), ds), NOW)
+    assert (cleanup.taint, cleanup.untaint) == ((), ())
+    done = drain_job("a", m.REASON_COMPLETED, phase=m.SUCCEEDED)
+    ended = mg.plan_cleanup([done], view(stamped("n1", plan_time), stamped("n9", plan_time), ds), NOW)
+    assert ended.untaint == (mg.DrainEnd("n1", True, ()), mg.DrainEnd("n9", True, ()))
+
+
 def test_a_freed_node_keeps_its_taint_while_its_plans_other_drains_run() -> None:
     """Lifted at once, a freed (empty) node is where LeastAllocated sends the replacements
     of the drains still running."""
@@ -252,12 +273,15 @@ def test_the_defrag_act_counts_the_moves_it_plans() -> None:
     class Writer:
         def __init__(self) -> None:
             self.jobs: list[dict[str, Any]] = []
+            self.stamped: list[str] = []
 
         def create_job(self, body: dict[str, Any]) -> bool:
             self.jobs.append(body)
             return len(self.jobs) == 1  # the second create fails
 
         def annotate_node(self, name: str, annotations: dict[str, str]) -> bool:
+            assert annotations == {"qos.waterline.io/last-defrag-time": "2026-01-01T00:00:00Z"}
+            self.stamped.append(name)
             return True
 
     metrics, writer = ControllerMetrics(), Writer()
@@ -265,12 +289,18 @@ def test_the_defrag_act_counts_the_moves_it_plans() -> None:
     moves = tuple(
         Migration(parse_pod(pod(name, node_name="n3")), "n3", "n1") for name in ("a", "b")
     )
-    store = ObjectStore.from_dicts([node("n1"), node("n3")])
-    acts.defrag(DefragPlan(migrations=moves), store, view(node("n1")), NOW, True)
+    store = ObjectStore.from_dicts([node("n1"), node("n3"), node("n4")])
+    plan = DefragPlan(migrations=moves, freed_nodes=("n3", "n4"))
+    acts.defrag(plan, store, view(node("n1")), NOW, True)
     planned = metrics.registry.get_sample_value(
         "waterline_controller_moves_total", {"stage": "planned"}
     )
     assert planned == 1 and writer.jobs[0]["metadata"]["labels"] == {m.CREATED_BY_LABEL: "defrag"}
+    # the plan's time on its sources, n4 (nothing to move) too: it is drained with them
+    assert writer.stamped == ["n3", "n4"]
+    writer.jobs.append({})  # from now on every create fails: no job, no stamp
+    acts.defrag(plan, store, view(node("n1")), NOW, True)
+    assert writer.stamped == ["n3", "n4"]
 
 
 def mock_log() -> Any:

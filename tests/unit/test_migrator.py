@@ -533,6 +533,42 @@ def test_executor_taints_a_drains_source_and_never_evicts_without_the_taint() ->
     assert step is not None and (step.phase, step.reason) == (m.RUNNING, m.REASON_TAINT_FAILED)
 
 
+def test_a_plans_first_eviction_taints_its_other_sources_before_it_evicts() -> None:
+    """Tainted only by the round's cleanup, the plan's other sources were the emptiest
+    nodes meanwhile, and a real kube-scheduler sent the first replacements there
+    (bench/defrag_real.py). A source of another plan waits for its own drain."""
+
+    def stamped(name: str, planned: str) -> dict[str, Any]:
+        raw = node(name, cpu="4")
+        raw["metadata"]["annotations"] = {"qos.waterline.io/last-defrag-time": planned}
+        return raw
+
+    plan_a, plan_b = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
+    store = ObjectStore.from_dicts([
+        stamped("n1", plan_a), node("n2", cpu="4"), stamped("n4", plan_a), stamped("n5", plan_b),
+        stamped("n6", plan_a),  # a source of the plan with nothing to move
+        pod("web-1", node_name="n1"), pod("web-2", node_name="n4"), pod("web-3", node_name="n5"),
+    ])  # fmt: skip
+    first = job(phase=m.RUNNING, created_by="defrag")
+    store.migration_jobs = [
+        first,
+        job(phase="Pending", name="j2", pod_name="web-2", created_by="defrag"),
+        job(phase="Pending", name="j3", pod_name="web-3", created_by="defrag"),
+    ]
+    view = mg.ClusterView.build(store)
+    rec = Recorder()
+    ex = mg.MigrationExecutor(rec)
+    ex.run(first, {}, view, T0 + 60)
+    assert [(c[0], c[1]) for c in rec.calls[:4]] == [
+        ("node_taint", "n1"), ("node_taint", "n4"), ("node_taint", "n6"), ("evict", "default/web-1"),
+    ]  # fmt: skip
+    assert ex.reconcile(store.migration_jobs, view, T0 + 60).taint == ()  # none asked twice
+    refused = Recorder(refuse=("node_taint",))
+    step = mg.MigrationExecutor(refused).run(first, {}, view, T0 + 60)
+    assert "evict" not in refused.kinds()
+    assert step is not None and step.reason == m.REASON_TAINT_FAILED
+
+
 def test_two_jobs_of_one_round_do_not_take_the_same_gap() -> None:
     """n2 has room for one 1-CPU pod: the second job's placeholder goes elsewhere."""
     objects = [

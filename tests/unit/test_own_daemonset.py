@@ -60,10 +60,14 @@ def test_a_refused_question_with_nothing_seen_is_unknown_and_keeps_the_caps() ->
     assert ask(KubeForbidden("no role"), None) is None
 
 
+def test_a_daemonset_made_again_clears_the_memory() -> None:
+    reinstalled = watched(("DELETED", daemonset()), ("ADDED", daemonset()))
+    assert not reinstalled.deleted
+    assert ask(KubeForbidden("no role"), reinstalled) is None
+
+
 def test_the_apis_answer_is_the_present_and_wins_over_the_memory() -> None:
-    deleted_then_recreated = watched(("DELETED", daemonset()), ("ADDED", daemonset()))
-    assert deleted_then_recreated.deleted
-    assert ask(daemonset(), deleted_then_recreated) is False
+    assert ask(daemonset(), watched(("DELETED", daemonset()))) is False
     assert ask(daemonset(deleting=True), watched()) is True
     assert ask(KubeNotFound("gone"), watched()) is True
 

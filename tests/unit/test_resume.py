@@ -196,3 +196,96 @@ def test_release_with_no_state_file_says_so(tmp_path) -> None:
     events = [e["event"] for e in logs]
     assert any(e.startswith("no state file here: nothing to release") for e in events), events
     assert not (tmp_path / "no-such-dir").exists()  # nothing made by a release
+
+
+def _capped(tmp_path: Path) -> tuple[FakeTree, CgroupThrottler, Pod]:
+    """A pod capped by an earlier run: quota 20000 (0.2 cores), original unlimited."""
+    tree = FakeTree(tmp_path / "cg", 1)
+    rel = "kubepods/besteffort/podu-1"
+    tree.add(rel)
+    tree.add(f"{rel}/c1", quota="20000")
+    state = QuotaState(str(tmp_path / "state"))
+    state.put(ThrottledPod("u-1", "default", "batch", {"a": ContainerQuota(f"{rel}/c1", 1, "-1", 0.2)},
+                           "t p/r"))  # fmt: skip
+    pod_ = Pod("default", "batch", "u-1", containers=(Container("a", container_id="containerd://c1"),))
+    return tree, CgroupThrottler(tree.mounts, QuotaState(str(tmp_path / "state"))), pod_
+
+
+def test_a_start_on_saved_objects_leaves_the_caps_of_pods_they_do_not_show(tmp_path: Path) -> None:
+    """The saved copy may be older than the pod (a restart on a real node handed both caps
+    of tests/e2e back at once): its cap stays until the API server's objects say."""
+    tree, throttler, pod_ = _capped(tmp_path)
+    brain = NodeBrain()
+    resume = Resume(brain, throttler)
+    assert resume(Objects(NODE, (), load_policies([], []), origin="saved")) is False  # call again
+    assert tree.quota("kubepods/besteffort/podu-1/c1") == "20000"
+    assert brain.state.throttled == {}
+    assert resume(Objects(NODE, (pod_,), load_policies([], []))) is True  # live: there, adopted
+    assert brain.caps() == {"default/batch": pytest.approx(0.2)}
+    assert tree.quota("kubepods/besteffort/podu-1/c1") == "20000"
+
+
+def test_a_start_on_saved_objects_adopts_what_they_show(tmp_path: Path) -> None:
+    tree, throttler, pod_ = _capped(tmp_path)
+    brain = NodeBrain()
+    assert Resume(brain, throttler)(Objects(NODE, (pod_,), load_policies([], []), origin="saved")) is True
+    assert brain.caps() == {"default/batch": pytest.approx(0.2)}
+
+
+def test_the_api_servers_objects_hand_back_the_caps_of_pods_gone(tmp_path: Path) -> None:
+    tree, throttler, _pod = _capped(tmp_path)
+    assert Resume(NodeBrain(), throttler)(Objects(NODE, (), load_policies([], []))) is True
+    assert tree.quota("kubepods/besteffort/podu-1/c1") == "-1"
+    assert throttler.throttled_pods() == {}
+
+
+class _View:
+    """What view_source reads of a NodeView: one node, its version bumped by changes."""
+
+    def __init__(self) -> None:
+        self.synced, self.version, self.pod_names = True, 1, ["a"]
+
+    def node(self) -> Any:
+        return NODE
+
+    def pods(self) -> list[Pod]:
+        return [parse_pod(pod(n)) for n in self.pod_names]
+
+    def policies(self) -> list[Any]:
+        return []
+
+    actions = policies
+
+    def namespaces(self) -> dict[str, Any]:
+        return {}
+
+    def invalid(self) -> dict[str, Any]:
+        return {}
+
+    def brake(self) -> None:
+        return None
+
+    def manifests(self) -> list[Any]:
+        return [node("n1"), *(pod(n) for n in self.pod_names)]
+
+
+def test_a_change_within_the_save_interval_is_saved_when_it_is_over(tmp_path: Path) -> None:
+    from agent.node.incluster import view_source
+
+    now = [0.0]
+    view = _View()
+    saved = SavedObjects(str(tmp_path), "n1", min_interval=60, clock=lambda: now[0])
+    source = view_source(view, saved)  # type: ignore[arg-type]
+
+    def pods_in_file() -> list[str]:
+        doc = json.loads((tmp_path / "objects.json").read_text())
+        return [o["metadata"]["name"] for o in doc["objects"] if o["kind"] == "Pod"]
+
+    source()
+    assert pods_in_file() == ["a"]
+    now[0], view.version, view.pod_names = 10.0, 2, ["a", "b"]  # a pod made 10 s later
+    source()
+    assert pods_in_file() == ["a"]  # not due yet
+    now[0] = 61.0
+    source()  # nothing changed since, but the change was never saved
+    assert pods_in_file() == ["a", "b"]

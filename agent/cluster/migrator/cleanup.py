@@ -7,7 +7,10 @@ its drain ends. A drain is every non-terminal defrag job of that source (a Pendi
 source is its pod's node). When no job of a source is left its drain has ended (the taint
 is the drain's memory, not ours, so this holds after a restart too). The drain is *done*,
 its node freed, when the source then holds no pod that must move (DaemonSet, mirror and
-terminating pods stay); else it *failed* and the pods left are named.
+terminating pods stay); else it *failed* and the pods left are named. A source of the plan
+with nothing to move (defrag stamps it with the plan when it creates the plan's jobs) has
+no job: it is drained with its plan, tainted with the plan's first eviction and freed when
+the plan's drains end.
 
 Decisions where DESIGN.md is silent (bench/defrag_e2e.py measured them against a model of
 the stock kube-scheduler, whose LeastAllocated scoring sends a pod to the emptiest node
@@ -16,18 +19,21 @@ that fits, which is just what a source being drained or a freed node is):
 * The sources of one defrag plan are drained together, as one drain: a plan is told by
   the sources' ``qos.waterline.io/last-defrag-time`` (defrag stamps every source of a
   plan with the plan's time; an unstamped node is a drain of its own). Its first
-  eviction taints every source of the plan that still has jobs: a source whose turn has
+  eviction taints every source of the plan that still has jobs, before it evicts
+  (``plan_sources``; the round's cleanup catches any it missed): a source whose turn has
   not come (at most 2 jobs a node run at once) is otherwise where the others'
   replacements go. On the 5,000-node bench cluster that took the nodes freed from 105 to
-  all 144 planned.
+  all 144 planned (the model); on a real scheduler the sources tainted only at the
+  round's end still took the first replacements (bench/defrag_real.py).
 * A job waits for its replacement to run before it ends, so the taint stays until the
   last replacement has landed: lifting it when the node is merely empty would let the
   pending replacements land back on it.
 * A failed drain's taint goes at once: the node keeps pods and must take new ones.
 * A done drain's taint stays while the other drains of its plan (or of an older one)
   still run; lifted as each drain ended, the 1,000-node bench cluster kept 4 of 39
-  planned nodes free, kept until the plan's drains end, all 39. Jobs end by their TTL,
-  so this is bounded.
+  planned nodes free, kept until the plan's drains end, all 39 (the model; on 24 kwok
+  nodes and the real scheduler, kept so, every node the plan meant to free where there
+  was room elsewhere). Jobs end by their TTL, so this is bounded.
 
 Orphans, found by label every round. A placeholder pod (label
 ``qos.waterline.io/reservation``) is stale when its Reservation is gone or final, or no
@@ -39,7 +45,7 @@ when no placeholder that stays uses it and none was created against it this roun
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from agent.cluster.defrag.plan import LAST_DEFRAG_ANNOTATION, stays
@@ -118,10 +124,63 @@ def plan_time(node: Node | None) -> float | None:
     return parse_time_or_none(node.annotations.get(LAST_DEFRAG_ANNOTATION))
 
 
+def must_move(pods: Iterable[Pod]) -> list[str]:
+    """The pods that keep a source from being freed (namespace/name): DaemonSet, mirror
+    and terminating pods stay."""
+    return sorted(p.key for p in pods if p.is_active and not stays(p))
+
+
+PodsOn = Callable[[str], Sequence[Pod]]
+
+
+def _pods_on(view: ClusterView) -> PodsOn:
+    """The pods of a node, indexed on first use."""
+    index: list[Mapping[str, Sequence[Pod]]] = []
+
+    def pods_on(name: str) -> Sequence[Pod]:
+        if not index:
+            index.append(view.store.pods_by_node())
+        return index[0].get(name, ())
+
+    return pods_on
+
+
+def _of_plans(
+    plans: Set[float],
+    nodes: Mapping[str, Node],
+    active: Mapping[str, Sequence[m.PodMigrationJob]],
+    pods_on: PodsOn,
+) -> set[str]:
+    """The sources of these plans still drained: those with a drain job, and those with
+    nothing to move (freed by the plan as they are: the emptiest nodes, they would take
+    the replacements of the others)."""
+    if not plans:
+        return set()
+    return {
+        name
+        for name, node in nodes.items()
+        if plan_time(node) in plans and (name in active or not must_move(pods_on(name)))
+    }
+
+
+def plan_sources(source: str, jobs: Iterable[m.PodMigrationJob], view: ClusterView) -> list[str]:
+    """The nodes a drain's first eviction taints: its source, then every other source of
+    its plan (the same last-defrag-time) still drained (``_of_plans``). Tainted only at
+    the round's end, they were the emptiest nodes in the meantime, and a real
+    kube-scheduler sent the first replacements there (bench/defrag_real.py)."""
+    nodes = view.store.nodes
+    planned = plan_time(nodes.get(source))
+    if planned is None:
+        return [source]
+    others = _of_plans({planned}, nodes, drains(jobs, view), _pods_on(view)) - {source}
+    return [source, *sorted(others)]
+
+
 def _wanted(
     active: Mapping[str, Sequence[m.PodMigrationJob]],
     nodes: Mapping[str, Node],
     tainted: frozenset[str],
+    pods_on: PodsOn,
 ) -> set[str]:
     """The sources that must carry the taint: those whose drain has begun (tainted, or a
     job of it reached its eviction), and every source of a plan one of whose drains has."""
@@ -132,9 +191,8 @@ def _wanted(
         or (name in nodes and has_drain_taint(nodes[name]))
         or any(j.is_running and j.reason in DRAINING_REASONS for j in js)
     }
-    stamps = {name: plan_time(nodes.get(name)) for name in active}
-    plans = {stamps[name] for name in begun} - {None}
-    return begun | {name for name, t in stamps.items() if t is not None and t in plans}
+    plans = {t for name in begun if (t := plan_time(nodes.get(name))) is not None}
+    return begun | _of_plans(plans, nodes, active, pods_on)
 
 
 def _drain_changes(
@@ -142,9 +200,10 @@ def _drain_changes(
 ) -> tuple[tuple[str, ...], tuple[DrainEnd, ...]]:
     nodes = view.store.nodes
     active = drains(jobs, view)
+    pods_on = _pods_on(view)
     taint = sorted(
         name
-        for name in _wanted(active, nodes, tainted)
+        for name in _wanted(active, nodes, tainted, pods_on)
         if name in nodes and name not in tainted and not has_drain_taint(nodes[name])
     )
     ended = [
@@ -152,11 +211,10 @@ def _drain_changes(
         for name, node in sorted(nodes.items())
         if (has_drain_taint(node) or name in tainted) and name not in active
     ]
-    by_node = view.store.pods_by_node() if ended else {}
     running_plans = [t for t in (plan_time(nodes.get(n)) for n in active) if t is not None]
     ends = []
     for name in ended:
-        left = sorted(p.key for p in by_node.get(name, ()) if p.is_active and not stays(p))
+        left = must_move(pods_on(name))
         planned = plan_time(nodes[name])
         if not left and planned is not None and any(t <= planned for t in running_plans):
             continue  # freed; its plan's other drains still run: it keeps the taint

@@ -23,6 +23,7 @@ from agent.cluster.migrator.cleanup import (
     Marks,
     has_drain_taint,
     plan_cleanup,
+    plan_sources,
 )
 from agent.cluster.migrator.observe import (
     ClusterView,
@@ -376,15 +377,24 @@ class MigrationExecutor:
         return step, True
 
     def _taint_source(self, c: _Job, step: Step) -> tuple[Step, bool]:
+        """The source's taint, and with the first of a plan every other source of it
+        (``plan_sources``): only the source's own is needed to evict."""
         source = c.source
-        node = c.view.store.nodes.get(source)
-        if node is None or has_drain_taint(node) or source in self._marks.tainted:
+        if not self._needs_taint(c, source):
             return step, True
-        if self._set_drain_taint(source):
-            self._marks.tainted.add(source)
-            return step, True
-        message = f"could not set the drain taint on {source}; retrying next round"
-        return replace(step, reason=m.REASON_TAINT_FAILED, message=message), False
+        for name in plan_sources(source, c.view.store.migration_jobs, c.view):
+            if name != source and not self._needs_taint(c, name):
+                continue
+            if self._set_drain_taint(name):
+                self._marks.tainted.add(name)
+            elif name == source:
+                message = f"could not set the drain taint on {source}; retrying next round"
+                return replace(step, reason=m.REASON_TAINT_FAILED, message=message), False
+        return step, True
+
+    def _needs_taint(self, c: _Job, name: str) -> bool:
+        node = c.view.store.nodes.get(name)
+        return node is not None and not has_drain_taint(node) and name not in self._marks.tainted
 
     def _evict(self, c: _Job, step: Step) -> tuple[Step, bool]:
         pod = c.world.pod

@@ -1,0 +1,89 @@
+"""`make chart` (``python -m devtools.chart``): bring into charts/waterline/ what Helm takes
+verbatim from deploy/, and the chart's version from pyproject.toml.
+
+deploy/ and the chart are one install written twice: the templated objects are written by
+hand on both sides and proven equal by rendering (tests/unit/test_chart.py: ``helm
+template`` with default values is ``kubectl kustomize deploy/``, object by object); what
+Helm does not template is copied here, never edited in the chart:
+
+* the CRDs (Helm installs crds/ as they are, before the templates);
+* the Grafana dashboard's JSON and the alert rules, read by the chart's templates as data
+  (``.Files.Get``): their ``{{ $labels.node }}`` are Grafana's and Prometheus' templates;
+* Chart.yaml's ``version`` and ``appVersion``: pyproject.toml's version, so the chart of a
+  release installs that release's image.
+
+``--check`` writes nothing and exits 1 naming each file that differs (the unit test runs
+the same comparison).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+CHART = ROOT / "charts" / "waterline"
+#: chart file -> the deploy/ file it is a copy of.
+COPIES: dict[str, str] = {
+    **{f"crds/{p.name}": f"crds/{p.name}" for p in sorted((DEPLOY / "crds").glob("*.yaml"))},
+    "files/dashboards/waterline.json": "dashboards/waterline.json",
+    "files/prometheus/rules.yaml": "prometheus/rules.yaml",
+    "files/prometheus/controller-rules.yaml": "prometheus/controller-rules.yaml",
+}
+_VERSION_LINE = re.compile(r'^(version|appVersion): .*$', re.MULTILINE)
+
+
+def project_version() -> str:
+    version: str = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return version
+
+
+def chart_yaml(text: str, version: str) -> str:
+    """Chart.yaml's text with its version and appVersion set to ``version``."""
+    return _VERSION_LINE.sub(
+        lambda m: f'{m[1]}: {version}' if m[1] == "version" else f'{m[1]}: "{version}"', text
+    )
+
+
+def wanted() -> dict[Path, str]:
+    """Every file `make chart` owns -> the text it must have."""
+    files = {CHART / dst: (DEPLOY / src).read_text() for dst, src in COPIES.items()}
+    chart = CHART / "Chart.yaml"
+    files[chart] = chart_yaml(chart.read_text(), project_version())
+    return files
+
+
+def stale() -> list[Path]:
+    """The chart files that differ from what `make chart` writes, and CRDs in the chart
+    that deploy/ no longer has."""
+    out = [p for p, text in wanted().items() if not p.exists() or p.read_text() != text]
+    owned = set(wanted())
+    out += [p for p in sorted((CHART / "crds").glob("*")) if p not in owned]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if argv == ["--check"]:
+        for path in stale():
+            print(f"{path.relative_to(ROOT)} differs from deploy/ or pyproject.toml: run make chart")
+        return 1 if stale() else 0
+    if argv:
+        print("usage: python -m devtools.chart [--check]", file=sys.stderr)
+        return 2
+    for path in sorted((CHART / "crds").glob("*")):
+        if path not in wanted():
+            path.unlink()
+            print(f"removed {path.relative_to(ROOT)}")
+    for path, text in wanted().items():
+        if not path.exists() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

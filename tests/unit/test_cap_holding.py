@@ -1,0 +1,142 @@
+"""Caps that survive systemd, on fake trees: ``CgroupThrottler.hold`` and the agent's
+``CapKeeper`` (count, log once per pod, never claim a cap the kernel lost). The same on a
+real systemd host, where ``systemctl daemon-reload`` lifts the caps: tests/vm/."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agent.node.holding import CapKeeper
+from agent.node.tick import NodeBrain
+from executors.cgroup_throttle import CgroupThrottler
+from executors.quota_state import QuotaState
+from executors.records import ThrottleRecord
+from tests.unit.fake_cgroups import FakeTree, ListLogger
+from tests.unit.test_quota_state import POD, _tree
+
+
+def _capped(tmp_path: Path, version: int) -> tuple[FakeTree, str, CgroupThrottler]:
+    tree, container = _tree(tmp_path, version)
+    throttler = CgroupThrottler(tree.mounts, QuotaState(str(tmp_path / "state")))
+    assert throttler.apply(POD, {"a": 0.2, "b": 0.5}, owner="throttle cpu")
+    return tree, container, throttler
+
+
+def _lift(tree: FakeTree, rel: str, text: str) -> None:
+    name = "cpu.cfs_quota_us" if tree.version == 1 else "cpu.max"
+    (tree.root / ("cpu/" if tree.version == 1 else "") / rel / name).write_text(text + "\n")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_held_cap_is_left_alone(tmp_path: Path, version: int) -> None:
+    _tree_, _c, throttler = _capped(tmp_path, version)
+    assert throttler.hold() == []
+
+
+def test_a_cap_put_back_to_the_original_is_written_again(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 2)
+    c1 = container.format("c1")
+    _lift(tree, c1, "max 100000")  # what daemon-reload does to a unit without CPUQuota=
+    [found] = throttler.hold()
+    assert (found.pod, found.container, found.found, found.wanted) == (
+        "default/web", "a", "max 100000", "20000 100000")
+    assert found.rewritten and not found.new_original
+    assert tree.quota(c1) == "20000 100000"
+    assert throttler.hold() == []  # held again
+    throttler.restore(POD)
+    assert tree.quota(c1) == "max 100000"  # the original, exactly
+
+
+def test_a_limit_changed_under_the_cap_becomes_the_original(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 2)
+    c2 = container.format("c2")
+    _lift(tree, c2, "250000 100000")  # a resize, or set-property CPUQuota=250%
+    [found] = throttler.hold()
+    assert found.new_original and found.rewritten
+    assert tree.quota(c2) == "50000 100000"
+    throttler.restore(POD)
+    assert tree.quota(c2) == "250000 100000"  # release gives back the new limit
+
+
+def test_a_new_limit_below_the_cap_is_the_cap_now(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 1)
+    c2 = container.format("c2")
+    _lift(tree, c2, "30000")  # tighter than our 0.5-core cap
+    [found] = throttler.hold()
+    assert found.new_original and tree.quota(c2) == "30000"
+    record = throttler.state.get("u-1")
+    assert record is not None and record.containers["b"].cap == pytest.approx(0.3)
+    assert throttler.hold() == []
+
+
+def test_a_cap_that_cannot_be_written_back_is_forgotten(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 2)
+    c1 = container.format("c1")
+    _lift(tree, c1, "max 100000")
+    path = tree.root / c1 / "cpu.max"
+    path.chmod(0o444)
+    real_write = throttler._write
+
+    def refuse(target: str, text: str) -> None:
+        if target == str(path):
+            raise PermissionError(13, "Permission denied")
+        real_write(target, text)
+
+    throttler._write = refuse  # type: ignore[method-assign]
+    [found] = throttler.hold()
+    assert not found.rewritten and "Permission denied" in found.error
+    record = throttler.state.get("u-1")
+    assert record is not None and record.containers["a"].cap is None
+    assert throttler.hold() == []  # not claimed, so not retried
+
+
+def test_a_gone_container_is_left_to_the_usual_paths(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 2)
+    for name in ("cpu.max", "cpu.stat", "memory.current", "memory.stat"):
+        (tree.root / container.format("c1") / name).unlink()
+    (tree.root / container.format("c1")).rmdir()
+    assert throttler.hold() == []
+
+
+class _Holder:
+    def __init__(self, throttler: CgroupThrottler) -> None:
+        self.throttler = throttler
+
+    def hold(self):  # type: ignore[no-untyped-def]
+        return self.throttler.hold()
+
+
+def test_the_keeper_counts_every_revert_logs_once_per_pod_and_forgets_lost_caps(
+    tmp_path: Path,
+) -> None:
+    tree, container, throttler = _capped(tmp_path, 2)
+    brain = NodeBrain()
+    brain.state.throttled["default/web"] = ThrottleRecord(0.7, 3.3, "throttle", "cpu", "u-1")
+    counted: list[tuple[str, int]] = []
+    log = _Log()
+    keeper = CapKeeper(_Holder(throttler), brain, lambda c, n: counted.append((c, n)), log)
+    for _reload in range(2):  # two daemon-reloads: both containers lifted each time
+        _lift(tree, container.format("c1"), "max 100000")
+        _lift(tree, container.format("c2"), "300000 100000")
+        keeper()
+    keeper()  # nothing lifted: nothing counted
+    assert counted == [("cpu_quota", 2), ("cpu_quota", 2)]
+    assert keeper.reverted == 4
+    assert [e for e, _f in log.events if e.startswith("cap lifted")] == [log.events[0][0]]
+    assert "default/web" in brain.state.throttled
+
+    _lift(tree, container.format("c1"), "max 100000")
+    throttler._write = _refuse  # type: ignore[method-assign]
+    keeper()
+    assert "default/web" not in brain.state.throttled  # the kernel does not hold it
+
+
+def _refuse(_path: str, _text: str) -> None:
+    raise OSError(5, "Input/output error")
+
+
+class _Log(ListLogger):
+    def error(self, event: str, **fields: object) -> None:
+        self.events.append((event, fields))

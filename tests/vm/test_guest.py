@@ -1,0 +1,77 @@
+"""Waterline on a real cgroup v2 host with systemd as PID 1 (a Debian 12 guest under qemu,
+docs/vm.md): the systemd driver's layout made by systemd, the v2 collectors on the real
+files, throttling through cpu.max, and caps that survive ``systemctl daemon-reload``.
+
+The checks run in the guest (guest_checks.py, one boot for all); each test here asserts
+on one check's verdict and figures. CPU figures are the guest kernel's (cpu.stat).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.vm.conftest import GuestRun
+
+pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.integration]
+UNLIMITED = "max 100000"
+
+
+def test_the_guest_is_cgroup_v2_with_systemd_as_pid_1(guest: GuestRun) -> None:
+    f = guest.result("guest")
+    assert f["pid1"] == "systemd" and f["cgroup_fs"] == "cgroup2fs"
+    assert {"cpu", "memory", "io", "pids"} <= set(f["controllers"])
+    assert f["waterline"].startswith("waterline")
+
+
+def test_the_systemd_drivers_layout_is_found_where_systemd_put_it(guest: GuestRun) -> None:
+    f = guest.result("systemd_layout")
+    assert (f["mode"], f["driver"]) == ("v2", "systemd")
+    for name in ("batch", "web"):
+        assert "/" + f["found"][name]["main"] == f["systemd_says"][name]
+    assert "cpu" in f["subtree_control"]["kubepods.slice"].split()
+
+
+def test_v2_collectors_read_usage_throttling_working_set_and_pod_psi(guest: GuestRun) -> None:
+    f = guest.result("v2_collectors")
+    for name, pod in f["pods"].items():
+        assert pod["cpu_cores"] == pytest.approx(pod["kernel_cores"], rel=0.1, abs=0.05), name
+        assert 0 < pod["working_set_bytes"] <= pod["memory_current"], name
+        assert pod["nr_periods"] is not None and pod["cpu_pressure_avg10"] is not None, name
+    assert f["pods"]["web"]["cpu_pressure_avg10"] > 5
+
+
+def test_lc_cpu_pressure_throttles_through_cpu_max_and_restores_exactly(guest: GuestRun) -> None:
+    f = guest.result("lc_pressure_throttles_and_restores_exactly")
+    assert f["throttles"] and {m for m, _v, _c in f["throttles"]} == {"lc_cpu_pressure"}
+    assert f["quota_seen"][-1] == "20000 100000"
+    assert f["batch_cores_at_floor"] <= 0.2 * 1.1 + 0.01
+    assert f["original"] == f["restored"] == UNLIMITED
+
+
+def test_daemon_reload_lifts_a_quota_written_straight_into_cpu_max(guest: GuestRun) -> None:
+    f = guest.result("daemon_reload_lifts_a_cap_written_by_hand")
+    assert f["written"] == "50000 100000" and f["after_reload"] == UNLIMITED
+    assert f["cores_after_reload"] > f["cores_capped"]
+
+
+def test_caps_survive_daemon_reload_and_set_property(guest: GuestRun) -> None:
+    f = guest.result("caps_hold_across_daemon_reloads")
+    lifted = [x for x in f["lifts"] if x["found"] != "50000 100000"]
+    assert len(lifted) >= 2 and f["reverted_total"] == len(lifted)
+    assert f["cores_across_reloads"] <= 0.5 * 1.15
+    assert f["lift_log_lines"] == 1
+    assert f["released"] == "150000 100000"
+
+
+def test_a_cap_held_as_the_units_own_property_survives_daemon_reload(guest: GuestRun) -> None:
+    f = guest.result("systemd_property_holds_across_reload")
+    assert f["after_reload"] == "20000 100000"
+
+
+@pytest.mark.skip(reason="the idle class and burst (cpu.idle, cpu.max.burst) come with issue 24: "
+                         "their guest checks (set, released with the weight put back, held "
+                         "across daemon-reload) are written when it lands")  # fmt: skip
+def test_idle_mark_and_burst_survive_daemon_reload() -> None:
+    """Issue 24: cpu.idle = 1 on a BestEffort pod slice and cpu.max.burst on a latency-
+    critical container, set and released exactly (cpu.weight put back), and held across
+    two daemon-reloads like the caps (the reverted count with control="cpu_idle")."""
