@@ -34,8 +34,10 @@ RULE_STATES = ("normal", "triggered", "restored")
 CPU_CLASSES = ("idle", "burst")
 #: The safety limits that can stop an eviction round (executors.limits.LIMITS).
 EVICTION_LIMITS = ("clusterBrake", "maxPodsPerRound", "evictionRateLimit")
-#: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us).
+#: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us),
+#: and the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst).
 CPU_QUOTA_CONTROL = "cpu_quota"
+REVERTED_CONTROLS = (CPU_QUOTA_CONTROL, "cpu_idle", "cpu_burst")
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -220,12 +222,14 @@ class AgentMetrics:
         )
         self.caps_reverted = Counter(
             "waterline_caps_reverted",
-            "Caps this agent held that it found lifted in the kernel (a systemd "
-            "daemon-reload re-applying a unit's own properties) and wrote back, by control.",
+            "Caps and CPU isolation marks this agent held that it found lifted in the kernel "
+            "(a systemd daemon-reload re-applying a unit's own properties) and wrote back, by "
+            "control (cpu_quota, cpu_idle, cpu_burst).",
             ["control"],
             registry=r,
         )
-        self.caps_reverted.labels(CPU_QUOTA_CONTROL)
+        for control in REVERTED_CONTROLS:
+            self.caps_reverted.labels(control)
         self.last_success = Gauge(
             "waterline_last_successful_tick_timestamp_seconds",
             "Unix time of the end of the last tick that completed without error.",

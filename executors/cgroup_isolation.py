@@ -24,15 +24,17 @@ back before it caps the pod, or while the kubelet resizes it.
 
 Every mark is checked against the kernel each time it is asked for (each tick): one that
 something reverted (``systemctl daemon-reload`` puts a systemd unit's properties back) is
-written again, logged once per pod. Where the kernel lacks a file the class is not
-offered (``support``), said once in the log. Failures are logged, never raised.
+written again, logged once per pod and counted (``count_reverted``, the agent's
+``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``). Where the kernel
+lacks a file the class is not offered (``support``), said once in the log. Failures are
+logged, never raised.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 import structlog
@@ -47,6 +49,8 @@ from collectors.layout import PodCgroupLayout, kubepods_path
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
 
 IDLE_FILE = "cpu.idle"
+#: The ``control`` a reverted mark is counted under (agent.metrics' reverted counter).
+IDLE_CONTROL, BURST_CONTROL = "cpu_idle", "cpu_burst"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +88,20 @@ class CgroupIsolator:
         self.state = state
         self.layout = layout if layout is not None else PodCgroupLayout(root, kubelet_root)
         self._support: IsolationSupport | None = None
-        self._said_reverted: set[str] = set()
+        self._said_reverted: set[tuple[str, str]] = set()
         self._log = structlog.get_logger()
+        #: Called with the control of each mark found reverted and written again (the
+        #: agent counts them); None: not counted.
+        self.count_reverted: Callable[[str], None] | None = None
+
+    def _reverted(self, control: str, key: str, uid: str, cgroup: str) -> None:
+        if self.count_reverted is not None:
+            self.count_reverted(control)
+        if (control, uid) not in self._said_reverted:
+            self._said_reverted.add((control, uid))  # once per pod and class, not at every reload
+            self._log.warning(f"{control} mark found reverted (a systemd daemon-reload?): "
+                              "written again; logged once per pod, counted in "
+                              "waterline_caps_reverted_total", pod=key, cgroup=cgroup)  # fmt: skip
 
     # -- what the kernel offers -------------------------------------------------------
 
@@ -167,10 +183,8 @@ class CgroupIsolator:
                 self._log.warning("idle: found marked with no record of ours; the pod "
                                   "spec's weight will be written back", pod=pod.key)
             return self._persist(replace(record, idle=original, idle_owner=owner), "idle")
-        if record.idle is not None and pod.uid not in self._said_reverted:
-            self._said_reverted.add(pod.uid)
-            self._log.warning("idle mark found reverted (a systemd daemon-reload?): written "
-                              "again", pod=pod.key)
+        if record.idle is not None:
+            self._reverted(IDLE_CONTROL, pod.key, pod.uid, found.path)
         marked = replace(record, idle=Saved(found.path, weight), idle_owner=owner or record.idle_owner)
         if not self._persist(marked, "idle"):
             return False
@@ -229,9 +243,12 @@ class CgroupIsolator:
             if quota is None:
                 continue  # unlimited: nothing to borrow from
             before = saved.get(name)
+            burst = int(quota * min(percent, 100.0) / 100.0)
             if before is None or before.cgroup != cgroup:  # first write, or a new container
                 saved[name] = Saved(cgroup, current)
-            plans[name] = (cgroup, int(quota * min(percent, 100.0) / 100.0), current)
+            elif current == before.original != str(burst):  # back to what was there before us
+                self._reverted(BURST_CONTROL, pod.key, pod.uid, cgroup)
+            plans[name] = (cgroup, burst, current)
         if not plans:
             return False
         if not self._persist(replace(record, burst=saved, burst_owner=owner or record.burst_owner), "burst"):

@@ -99,6 +99,8 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     if isinstance(throttler, CgroupThrottler):  # caps that survive systemd: agent.node.holding
         before_tick.append(CapKeeper(
             throttler, brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n)))  # fmt: skip
+    if isinstance(isolator, CgroupIsolator):  # marks are held by the isolator itself, each tick
+        isolator.count_reverted = lambda control: metrics.caps_reverted.labels(control).inc()
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:

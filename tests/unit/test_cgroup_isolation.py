@@ -3,7 +3,7 @@ writes on v1 and v2 (cpu.idle, cpu.shares / cpu.weight, cpu.cfs_burst_us / cpu.m
 what it records before it writes and writes back, what it does without the kernel's
 files, after a restart and with an unreadable state file; the in-place resize as the pod
 object shows it (agent.model.objects.resize). A fake tree cannot refuse a write as the
-kernel does; tests/integration/test_cpu_isolation.py checks the kernel's facts."""
+kernel does; tests/integration/test_cpu_isolation_v1.py checks the kernel's facts."""
 
 from __future__ import annotations
 
@@ -117,6 +117,29 @@ def test_a_reverted_mark_is_written_again_with_the_weight_then_in_force(tmp_path
     (tree.root / BE_REL / "cpu.weight").write_text("7\n")
     assert iso.mark_idle(BE)
     assert cpu_file(tree, BE_REL, "cpu.idle") == "1" and iso.held()["be"].idle.original == "7"
+
+
+def test_reverted_marks_are_counted_each_time_and_logged_once_per_pod_and_class(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = tree_with_pods(tmp_path, 2)
+    iso = isolator(tree, tmp_path / "state")
+    counted: list[str] = []
+    iso.count_reverted = counted.append
+    assert iso.mark_idle(BE) and iso.set_burst(WEB, 50.0)
+    assert iso.mark_idle(BE) and iso.set_burst(WEB, 50.0)  # held: nothing to count
+    assert counted == []
+    for _reload in range(2):  # two daemon-reloads put both units back
+        (tree.root / BE_REL / "cpu.idle").write_text("0\n")
+        for rel in (WEB_REL, f"{WEB_REL}/c-web"):
+            (tree.root / rel / "cpu.max.burst").write_text("0\n")
+        assert iso.mark_idle(BE) and iso.set_burst(WEB, 50.0)
+    assert counted == ["cpu_idle", "cpu_burst", "cpu_burst"] * 2  # the pod's two cgroups
+    assert cpu_file(tree, BE_REL, "cpu.idle") == "1" and cpu_file(tree, f"{WEB_REL}/c-web", "cpu.max.burst") == "25000"
+    said = capsys.readouterr().out
+    assert said.count("cpu_idle mark found reverted") == 1 and said.count("cpu_burst mark found reverted") == 1
+    (tree.root / WEB_REL / "c-web" / "cpu.max").write_text("80000 100000\n")
+    assert iso.set_burst(WEB, 50.0) and counted.count("cpu_burst") == 4  # a new quota: not a revert
 
 
 def test_burst_follows_the_quota_and_a_new_container_gets_its_own_record(tmp_path: Path) -> None:
