@@ -574,10 +574,13 @@ def idle_and_burst_held_across_daemon_reload(f: Figures) -> None:
     f["revert_log_lines"] = len(logged)
     sh("systemctl", "set-property", "--runtime", scope(WEB_CID), "CPUQuota=")
     assert f["set"]["idle"] == "1" and f["set"]["burst"] == want_burst, f
-    lifted_idle = sum(1 for r in reloads if r["idle"] != "1")
+    # systemd 252 writes cpu.idle 0 at each daemon-reload (it knows CPUWeight=idle), and
+    # leaves cpu.max.burst alone (it has no property for it)
+    assert len(f["idle_lifts"]) >= 2, ("each daemon-reload lifts the idle mark", f)
+    assert (f["reverted"]["cpu_idle"] or 0) >= len(f["idle_lifts"]), f
     lifted_burst = sum(1 for r in reloads if r["burst"] != want_burst)
-    assert (f["reverted"]["cpu_idle"] or 0) >= lifted_idle, f
     assert (f["reverted"]["cpu_burst"] or 0) >= lifted_burst, f
+    assert f["revert_log_lines"] == 1, f  # once for the pod
     assert all(x["for_s"] is not None and x["for_s"] <= INTERVAL + f["longest_tick_s"] + 0.5
                for x in f["idle_lifts"]), f  # fmt: skip
     assert f["agent_rc"] == 0, f
