@@ -30,10 +30,14 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 RULE_STATES = ("normal", "triggered", "restored")
+#: The CPU isolation classes (agent.model.isolation), a bounded label.
+CPU_CLASSES = ("idle", "burst")
 #: The safety limits that can stop an eviction round (executors.limits.LIMITS).
 EVICTION_LIMITS = ("clusterBrake", "maxPodsPerRound", "evictionRateLimit")
-#: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us).
+#: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us),
+#: and the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst).
 CPU_QUOTA_CONTROL = "cpu_quota"
+REVERTED_CONTROLS = (CPU_QUOTA_CONTROL, "cpu_idle", "cpu_burst")
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -60,6 +64,10 @@ class NodeSnapshot:
     throttled: int = 0
     #: kind -> number of objects rejected as invalid
     invalid_objects: Mapping[str, int] = field(default_factory=dict)
+    #: CPU isolation class -> pods held in it now
+    isolated: Mapping[str, int] = field(default_factory=dict)
+    #: CPU isolation class -> whether this host's kernel offers it
+    supported: Mapping[str, bool] = field(default_factory=dict)
 
 
 class _SnapshotCollector(Collector):
@@ -148,6 +156,24 @@ class _SnapshotCollector(Collector):
         for kind, count in sorted(snap.invalid_objects.items()):
             invalid.add_metric([kind], count)
         yield invalid
+        isolated = GaugeMetricFamily(
+            "waterline_isolated_pods",
+            "Pods this agent holds in each CPU isolation class (idle: cpu.idle on the pod's "
+            "cgroup; burst: CFS burst on its cgroups).",
+            labels=["cpu_class"],
+        )
+        supported = GaugeMetricFamily(
+            "waterline_cpu_isolation_supported",
+            "1 when this host's kernel offers the CPU isolation class (cpu.idle: 5.15+; "
+            "burst: 5.14+), 0 where the policies' section for it is not acted on.",
+            labels=["cpu_class"],
+        )
+        for cls in CPU_CLASSES:
+            isolated.add_metric([cls], snap.isolated.get(cls, 0))
+            if cls in snap.supported:
+                supported.add_metric([cls], 1.0 if snap.supported[cls] else 0.0)
+        yield isolated
+        yield supported
 
 
 class AgentMetrics:
@@ -181,6 +207,13 @@ class AgentMetrics:
         )
         for limit in EVICTION_LIMITS:  # every series exists from the start, at 0
             self.rounds_limited.labels(limit)
+        self.isolation_changes = Counter(
+            "waterline_isolation_changes",
+            "Pods joining (marked) or leaving (released; lifted: for an in-place resize) a "
+            "CPU isolation class, by class, change and result (applied, failed).",
+            ["cpu_class", "change", "result"],
+            registry=r,
+        )
         self.collector_errors = Counter(
             "waterline_collector_errors",
             "Files or pods that could not be read, and failed stages, by source.",
@@ -189,12 +222,14 @@ class AgentMetrics:
         )
         self.caps_reverted = Counter(
             "waterline_caps_reverted",
-            "Caps this agent held that it found lifted in the kernel (a systemd "
-            "daemon-reload re-applying a unit's own properties) and wrote back, by control.",
+            "Caps and CPU isolation marks this agent held that it found lifted in the kernel "
+            "(a systemd daemon-reload re-applying a unit's own properties) and wrote back, by "
+            "control (cpu_quota, cpu_idle, cpu_burst).",
             ["control"],
             registry=r,
         )
-        self.caps_reverted.labels(CPU_QUOTA_CONTROL)
+        for control in REVERTED_CONTROLS:
+            self.caps_reverted.labels(control)
         self.last_success = Gauge(
             "waterline_last_successful_tick_timestamp_seconds",
             "Unix time of the end of the last tick that completed without error.",

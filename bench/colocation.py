@@ -6,26 +6,33 @@ a kubelet-shaped tree (cgroupfs driver, kubelet's ``cpu.shares`` and quotas) sta
 node of one CPU: every pod's processes are pinned to that CPU, so the contention is real
 and the rest of the machine is left to the agent and to whoever else shares it.
 
-* ``web``: a latency-critical Guaranteed pod (0.6 core), an open-loop Poisson request
-  generator (``bench.colocation_load``): fixed CPU work per request, every response time
-  recorded, queueing included. Measured alone first in every round (the baseline).
+* ``web``: a latency-critical pod, an open-loop Poisson request generator
+  (``devtools.demo.load``, which the demo's third phase runs too): fixed CPU work per request, every response time recorded,
+  queueing included. Three cases of it (``bench.colocation_cases``): Guaranteed, Burstable,
+  and Guaranteed with a limit close to its use; one server process, moved into the case's
+  pod cgroup (the kubelet's shares written for that case) before the case's turn.
+  Measured alone first in every round of every case (the baseline).
 * ``batch-1``, ``batch-2`` (Burstable, 0.15 core requested each) and ``batch-3``
   (BestEffort): one busy worker each, whose demand steps up and down along a timeline.
 
 The same timeline runs under each strategy (``bench.colocation_strategies``), interleaved
-(A B C D E, A B C D E, ...), each with the product's own loop, collectors, engine and quota
-writes, one tick a second. The agent's node CPU is the sum of the bench pods
-(``--node-cpu pods``): the benchmark is confined to the cgroups it makes.
+(round 1: case 1: A B C ..., case 2: A B C ..., round 2: ...), each with the product's own
+loop, collectors, engine, quota writes and CPU isolator, one tick a second. The agent's
+node CPU is the sum of the bench pods (``--node-cpu pods``): the benchmark is confined to
+the cgroups it makes.
 
-Reported per strategy, medians over the rounds [min-max]: the web pod's p50 / p99 / p99.9
-response time as a ratio to the baseline (the median of the rounds' baselines: a noise
-burst in one baseline must not turn every ratio of its round); seconds above the node CPU line and
-above the wait line (the kernel's per-tick figures); best-effort CPU kept (cpuacct.usage,
-core-seconds, and as a share of the no-agent run of the round); CPU taken beyond what was
-needed to close the gap (the room left under the CPU line, while a cap was in force, that
-the capped pods wanted: core-seconds); the node's average utilization. Then the kernel's
-figures beside the agent's. The noise of the machine is printed first: the baseline's own
-spread, and how much of the bench CPU other processes took.
+Reported per case and strategy, medians over the rounds [min-max]: the web pod's p50 /
+p99 / p99.9 response time as a ratio to the baseline (the median of the case's baselines:
+a noise burst in one baseline must not turn every ratio of its round); seconds above the
+node CPU line and above the wait line (the kernel's per-tick figures); best-effort CPU kept
+(cpuacct.usage, core-seconds, and as a share of the no-agent run of the round); CPU taken
+beyond what was needed to close the gap (the room left under the CPU line, while a cap was
+in force, that the capped pods wanted: core-seconds); the node's utilization (the bench
+pods' CPU over the one-core node); how often web's own quota throttled it. Then the
+kernel's figures beside the agent's, and the issue's goal for the idle strategies (p99
+within 1.2x of alone, p99.9 within 1.5x, batch CPU at least 95% of no agent's). The noise
+of the machine is printed first: the baseline's own spread, and how much of the bench CPU
+other processes took. ``--quick`` is a smoke run of a few minutes; its figures are noise.
 """
 
 from __future__ import annotations
@@ -38,9 +45,12 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+from bench.colocation_cases import BURSTABLE, Case, chosen_cases
+from devtools.demo.load import load_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = "bench-node"
@@ -54,15 +64,24 @@ TIMELINE = (
 )
 
 
+#: The run's length: (rounds, seconds per phase, baseline seconds, settle seconds), in full
+#: and for ``--quick`` (a smoke run: every case and strategy once, figures not to quote).
+FULL = {"rounds": 3, "phase": 24.0, "baseline": 8.0, "settle": 3.0}
+QUICK = {"rounds": 1, "phase": 6.0, "baseline": 3.0, "settle": 0.5}
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench colocation", description=__doc__.split("\n\n")[0])
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default %(default)s)")
-    p.add_argument("--phase", type=float, default=24.0, metavar="S",
-                   help="seconds of the timeline per strategy (default %(default)s)")
-    p.add_argument("--baseline", type=float, default=8.0, metavar="S",
-                   help="seconds of the web pod alone per round (default %(default)s)")
-    p.add_argument("--settle", type=float, default=3.0, metavar="S",
-                   help="pause between phases: caps restored, backlog drained (default %(default)s)")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run of a few minutes: 1 round, 6 s phases, 3 s baselines, 0.5 s "
+                   "settles (unless given); its figures are noise, not a measurement")
+    p.add_argument("--rounds", type=int, default=None, help=f"interleaved rounds (default {FULL['rounds']})")
+    p.add_argument("--phase", type=float, default=None, metavar="S",
+                   help=f"seconds of the timeline per strategy (default {FULL['phase']:g})")
+    p.add_argument("--baseline", type=float, default=None, metavar="S",
+                   help=f"seconds of the web pod alone per round and case (default {FULL['baseline']:g})")
+    p.add_argument("--settle", type=float, default=None, metavar="S",
+                   help=f"pause between phases: caps and marks released, backlog drained (default {FULL['settle']:g})")
     p.add_argument("--rate", type=float, default=300.0,
                    help="requests per second: 300 x 1 ms is about 60%% of web's 0.6 core (default %(default)s)")
     p.add_argument("--work-ms", type=float, default=1.0,
@@ -77,13 +96,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    "kubepods outweighs a real node's system daemons (default %(default)s)")
     p.add_argument("--strategies", default=None, metavar="A,B",
                    help="only these strategies (keys: none, waterline-cpu, waterline-lc, "
-                   "floor-all, one-per-tick; default all; 'none' is always run)")
-    p.add_argument("--web-request", type=float, default=None, metavar="CORES",
-                   help="make web Burstable with this CPU request below its 0.6 core limit (a "
-                   "latency-critical pod that asks for less than it uses; default: Guaranteed)")
+                   "floor-all, one-per-tick, idle, idle-burst; default all; 'none' is always run)")
+    p.add_argument("--cases", default=None, metavar="A,B",
+                   help="only these latency-critical pods (keys: guaranteed, burstable, near-limit; "
+                   "default all)")
     p.add_argument("--trace", action="store_true", help="also print every tick of every phase")
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args(list(argv))  # fmt: skip
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
     problem = check_args(args)
     if problem:
         p.error(problem)  # one line, exit 2
@@ -109,8 +131,10 @@ def check_args(args: argparse.Namespace) -> str | None:
     for flag, attr, ok, need in LIMITS:
         if not ok(getattr(args, attr)):
             return f"{flag} {need}, got {getattr(args, attr)}"
-    if args.web_request is not None and not 0 < args.web_request <= WEB_LIMIT:
-        return f"--web-request must be in (0, {WEB_LIMIT}] cores (web's limit), got {args.web_request}"
+    from bench.colocation_cases import unknown_cases
+
+    if unknown_cases(args.cases):
+        return f"--cases: unknown {', '.join(unknown_cases(args.cases))} (known: guaranteed, burstable, near-limit)"
     cpus = sorted(os.sched_getaffinity(0))
     if args.cpu is not None and args.cpu not in cpus:
         return f"--cpu must be one this process may run on ({cpus}), got {args.cpu}"
@@ -126,22 +150,27 @@ def check_args(args: argparse.Namespace) -> str | None:
 # -- the pods ----------------------------------------------------------------------------
 
 
-WEB_LIMIT = 0.6
 BATCH_REQUESTS = {"batch-1": 0.15, "batch-2": 0.15}
 
 
-def web_request(args: argparse.Namespace) -> float:
-    """The web pod's CPU request: its limit (Guaranteed) unless ``--web-request``."""
-    return WEB_LIMIT if args.web_request is None else args.web_request
-
-
-def pods_and_objects(args: argparse.Namespace) -> tuple[list[Any], list[dict[str, Any]]]:
+def batch_pods() -> list[Any]:
     from devtools.demo.pods import DemoPod
 
-    request = web_request(args)
-    web = DemoPod("web", "Guaranteed" if request >= WEB_LIMIT else "Burstable", WEB_LIMIT)
-    batch = [DemoPod("batch-1", "Burstable", None), DemoPod("batch-2", "Burstable", None),
-             DemoPod("batch-3", "BestEffort", None)]  # fmt: skip
+    return [DemoPod("batch-1", "Burstable", None), DemoPod("batch-2", "Burstable", None),
+            DemoPod("batch-3", "BestEffort", None)]  # fmt: skip
+
+
+def web_pod(case: Case) -> Any:
+    """The case's web pod; with no limit yet (a case sized from a measure) its quota is
+    not written until it is sized (``Bench.prepare``)."""
+    from devtools.demo.pods import DemoPod
+
+    return DemoPod("web", case.qos, case.limit or None)
+
+
+def objects_for(case: Case, web: Any, batch: Sequence[Any]) -> list[dict[str, Any]]:
+    """The node, the case's web pod (labelled latency-critical) and the batch pods, as the
+    API would show them."""
     manifests = []
     for pod in [web, *batch]:
         manifest = pod.manifest()
@@ -152,29 +181,37 @@ def pods_and_objects(args: argparse.Namespace) -> tuple[list[Any], list[dict[str
             resources["requests"] = {"cpu": f"{round(BATCH_REQUESTS[pod.name] * 1000)}m"}
         if pod is web:
             manifest["metadata"]["labels"] = {"qos.waterline.io/latency-critical": "true"}
-            resources["requests"]["cpu"] = f"{round(request * 1000)}m"
+            resources["requests"]["cpu"] = f"{round(case.request * 1000)}m"
         manifests.append(manifest)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
             "status": {"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}}}  # fmt: skip
-    return [web, *batch], [node, *manifests]
+    return [node, *manifests]
 
 
-def kubelet_shares(tree: Any, pods: Sequence[Any], weight: int, web: float) -> None:
-    """cpu.shares as kubelet writes them: kubepods = the node's cores, a pod and its
-    container = its request, burstable = the sum of its pods' requests, besteffort = 2.
-    Above kubepods, the bench's own cgroup weighs ``weight`` against every process of the
-    machine outside it (on a real node, kubepods against the system daemons)."""
-    requests = {"web": web, **BATCH_REQUESTS, "batch-3": 0.0}
-    shares = {name: max(2, round(cpu * 1024)) for name, cpu in requests.items()}
-    burstable = sum(BATCH_REQUESTS.values()) + (web if web < WEB_LIMIT else 0.0)
+def kubelet_shares(tree: Any, case: Case, web: Any, batch: Sequence[Any], weight: int) -> None:
+    """cpu.shares as kubelet writes them for the case's pods: kubepods = the node's cores, a
+    pod and its container = its request, burstable = the sum of its pods' requests,
+    besteffort = 2. Above kubepods, the bench's own cgroup weighs ``weight`` against every
+    process of the machine outside it (on a real node, kubepods against the system
+    daemons)."""
+    requests = {**BATCH_REQUESTS, "batch-3": 0.0}
+    burstable = sum(BATCH_REQUESTS.values()) + (case.request if case.qos == BURSTABLE else 0.0)
     root = tree.kubelet_root
     tree.write(root, "cpu.shares", str(weight))
     tree.write(f"{root}/kubepods", "cpu.shares", "1024")
     tree.write(f"{root}/kubepods/burstable", "cpu.shares", str(round(burstable * 1024)))
     tree.write(f"{root}/kubepods/besteffort", "cpu.shares", "2")
-    for pod in pods:
+    for pod, cpu in ((web, case.request), *((p, requests[p.name]) for p in batch)):
         for rel in (pod.rel(root), pod.container_rel(root)):
-            tree.write(rel, "cpu.shares", str(shares[pod.name]))
+            tree.write(rel, "cpu.shares", str(max(2, round(cpu * 1024))))
+
+
+def move_into(tree: Any, pid: int, pod: Any) -> None:
+    """Move a running process into the pod's container cgroups (every hierarchy)."""
+    for root in tree.roots:
+        with open(os.path.join(root, pod.container_rel(tree.kubelet_root), "cgroup.procs"), "w",
+                  encoding="ascii") as f:  # fmt: skip
+            f.write(str(pid))
 
 
 def start_process(tree: Any, pod: Any, name: str, argv: list[str]) -> Any:
@@ -194,8 +231,6 @@ def start_process(tree: Any, pod: Any, name: str, argv: list[str]) -> Any:
     return proc
 
 
-def load_argv(*args: object) -> list[str]:
-    return [sys.executable, "-m", "bench.colocation_load", *map(str, args)]
 
 
 # -- the kernel's figures ----------------------------------------------------------------
@@ -274,6 +309,7 @@ class Kernel:
 @dataclass
 class Phase:
     strategy: str
+    case: str
     round: int
     start: float
     end: float
@@ -299,46 +335,77 @@ def steps_for(index: int, phase: float) -> str:
 class Bench:
     args: argparse.Namespace
     tree: Any
-    pods: list[Any]
-    objects: list[dict[str, Any]]
+    batch: list[Any]
+    #: case key -> its web pod, and the objects the agent reads for it
+    webs: dict[str, Any]
+    objects: dict[str, list[dict[str, Any]]]
     collector: Any
     throttler: Any
-    kernel: Kernel
+    isolator: Any
     cpu: int
+    kernel: Kernel | None = None
+    server: Any = None
+    #: The cases as run (sized where the case says: ``Bench.prepare``).
+    cases: list[Case] = field(default_factory=list)
 
-    @property
-    def batch(self) -> list[Any]:
-        return self.pods[1:]
+    def prepare(self, case: Case) -> Case:
+        """The case ready to run: sized from the web server's use alone where the case
+        asks (measured in the case's own cgroup, unlimited, for ``--baseline`` seconds;
+        then its quota written as the kubelet would), and the objects the agent reads."""
+        web = self.webs[case.key]
+        if case.near_use is not None:
+            assert self.server is not None
+            move_into(self.tree, self.server.pid, web)
+            before, t0 = self.tree.cpu_seconds(web), time.monotonic()
+            time.sleep(self.args.baseline)
+            case = case.sized((self.tree.cpu_seconds(web) - before) / (time.monotonic() - t0))
+            web = replace(web, cpu_limit=case.limit)
+            self.webs[case.key] = web
+            self.tree.add_pod(web)  # the cgroups are there: this writes the quota
+        self.objects[case.key] = objects_for(case, web, self.batch)
+        return case
 
-    def source(self, rules: list[dict[str, Any]]) -> Callable[[], Any]:
+    def use_case(self, case: Case) -> None:
+        """The kubelet's shares for the case's pods, the server moved into its web pod,
+        and the kernel's reader on them."""
+        web = self.webs[case.key]
+        kubelet_shares(self.tree, case, web, self.batch, self.args.weight)
+        if self.server is not None:
+            move_into(self.tree, self.server.pid, web)
+        self.kernel = Kernel(self.tree, [web, *self.batch], self.cpu)
+        self.kernel.server_pid = None if self.server is None else self.server.pid
+
+    def source(self, case: Case, rules: list[dict[str, Any]]) -> Callable[[], Any]:
         from agent.model.policy import load_policies
         from agent.model.store import ObjectStore
         from agent.node.loop import Objects
 
-        store = ObjectStore.from_dicts(self.objects)
+        store = ObjectStore.from_dicts(self.objects[case.key])
         policies = load_policies([r for r in rules if r["kind"] == "NodeQOSEnsurancePolicy"],
                                  [r for r in rules if r["kind"] == "AvoidanceAction"])  # fmt: skip
         assert not policies.errors, policies.errors
         objects = Objects(store.nodes[NODE], tuple(store.pods), policies)
         return lambda: objects
 
-    def run_phase(self, strategy: Any, round_: int) -> Phase:
+    def run_phase(self, strategy: Any, case: Case, round_: int) -> Phase:
         from agent.node.dryrun import ReportingEvictor
         from agent.node.loop import NodeLoop
 
-        args = self.args
+        args, kernel = self.args, self.kernel
+        assert kernel is not None
         start = time.monotonic() + 0.2
         for i, pod in enumerate(self.batch):
             start_process(self.tree, pod, pod.name, load_argv("worker", self.cpu, start, steps_for(i, args.phase)))
-        phase = Phase(strategy.key, round_, start, start + args.phase)
+        phase = Phase(strategy.key, case.key, round_, start, start + args.phase)
         loop = NodeLoop(
-            node_name=NODE, source=self.source(strategy.rules(args.line, args.wait_line)),
+            node_name=NODE, source=self.source(case, strategy.rules(args.line, args.wait_line)),
             collector=self.collector, brain=strategy.brain(), evictor=ReportingEvictor("bench"),
             throttler=self.throttler, interval=1.0, evictions_performed=False,
+            isolator=self.isolator,
         )  # fmt: skip
 
         def record(outcome: Any) -> None:
-            tick = self.kernel.tick()
+            tick = kernel.tick()
             if outcome.seq == 1 or tick is None:
                 return  # the first tick runs at the phase's start: it only sets the counters
             phase.kernel.append(tick)
@@ -351,9 +418,14 @@ class Bench:
         loop.run(ticks=round(args.phase) + 1)
         for pod in self.batch:
             self.tree.stop(pod.name)
-        self.throttler.restore_all()
+        self.release()
         time.sleep(args.settle)
         return phase
+
+    def release(self) -> None:
+        """Every cap and mark handed back, as the local agent does when it exits."""
+        self.throttler.restore_all()
+        self.isolator.release_all()
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -379,31 +451,35 @@ def bench_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Iter
     from agent.model.settings import AgentSettings
     from agent.node.host import build_host_parts
     from devtools.demo.cgroups import CgroupTree
+    from executors.cgroup_isolation import CgroupIsolator
     from executors.cgroup_throttle import CgroupThrottler
 
     tree = CgroupTree(cpu_root, acct_root, None, f"waterline-bench-{os.getpid()}")
     state = tempfile.mkdtemp(prefix="waterline-bench-")
-    throttler: CgroupThrottler | None = None
+    bench: Bench | None = None
     try:
-        pods, objects = pods_and_objects(args)
-        for pod in pods:
+        batch = batch_pods()
+        webs = {case.key: web_pod(case) for case in chosen_cases(args.cases)}
+        for pod in [*webs.values(), *batch]:
             tree.add_pod(pod)
-        kubelet_shares(tree, pods, args.weight, web_request(args))
-        collector, written = build_host_parts(
+        parts = build_host_parts(
             CGROUP_ROOT, PROC_ROOT, tree.kubelet_root, state, dry_run=False,
             settings=AgentSettings(), node_cpu="pods",
         )  # fmt: skip
-        if not isinstance(written, CgroupThrottler):
+        if not isinstance(parts.throttler, CgroupThrottler):
             raise RuntimeError("no CFS quota files to write here: nothing to compare")
-        throttler = written
+        if not isinstance(parts.isolator, CgroupIsolator) or not parts.isolator.support.idle:
+            raise RuntimeError("no cpu.idle here (kernel 5.15+): the idle strategies cannot run")
         cpus = sorted(os.sched_getaffinity(0))
         cpu = args.cpu if args.cpu is not None else cpus[-1]
         if len(cpus) > 1:  # the agent and this process keep off the bench CPU
             os.sched_setaffinity(0, set(cpus) - {cpu})
-        yield Bench(args, tree, pods, objects, collector, throttler, Kernel(tree, pods, cpu), cpu)
+        bench = Bench(args, tree, batch, webs, {}, parts.collector, parts.throttler,
+                      parts.isolator, cpu)  # fmt: skip
+        yield bench
     finally:
-        if throttler is not None:
-            throttler.restore_all()
+        if bench is not None:
+            bench.release()
         left = tree.cleanup()
         if left:
             print(f"cgroups left behind: {left}", file=sys.stderr)
@@ -419,32 +495,38 @@ def calibrate(cpu: int, work_ms: float) -> int:
 
 
 def run(args: argparse.Namespace, bench: Bench) -> tuple[list[Phase], list[Phase], str]:
-    strategies = chosen(args)
+    """Every case and strategy, interleaved round by round; the baselines, the phases and
+    the file of the web server's records."""
+    strategies, cases = chosen(args), chosen_cases(args.cases)
     iterations = calibrate(bench.cpu, args.work_ms)
     records = tempfile.NamedTemporaryFile(prefix="waterline-bench-lc-", delete=False)  # noqa: SIM115
     records.close()
-    web = bench.pods[0]
-    server = start_process(bench.tree, web, web.name,
-                           load_argv("lc", bench.cpu, args.rate, iterations, args.seed, records.name))  # fmt: skip
-    bench.kernel.server_pid = server.pid
+    bench.use_case(cases[0])
+    first = bench.webs[cases[0].key]
+    bench.server = start_process(bench.tree, first, first.name,
+                                 load_argv("lc", bench.cpu, args.rate, iterations, args.seed, records.name))  # fmt: skip
     time.sleep(1.0)  # the server's start-up is nobody's latency
+    cases = bench.cases = [bench.prepare(case) for case in cases]
     baselines: list[Phase] = []
     phases: list[Phase] = []
-    total = args.rounds * len(strategies)
+    total = args.rounds * len(cases) * len(strategies)
     for round_ in range(args.rounds):
-        start = time.monotonic()
-        base = Phase("baseline", round_, start, start + args.baseline)
-        bench.kernel.tick()
-        time.sleep(args.baseline)
-        tick = bench.kernel.tick()
-        if tick is not None:
-            base.kernel.append(tick)
-        baselines.append(base)
-        for strategy in strategies:
-            progress(f"round {round_ + 1}/{args.rounds}: {strategy.label} "
-                     f"({len(phases) + 1}/{total})")  # fmt: skip
-            phases.append(bench.run_phase(strategy, round_))
-    bench.tree.stop(web.name)
+        for case in cases:
+            bench.use_case(case)
+            assert bench.kernel is not None
+            start = time.monotonic()
+            base = Phase("baseline", case.key, round_, start, start + args.baseline)
+            bench.kernel.tick()
+            time.sleep(args.baseline)
+            tick = bench.kernel.tick()
+            if tick is not None:
+                base.kernel.append(tick)
+            baselines.append(base)
+            for strategy in strategies:
+                progress(f"round {round_ + 1}/{args.rounds}, {case.key}: {strategy.label} "
+                         f"({len(phases) + 1}/{total})")  # fmt: skip
+                phases.append(bench.run_phase(strategy, case, round_))
+    bench.tree.stop(first.name)
     return baselines, phases, records.name
 
 
@@ -472,18 +554,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"skipped: {found}")
         return
     from agent.logs import configure_logging
-    from bench.colocation_load import read_records
     from bench.colocation_report import report
+    from devtools.demo.load import read_records
 
     configure_logging("console", "error")  # the agent's per-action lines would drown the table
     started = time.monotonic()
     with bench_setup(args, *found) as bench:
         baselines, phases, path = run(args, bench)
         batch = [p.name for p in bench.batch]
-        cpu = bench.cpu
+        cpu, cases = bench.cpu, bench.cases
     records = read_records(path)
     os.unlink(path)
-    report(args, cpu, baselines, phases, records, batch, time.monotonic() - started)
+    report(args, cpu, cases, baselines, phases, records, batch, time.monotonic() - started)
 
 
 if __name__ == "__main__":

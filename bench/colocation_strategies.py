@@ -9,7 +9,12 @@ throttler; they differ only in the rule they watch and in how much they act:
 * ``floor-all``: the same CPU rule, but every candidate is throttled to its floor as soon
   as it triggers (crane-agent before its precise-execution proposal);
 * ``one-per-tick``: the same CPU rule, one more pod throttled to its floor a tick (the
-  kubelet's pace: one pod at a time, then measure again).
+  kubelet's pace: one pod at a time, then measure again);
+* ``idle``: no rule at all: the batch pods in the idle class (``cpu.idle`` on their pod
+  cgroups, ``spec.cpuIsolation.idle``): who runs first rather than how much;
+* ``idle-burst``: the same, and CPU burst (100% of the quota) for the latency-critical
+  pod, so that a pod near its own limit borrows what it left unused instead of waiting
+  for the next period.
 
 The two reference strategies reuse the analyzer and the engine: the throttle-down gap is
 made bigger than any pod (the engine then caps each candidate at its floor), and for one
@@ -31,7 +36,7 @@ from agent.model.registry import derive_utilization
 from agent.model.usage import PodUsage
 from agent.node.analyzer import ACTION_TYPES, analyze
 from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuThrottler, Evictor
+from executors.actuators import CpuIsolator, CpuThrottler, Evictor
 from executors.caps import throttle_floor
 from executors.drive import Hands, drive
 from executors.engine import plan_actions
@@ -90,10 +95,11 @@ class ReferenceBrain(NodeBrain):
     def tick(self, *, now: float, node: Node, pods: Sequence[Pod], metrics: Mapping[str, float],
              usage: Mapping[str, PodUsage], policies: PolicySet,
              namespace_labels: Callable[[str], Mapping[str, str]], evictor: Evictor,
-             throttler: CpuThrottler, brake: bool = False,
+             throttler: CpuThrottler, isolator: CpuIsolator | None = None, brake: bool = False,
              evictions_take_effect: bool = True) -> TickReport:  # fmt: skip
         """NodeBrain's tick for throttling only (these strategies evict nothing, so the
-        cluster brake has nothing to stop)."""
+        cluster brake has nothing to stop, and set no CPU isolation class: ``isolator``
+        is never used)."""
         rules_ = policies.rules_for_node(node.labels)
         actions = {r.action_name: policies.actions[r.action_name] for r in rules_
                    if r.action_name in policies.actions}  # fmt: skip
@@ -141,10 +147,28 @@ def _wait(_line: float, wait: float) -> list[dict[str, Any]]:
     return rules("lc_cpu_wait_ratio", wait, MIN_RATIO, STEP_RATIO)
 
 
+#: The batch pods of the benchmark: every pod not labelled latency-critical.
+BATCH_SCOPE = {"qosClasses": ["BestEffort", "Burstable"], "podSelector": {
+    "matchExpressions": [{"key": LC_LABEL, "operator": "NotIn", "values": ["true"]}]}}  # fmt: skip
+
+
+def isolation(burst: bool) -> list[dict[str, Any]]:
+    """A policy with no rule: the batch pods in the idle class, and with ``burst`` the
+    latency-critical pod given burst of 100% of its quota (the default scope: the pods
+    labelled latency-critical)."""
+    section: dict[str, Any] = {"idle": {"scope": BATCH_SCOPE}}
+    if burst:
+        section["burst"] = {"quotaPercent": 100}
+    return [{"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "bench"},
+             "spec": {"cpuIsolation": section}}]  # fmt: skip
+
+
 STRATEGIES: tuple[Strategy, ...] = (
     Strategy("none", "no agent", lambda _l, _w: [], NodeBrain),
     Strategy("waterline-cpu", "Waterline, node CPU line", _cpu, NodeBrain),
     Strategy("waterline-lc", "Waterline, lc_cpu_wait_ratio", _wait, NodeBrain),
     Strategy("floor-all", "every candidate to its floor", _cpu, lambda: ReferenceBrain(False)),
     Strategy("one-per-tick", "one pod per tick (to floor)", _cpu, lambda: ReferenceBrain(True)),
+    Strategy("idle", "batch idle", lambda _l, _w: isolation(burst=False), NodeBrain),
+    Strategy("idle-burst", "batch idle + burst for web", lambda _l, _w: isolation(burst=True), NodeBrain),
 )

@@ -1,9 +1,10 @@
-"""The two things the node agent can do to a pod, as small interfaces.
+"""The things the node agent can do to a pod, as small interfaces.
 
 The precise-execution engine decides and never calls these: it yields intents
 (``executors.intents``) that ``executors.drive`` carries out with them. Behind them: the
 simulated API and cgroups (``waterline simulate``, tests), real cgroup files
-(``executors.cgroup_throttle``) and the Eviction API (``executors.eviction``).
+(``executors.cgroup_throttle``, ``executors.cgroup_isolation``) and the Eviction API
+(``executors.eviction``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.model.eviction import EvictionResult
+from agent.model.isolation import NO_SUPPORT, IsolationSupport
 from agent.model.objects import Pod
 
 
@@ -53,3 +55,41 @@ class CpuThrottler(Protocol):
         """Write back the original quota of every container of ``pod`` and forget it.
         False when something is left to restore (the engine retries next tick)."""
         ...
+
+
+class CpuIsolator(Protocol):
+    """The CPU isolation classes on the pods' cgroups (``executors.cgroup_isolation``).
+    Like the throttler, it records what was there before its first write (so a release
+    writes exactly that back, and a restarted agent adopts rather than re-reads a value
+    it wrote itself), and logs rather than raises."""
+
+    @property
+    def support(self) -> IsolationSupport:
+        """What the kernel offers here; a class it lacks is never asked for."""
+        ...
+
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool: ...
+
+    def release_idle(self, pod: Pod) -> bool: ...
+
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool: ...
+
+    def release_burst(self, pod: Pod) -> bool: ...
+
+
+class NoIsolation:
+    """Where no isolator is given: no class is supported, so none is ever planned."""
+
+    support = NO_SUPPORT
+
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
+        return False
+
+    def release_idle(self, pod: Pod) -> bool:
+        return True
+
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        return False
+
+    def release_burst(self, pod: Pod) -> bool:
+        return True

@@ -15,6 +15,10 @@ samples, and throttle-up raises the cap. Without this a restarted rule would be
 Handed back at once instead (the caller restores them): pods no longer on the node
 (their cgroup went with them), records without a cap or without an action, and caps at
 or above the pod's ceiling.
+
+The CPU isolation marks (``executors.isolation_state``) are adopted likewise
+(``adopt_marks``): a class is a standing state, not a step, so nothing needs triggering;
+the tick checks each mark against the kernel and releases the pods that left the class.
 """
 
 from __future__ import annotations
@@ -25,8 +29,9 @@ from dataclasses import dataclass, field
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
 from executors.caps import ceiling
+from executors.isolation_state import IsolatedPod
 from executors.quota_state import ThrottledPod
-from executors.records import ThrottleRecord, parse_owner_tag
+from executors.records import BURST, IDLE, IsolationMark, ThrottleRecord, parse_owner_tag
 from executors.state import NodeState
 
 
@@ -74,5 +79,31 @@ def adopt(state: NodeState, held: Iterable[HeldCap], pods: Iterable[Pod], node: 
             result.released.append(cap)
             continue
         state.adopt(pod.key, ThrottleRecord(cap.cap, top, cap.action, cap.rule, pod.uid))
+        result.adopted.append(pod.key)
+    return result
+
+
+@dataclass
+class MarksAdopted:
+    adopted: list[str] = field(default_factory=list)  # pod keys
+    gone: list[str] = field(default_factory=list)  # uids of pods no longer on the node
+
+
+def adopt_marks(state: NodeState, held: Mapping[str, IsolatedPod], pods: Iterable[Pod]) -> MarksAdopted:
+    """Put the idle and burst marks the isolator's file names into the engine's memory,
+    for the pods still on the node: they stay in force, and the next tick releases those
+    whose pod left the class while no agent ran. The uids of pods gone are returned: their
+    cgroups went with them, only the records are left to forget."""
+    by_uid = {p.uid: p for p in pods}
+    result = MarksAdopted()
+    for uid, record in sorted(held.items()):
+        pod = by_uid.get(uid)
+        if pod is None:
+            result.gone.append(uid)
+            continue
+        if record.idle is not None:
+            state.adopt_isolation(IDLE, pod.key, IsolationMark(record.idle_owner, uid))
+        if record.burst:
+            state.adopt_isolation(BURST, pod.key, IsolationMark(record.burst_owner, uid))
         result.adopted.append(pod.key)
     return result

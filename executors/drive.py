@@ -13,8 +13,25 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from agent.model.eviction import EvictionResult
-from executors.actuators import CpuThrottler, EvictionAnswer, Evictor, answer_of
-from executors.intents import Evict, Intent, Plan, RestoreCap, WriteCap
+from executors.actuators import (
+    CpuIsolator,
+    CpuThrottler,
+    EvictionAnswer,
+    Evictor,
+    NoIsolation,
+    answer_of,
+)
+from executors.intents import (
+    Evict,
+    Intent,
+    MarkIdle,
+    Plan,
+    ReleaseBurst,
+    ReleaseIdle,
+    RestoreCap,
+    SetBurst,
+    WriteCap,
+)
 
 T = TypeVar("T")
 
@@ -25,6 +42,8 @@ class Hands:
 
     evictor: Evictor
     throttler: CpuThrottler
+    #: None given: no CPU isolation class is ever planned (``NoIsolation``).
+    isolator: CpuIsolator = NoIsolation()
 
 
 def _evict(hands: Hands, intent: Evict) -> EvictionAnswer:
@@ -39,11 +58,31 @@ def _restore_cap(hands: Hands, intent: RestoreCap) -> bool:
     return hands.throttler.restore(intent.pod)
 
 
+def _mark_idle(hands: Hands, intent: MarkIdle) -> bool:
+    return hands.isolator.mark_idle(intent.pod, intent.owner)
+
+
+def _release_idle(hands: Hands, intent: ReleaseIdle) -> bool:
+    return hands.isolator.release_idle(intent.pod)
+
+
+def _set_burst(hands: Hands, intent: SetBurst) -> bool:
+    return hands.isolator.set_burst(intent.pod, intent.percent, intent.owner)
+
+
+def _release_burst(hands: Hands, intent: ReleaseBurst) -> bool:
+    return hands.isolator.release_burst(intent.pod)
+
+
 #: How each kind of intent is carried out.
 CARRY: dict[type, Callable[[Hands, Any], Any]] = {
     Evict: _evict,
     WriteCap: _write_cap,
     RestoreCap: _restore_cap,
+    MarkIdle: _mark_idle,
+    ReleaseIdle: _release_idle,
+    SetBurst: _set_burst,
+    ReleaseBurst: _release_burst,
 }
 
 #: What ``assume_done`` answers each kind of intent.
@@ -51,6 +90,10 @@ DONE: dict[type, Any] = {
     Evict: EvictionAnswer(EvictionResult.EVICTED),
     WriteCap: True,
     RestoreCap: True,
+    MarkIdle: True,
+    ReleaseIdle: True,
+    SetBurst: True,
+    ReleaseBurst: True,
 }
 
 

@@ -13,9 +13,9 @@ it (a 429 means "the next candidate", a 404 counts as released, a cap not writte
 neither recorded nor credited); it returns the records and the node's memory after the
 tick. The live agent, `simulate` and tests drive the same plan (``executors.drive``).
 The phases are a table (``PHASES``) of generators in ``executors.phases`` over one
-working set (``executors.work.TickWork``): a new actuator (an idle class, CPU burst) is a
-new phase, a new intent and one entry in ``executors.drive.CARRY``, not a branch in the
-phases here.
+working set (``executors.work.TickWork``): a new actuator is a new phase, a new intent and
+one entry in ``executors.drive.CARRY``, not a branch in the phases here (the CPU isolation
+classes came so: ``executors.phases.isolation``).
 
 Decisions taken where DESIGN.md is silent:
 
@@ -43,12 +43,13 @@ not answer in its tick is settled by ``NodeState.settle_late_evictions``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from executors.intents import Plan
 from executors.phases.caps import reconcile_caps, throttle_down, throttle_up
 from executors.phases.evict import evict
-from executors.records import ActionRecord
+from executors.phases.isolation import cpu_burst, idle_class
+from executors.records import ActionRecord, IsolationChange
 from executors.state import NodeState
 from executors.work import Steps, TickContext, TickWork
 
@@ -60,6 +61,8 @@ class Execution:
 
     records: list[ActionRecord]
     state: NodeState
+    #: Pods that joined or left a CPU isolation class (``executors.phases.isolation``).
+    changes: list[IsolationChange] = field(default_factory=list)
     #: The safety limit that stopped an eviction round (executors.limits), if any.
     limited: str | None = None
     #: Seconds the node's eviction rounds now wait after an API fault this tick.
@@ -73,8 +76,12 @@ def plan_actions(ctx: TickContext, state: NodeState) -> Plan[Execution]:
     for phase in PHASES:
         yield from phase(tick)
     return Execution(records=tick.records, state=tick.state, limited=tick.limits.limited,
-                     backoff_delay=tick.limits.backoff_delay)
+                     backoff_delay=tick.limits.backoff_delay, changes=tick.changes)
 
 
-#: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up).
-PHASES: tuple[Callable[[TickWork], Steps], ...] = (reconcile_caps, evict, throttle_down, throttle_up)
+#: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up;
+#: then the CPU isolation classes, which change who runs first and nobody's usage, so
+#: they come after every decision about how much).
+PHASES: tuple[Callable[[TickWork], Steps], ...] = (
+    reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst,
+)

@@ -1,29 +1,22 @@
 """The throttler's memory: the original CPU quota of every container it has capped.
 
-Kept as one small JSON file in the agent's state directory (a hostPath, so it outlives the
-agent's pod), rewritten atomically on every change: write a temp file in the same
-directory, fsync it, rename it over the old one, fsync the directory. A crash at any point
-leaves either the old or the new file, never a torn one. The original is stored exactly as
-the kernel showed it (``-1``, ``50000``, ``max 100000``) so that restoring writes back
-exactly that, "unlimited" included.
+Kept as one small JSON file in the agent's state directory, rewritten atomically on every
+change (``executors.state_file``). The original is stored exactly as the kernel showed it
+(``-1``, ``50000``, ``max 100000``) so that restoring writes back exactly that,
+"unlimited" included.
 
-A file that cannot be parsed is moved aside (``.corrupt-<time>``), logged as an error and
-flagged (``unreadable``): the agent then rebuilds the originals from the pod specs
-(``CgroupThrottler.rebuild_originals``), so no pod stays capped for ever.
+A file that cannot be parsed is moved aside and flagged (``unreadable``): the agent then
+rebuilds the originals from the pod specs (``CgroupThrottler.rebuild_originals``), so no
+pod stays capped for ever.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import structlog
-
-from agent.files import atomic_write
+from executors.state_file import JsonStateFile
 
 STATE_FILE = "cpu-quota.json"
 FORMAT_VERSION = 1
@@ -109,38 +102,20 @@ class QuotaState:
     """Original quotas by pod uid, persisted on every change."""
 
     def __init__(self, state_dir: str, filename: str = STATE_FILE) -> None:
-        self.dir = state_dir
-        self.path = os.path.join(state_dir, filename)
-        self._log = structlog.get_logger()
-        #: The file existed but could not be read (it was moved aside).
-        self.unreadable = False
-        self._pods: dict[str, ThrottledPod] = self._load()
+        self._file = JsonStateFile(state_dir, filename)
+        self.dir = self._file.dir
+        self.path = self._file.path
+        self._pods: dict[str, ThrottledPod] = self._file.load(
+            _from_json, {}, "original quotas will be rebuilt from the pod specs")
 
-    def _load(self) -> dict[str, ThrottledPod]:
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                return _from_json(json.load(f))
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-            aside = f"{self.path}.corrupt-{int(time.time())}"
-            try:
-                os.replace(self.path, aside)
-            except OSError:
-                aside = ""
-            self.unreadable = True
-            self._log.error(
-                "quota state unreadable: moved aside; original quotas will be rebuilt "
-                "from the pod specs",
-                path=self.path,
-                moved_to=aside,
-                error=str(err),
-            )
-            return {}
+    @property
+    def unreadable(self) -> bool:
+        """The file existed but could not be read (it was moved aside)."""
+        return self._file.unreadable
 
     def _save(self, pods: dict[str, ThrottledPod]) -> None:
         """Atomically replace the state file; raises OSError (nothing changed then)."""
-        atomic_write(self.path, json.dumps(_to_json(pods), sort_keys=True, indent=1).encode())
+        self._file.save(_to_json(pods))
         self._pods = pods
 
     def pods(self) -> Mapping[str, ThrottledPod]:

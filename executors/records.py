@@ -107,3 +107,42 @@ class LateEviction:
 
     pod: str
     action: str
+
+
+#: The CPU isolation classes (``agent.model.isolation``), as reports and metrics name them.
+IDLE = "idle"
+BURST = "burst"
+#: What happened to a pod's place in a class this tick.
+MARKED = "marked"  # joined: the mark is written (or found in force)
+RELEASED = "released"  # left: what was there before is written back
+LIFTED = "lifted"  # left for an in-place resize; it comes back when the resize is done
+
+
+@dataclass(frozen=True, slots=True)
+class IsolationMark:
+    """A pod this node holds in a CPU isolation class: the policy that put it there and,
+    for burst, the percent of the quota it may borrow."""
+
+    policy: str
+    uid: str = ""
+    percent: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsolationChange:
+    """A pod joining or leaving a class, with why; ``result`` ``failed`` when the write
+    (or the write-back) did not happen: it is tried again next tick."""
+
+    kind: str  # idle | burst
+    change: str  # marked | released | lifted
+    pod: str
+    policy: str
+    reason: str
+    result: str | None = None
+
+    def to_report(self) -> dict[str, Any]:
+        out = {"class": self.kind, "change": self.change, "pod": self.pod,
+               "policy": self.policy, "reason": self.reason}
+        if self.result is not None:
+            out["result"] = self.result
+        return out

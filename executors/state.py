@@ -10,10 +10,12 @@ reads in one place:
   node's holder (``agent.node.tick.NodeBrain``) keeps the result;
 * ``settle_late_evictions``: evictions answered after their tick (``executors.unanswered``);
 * ``adopt``: a restarted agent takes over the caps its state file names
-  (``executors.adoption``);
+  (``executors.adoption``); ``adopt_isolation``: the idle and burst marks its isolation
+  file names (``agent.node.resume``);
 * ``resume_limits``: the bucket and cool-downs saved across a restart
   (``agent.node.eviction_memory``);
 * ``forget_caps``: every cap was handed back at once (uninstall, local-mode exit);
+  ``forget_isolation``: every mark likewise;
 * ``forget_evictions``: local mode, where an eviction is reported and not performed, so
   nothing terminates and nothing stays released.
 """
@@ -28,7 +30,7 @@ from agent.model.objects import Pod
 from agent.model.settings import EvictionRateLimit
 from agent.model.usage import PodUsage
 from executors.limits import FaultBackoff, TokenBucket
-from executors.records import LateEviction, ThrottleRecord
+from executors.records import BURST, IDLE, IsolationMark, LateEviction, ThrottleRecord
 from executors.unanswered import Unanswered, settle
 
 
@@ -46,6 +48,9 @@ class NodeState:
     backoff: FaultBackoff = field(default_factory=FaultBackoff)
     #: Pods whose eviction was not answered in its tick and may still take effect.
     unanswered: dict[str, Unanswered] = field(default_factory=dict)
+    #: Pods held in the idle class, and pods given CPU burst (``executors.phases.isolation``).
+    idle: dict[str, IsolationMark] = field(default_factory=dict)
+    burst: dict[str, IsolationMark] = field(default_factory=dict)
 
     def copy(self) -> NodeState:
         """A working copy a decision may change without touching this one."""
@@ -57,6 +62,8 @@ class NodeState:
             bucket=None if self.bucket is None else self.bucket.copy(),
             backoff=FaultBackoff(self.backoff.attempts, self.backoff.until),
             unanswered=dict(self.unanswered),
+            idle=dict(self.idle),
+            burst=dict(self.burst),
         )
 
     # -- what the node's memory says (for reports, logs and tests) ------------------------------
@@ -76,6 +83,10 @@ class NodeState:
     def last_rounds(self) -> dict[str, float]:
         """Each action's last eviction round on this node (its cool-down runs from it)."""
         return dict(self.last_eviction_round)
+
+    def isolated(self) -> dict[str, list[str]]:
+        """The pods in each CPU isolation class, sorted (``idle``, ``burst``)."""
+        return {IDLE: sorted(self.idle), BURST: sorted(self.burst)}
 
     def tokens(self) -> float | None:
         """Eviction tokens in the node's bucket (None before its first sample)."""
@@ -108,6 +119,17 @@ class NodeState:
     def drop_cap(self, key: str) -> None:
         """The original quota is back (or the pod is gone): the cap is forgotten."""
         self.throttled.pop(key, None)
+
+    def hold_mark(self, kind: str, key: str, mark: IsolationMark) -> None:
+        """A pod is in the class ``kind`` (idle, burst): its mark is in force."""
+        self._marks(kind)[key] = mark
+
+    def drop_mark(self, kind: str, key: str) -> None:
+        """What was there before the mark is back (or the pod is gone)."""
+        self._marks(kind).pop(key, None)
+
+    def _marks(self, kind: str) -> dict[str, IsolationMark]:
+        return self.idle if kind == IDLE else self.burst
 
     def evicted(self, key: str, usage: PodUsage) -> None:
         """An eviction took effect: the pod terminates, its usage is on its way out."""
@@ -161,6 +183,16 @@ class NodeState:
     def forget_caps(self) -> None:
         """Every cap was handed back at once (the originals written by the throttler)."""
         self.throttled.clear()
+
+    def adopt_isolation(self, kind: str, key: str, mark: IsolationMark) -> None:
+        """A mark a restarted agent finds recorded: in force, so the class goes on (the
+        tick checks it against the kernel) and a pod that left it meanwhile is released."""
+        self._marks(kind)[key] = mark
+
+    def forget_isolation(self) -> None:
+        """Every mark was released at once (uninstall, local-mode exit)."""
+        self.idle.clear()
+        self.burst.clear()
 
     def forget_evictions(self) -> None:
         """Local mode: an eviction is reported, not performed, so the pod still runs and

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.analysis import Analysis
+from agent.model.isolation import CpuIsolation, IsolationSupport
 from agent.model.objects import Node, Pod
 from agent.model.policy import Action, never_candidate_reason, never_evicted_reason
 from agent.model.registry import MetricSpec
@@ -21,7 +22,7 @@ from agent.model.usage import PodUsage
 from executors.gaps import Gaps
 from executors.intents import Intent
 from executors.limits import RoundLimits
-from executors.records import ActionRecord
+from executors.records import ActionRecord, IsolationChange
 from executors.sorters import SORTERS, Candidate
 from executors.state import NodeState
 
@@ -44,17 +45,23 @@ class TickContext:
     settings: AgentSettings = field(default_factory=AgentSettings)
     #: The cluster brake is set: no eviction this tick (throttling goes on).
     brake: bool = False
+    #: The CPU isolation sections of the policies selecting this node, by policy name.
+    isolation: tuple[tuple[str, CpuIsolation], ...] = ()
+    #: What the kernel here offers of them.
+    support: IsolationSupport = field(default_factory=IsolationSupport)
 
 
 class TickWork:
     """One tick's working set: the context, the memory being changed, the open gaps,
-    the records so far and the eviction limits."""
+    the records so far (actions, and changes of the CPU isolation classes) and the
+    eviction limits."""
 
     def __init__(self, ctx: TickContext, state: NodeState) -> None:
         self.ctx = ctx
         self.state = state
         self.gaps = Gaps(ctx.analysis, ctx.node.allocatable)
         self.records: list[ActionRecord] = []
+        self.changes: list[IsolationChange] = []
         self.evicted_now: set[str] = set()
         #: Actions whose eviction round this tick evicted something.
         self.rounds: set[str] = set()

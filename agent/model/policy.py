@@ -15,25 +15,17 @@ from typing import Any
 
 from agent.errors import InvalidObject
 from agent.model.fields import Fields, bad, is_number, problem
-from agent.model.objects import (
-    BEST_EFFORT,
-    BURSTABLE,
-    EVICTABLE_ANNOTATION,
-    QOS_CLASSES,
-    Pod,
-)
+from agent.model.isolation import CpuIsolation, parse_cpu_isolation
+from agent.model.objects import EVICTABLE_ANNOTATION, Pod
 from agent.model.quantity import parse_quantity
 from agent.model.registry import BY_NAME
-from agent.model.selectors import EVERYTHING, LabelSelector, parse_label_selector
+from agent.model.scope import Scope, parse_scope, selector, whole
+from agent.model.selectors import EVERYTHING, LabelSelector
 
 POLICY_KIND = "NodeQOSEnsurancePolicy"
 ACTION_KIND = "AvoidanceAction"
 STRATEGIES = ("None", "Preview")
 DEFAULT_COOL_DOWN = 300
-DEFAULT_MAX_PRIORITY = 999_999
-#: The highest user priority (DESIGN "Validation"; the CRD's maximum): above it lie only
-#: the system-critical classes, which are never candidates.
-MAX_PRIORITY = 1_000_000_000
 MAX_PODS_PER_ROUND = 1000
 
 
@@ -67,25 +59,11 @@ class Policy:
     name: str
     node_selector: LabelSelector = EVERYTHING
     rules: tuple[Rule, ...] = ()
+    #: The policy's CPU isolation classes for its nodes (``agent.model.isolation``).
+    cpu_isolation: CpuIsolation | None = None
 
     def selects(self, node_labels: Mapping[str, str]) -> bool:
         return self.node_selector.matches(node_labels)
-
-
-@dataclass(frozen=True, slots=True)
-class Scope:
-    qos_classes: frozenset[str] = frozenset({BEST_EFFORT, BURSTABLE})
-    max_priority: int = DEFAULT_MAX_PRIORITY
-    namespace_selector: LabelSelector = EVERYTHING
-    pod_selector: LabelSelector = EVERYTHING
-
-    def admits(self, pod: Pod, namespace_labels: Mapping[str, str]) -> bool:
-        return (
-            pod.qos_class in self.qos_classes
-            and pod.priority <= self.max_priority
-            and self.pod_selector.matches(pod.labels)
-            and self.namespace_selector.matches(namespace_labels)
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,16 +126,6 @@ def _name(raw: Mapping[str, Any], kind: str) -> str:
     return str(name)
 
 
-def _whole(fields: Fields, value: object, key: str, default: int, minimum: int,
-           maximum: int | None = None) -> int:
-    """An integer field (a whole float such as 2.0 reads as 2); None is the default."""
-    if value is None:
-        return default
-    if not is_number(value) or not math.isfinite(value) or value != int(value):
-        raise fields.bad(key, "must be an integer", value)
-    return fields.integer(int(value), key, minimum=minimum, maximum=maximum)
-
-
 def _ratio(fields: Fields, value: object, key: str, default: float, minimum: float) -> float:
     """A percent field between ``minimum`` and 100; None is the default."""
     if value is None:
@@ -167,15 +135,6 @@ def _ratio(fields: Fields, value: object, key: str, default: float, minimum: flo
     if not minimum <= value <= 100:
         raise fields.bad(key, f"must be between {minimum:g} and 100", value)
     return float(value)
-
-
-def _selector(value: object, kind: str, name: str, path: str) -> LabelSelector:
-    try:
-        return parse_label_selector(value, path)
-    except ValueError as err:
-        text = str(err)
-        field_path, _, message = text.partition(": ")
-        raise InvalidObject(kind, name, field_path, message or text) from None
 
 
 def _eviction(raw: object, fields: Fields) -> Eviction:
@@ -201,34 +160,13 @@ def _throttle(raw: object, fields: Fields) -> CpuThrottle:
     )
 
 
-def _scope(raw: object, fields: Fields) -> Scope:
-    scope = fields.mapping(raw)
-    qos_raw = scope.get("qosClasses")
-    qos = Scope().qos_classes
-    if qos_raw is not None:
-        if not isinstance(qos_raw, list):
-            raise fields.bad("qosClasses", f"must be a list of {', '.join(QOS_CLASSES)}", qos_raw)
-        for i, q in enumerate(qos_raw):
-            fields.choice(q, f"qosClasses[{i}]", QOS_CLASSES)
-        qos = frozenset(qos_raw)
-    return Scope(
-        qos_classes=qos,
-        max_priority=_whole(fields, scope.get("maxPriority"), "maxPriority",
-                            DEFAULT_MAX_PRIORITY, -(2**31), MAX_PRIORITY),
-        namespace_selector=_selector(scope.get("namespaceSelector"), fields.kind, fields.name,
-                                     fields.at("namespaceSelector")),
-        pod_selector=_selector(scope.get("podSelector"), fields.kind, fields.name,
-                               fields.at("podSelector")),
-    )
-
-
 def parse_action(raw: Mapping[str, Any]) -> Action:
     kind = ACTION_KIND
     name = _name(raw, kind)
     fields = Fields(kind, name)
     spec = fields.mapping(raw.get("spec"), "spec")
     at = fields.child("spec")
-    cool_down = _whole(at, spec.get("coolDownSeconds"), "coolDownSeconds", DEFAULT_COOL_DOWN, 0)
+    cool_down = whole(at, spec.get("coolDownSeconds"), "coolDownSeconds", DEFAULT_COOL_DOWN, 0)
     throttle = None
     if spec.get("throttle") is not None:
         throttle = _throttle(spec.get("throttle"), at.child("throttle"))
@@ -237,7 +175,7 @@ def parse_action(raw: Mapping[str, Any]) -> Action:
         eviction = _eviction(spec.get("eviction"), at.child("eviction"))
     if throttle is None and eviction is None:
         raise fields.bad("spec", "must set throttle or eviction (or both)", dict(spec))
-    scope = _scope(spec.get("scope"), at.child("scope"))
+    scope = parse_scope(spec.get("scope"), at.child("scope"))
     disable = at.boolean(spec.get("disableScheduling", False), "disableScheduling")
     return Action(name, float(cool_down), throttle, eviction, scope, disable)
 
@@ -264,8 +202,8 @@ def _rule(raw: object, fields: Fields, index: int, policy: str,
         index=index,
         metric=metric,
         value=value,
-        avoidance_threshold=_whole(fields, rule.get("avoidanceThreshold"), "avoidanceThreshold", 1, 1),
-        restore_threshold=_whole(fields, rule.get("restoreThreshold"), "restoreThreshold", 1, 1),
+        avoidance_threshold=whole(fields, rule.get("avoidanceThreshold"), "avoidanceThreshold", 1, 1),
+        restore_threshold=whole(fields, rule.get("restoreThreshold"), "restoreThreshold", 1, 1),
         action_name=action_name,
         preview=strategy == "Preview",
     )
@@ -288,15 +226,22 @@ def _waterline(fields: Fields, raw: object) -> float:
 
 
 def parse_policy(raw: Mapping[str, Any], actions: Mapping[str, Action] | None = None) -> Policy:
-    """Parse a policy. With ``actions`` given, every rule must name one of them."""
+    """Parse a policy. With ``actions`` given, every rule must name one of them. A policy
+    with a ``cpuIsolation`` section may have no rules (a class alone)."""
     kind = POLICY_KIND
     name = _name(raw, kind)
     fields = Fields(kind, name)
     spec = fields.mapping(raw.get("spec"), "spec")
-    selector = _selector(spec.get("nodeSelector"), kind, name, "spec.nodeSelector")
+    node_selector = selector(spec.get("nodeSelector"), kind, name, "spec.nodeSelector")
+    isolation = None
+    if spec.get("cpuIsolation") is not None:
+        isolation = parse_cpu_isolation(spec["cpuIsolation"], fields.child("spec"))
     rules_raw = spec.get("objectiveEnsurances")
-    if not isinstance(rules_raw, list) or not rules_raw:
-        raise fields.bad("spec.objectiveEnsurances", "must be a non-empty list", rules_raw)
+    if rules_raw is None and isolation is not None:
+        rules_raw = []
+    elif not isinstance(rules_raw, list) or not rules_raw:
+        need = "must be a non-empty list" + (" (or spec.cpuIsolation set)" if rules_raw is None else "")
+        raise fields.bad("spec.objectiveEnsurances", need, rules_raw)
     rules: list[Rule] = []
     for i, rule_raw in enumerate(rules_raw):
         rule_fields = Fields(kind, name, f"spec.objectiveEnsurances[{i}].")
@@ -304,7 +249,7 @@ def parse_policy(raw: Mapping[str, Any], actions: Mapping[str, Action] | None = 
         if any(r.name == rule.name for r in rules):
             raise rule_fields.bad("name", "must be unique among the policy's rules", rule.name)
         rules.append(rule)
-    return Policy(name, selector, tuple(rules))
+    return Policy(name, node_selector, tuple(rules), isolation)
 
 
 @dataclass(frozen=True)
@@ -320,6 +265,11 @@ class PolicySet:
 
     def rules_for_node(self, node_labels: Mapping[str, str]) -> tuple[Rule, ...]:
         return tuple(r for p in self.for_node(node_labels) for r in p.rules)
+
+    def isolation_for_node(self, node_labels: Mapping[str, str]) -> tuple[tuple[str, CpuIsolation], ...]:
+        """The CPU isolation sections of the policies selecting the node, by policy name."""
+        return tuple((p.name, p.cpu_isolation) for p in self.for_node(node_labels)
+                     if p.cpu_isolation is not None)
 
 
 def load_policies(raw_policies: Iterable[Mapping[str, Any]],

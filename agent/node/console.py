@@ -8,6 +8,10 @@ a CI log).
       throttle  demo/batch-a  cap 0.20 cores  by cpu-guard/cpu-high on cpu_total_usage 1.96 > 1.00, gap 0.96 -> 0.41
       pods  demo/batch-a 0.75/0.20  demo/batch-b 0.74/0.30  demo/web 0.50
 
+With a CPU isolation class in force, a pod joining or leaving it has a line
+(``idle  demo/batch-a  marked by cpu-guard (scope)  [applied]``) and the pods line marks
+the members (``demo/batch-a 0.75 idle``, ``demo/web 0.50 burst``).
+
 A throttle or restore whose quota write failed shows ``[failed: ...]``, never
 ``[applied]``; pods whose cgroup is not on this host say so (they are never acted on).
 """
@@ -22,7 +26,7 @@ from agent.model.analysis import ACTION_TYPES
 from agent.model.registry import BY_NAME
 from agent.node.loop import TickOutcome, action_result
 from agent.node.tick import TickReport
-from executors.records import FAILED, ActionRecord
+from executors.records import FAILED, ActionRecord, IsolationChange
 
 
 def _unit(metric: str) -> str:
@@ -62,6 +66,7 @@ def render(outcome: TickOutcome) -> str:
     if report.rules:
         lines.append("  rules  " + "  ".join(f"{k} {v}" for k, v in sorted(report.rules.items())))
     lines.extend(_action_line(record, outcome) for record in report.actions)
+    lines.extend(_change_line(change, outcome) for change in report.isolation)
     if report.limited is not None:
         lines.append(f"  limited  evictions stopped by {report.limited}: the gap stays open")
     if report.eviction_backoff is not None:
@@ -150,8 +155,15 @@ def _action_line(record: ActionRecord, outcome: TickOutcome) -> str:
     return f"{what}  [{result}]"
 
 
+def _change_line(change: IsolationChange, outcome: TickOutcome) -> str:
+    result = "dry-run" if outcome.mode == "dry-run" else change.result or "applied"
+    return (f"  {change.kind:<8} {change.pod}  {change.change} by {change.policy or '-'} "
+            f"({change.reason})  [{result}]")
+
+
 def _pods(outcome: TickOutcome) -> list[str]:
     missing = set(outcome.missing)
+    member = {key: cls for cls, keys in outcome.isolated.items() for key in keys}
     pods = []
     for pod in sorted(outcome.pods, key=lambda p: p.key):
         if pod.key in missing:
@@ -160,7 +172,8 @@ def _pods(outcome: TickOutcome) -> list[str]:
         usage = outcome.usage.get(pod.key)
         cpu = "-" if usage is None or usage.cpu is None else f"{usage.cpu:.2f}"
         pod_cap = outcome.caps.get(pod.key)
-        pods.append(f"{pod.key} {cpu}" + (f"/{pod_cap:.2f}" if pod_cap is not None else ""))
+        pods.append(f"{pod.key} {cpu}" + (f"/{pod_cap:.2f}" if pod_cap is not None else "")
+                    + (f" {member[pod.key]}" if pod.key in member else ""))
     lines = ["  pods (cpu/cap)  " + "  ".join(pods)] if pods else []
     if missing:
         lines.append(

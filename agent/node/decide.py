@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.model.isolation import IsolationSupport
 from agent.model.objects import Node, Pod
 from agent.model.policy import Action, PolicySet
 from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
@@ -24,7 +25,7 @@ from agent.model.usage import PodUsage, within_cpu_limit
 from agent.node.analyzer import ACTION_TYPES, analyze
 from executors.engine import plan_actions
 from executors.intents import Plan
-from executors.records import ActionRecord, LateEviction
+from executors.records import ActionRecord, IsolationChange, LateEviction
 from executors.state import NodeState
 from executors.work import TickContext
 
@@ -50,6 +51,8 @@ class TickInput:
     #: False where an eviction is reported and not performed (local mode, --dry-run):
     #: the pod still runs, so nothing of it is released and it stays a candidate.
     evictions_take_effect: bool = True
+    #: The CPU isolation classes this host's kernel offers (the isolator says).
+    support: IsolationSupport = field(default_factory=IsolationSupport)
 
 
 @dataclass
@@ -68,6 +71,10 @@ class TickReport:
     #: Pods that evictions answered after their tick evicted, seen terminating this tick
     #: (live agents only: ``simulate`` answers every eviction in its tick).
     late_evictions: list[LateEviction] = field(default_factory=list)
+    #: Pods that joined or left a CPU isolation class this tick.
+    isolation: list[IsolationChange] = field(default_factory=list)
+    #: The classes the kernel offered this tick.
+    support: IsolationSupport = field(default_factory=IsolationSupport)
 
     def to_report(self, origin: float = 0.0) -> dict[str, Any]:
         at = self.at - origin
@@ -84,6 +91,8 @@ class TickReport:
             out["limited"] = {"evict": self.limited}
         if self.eviction_backoff is not None:
             out["evictionBackoff"] = round(self.eviction_backoff, 6)
+        if self.isolation:
+            out["isolation"] = [c.to_report() for c in self.isolation]
         return out
 
 
@@ -161,6 +170,8 @@ def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
         namespace_labels=tick.namespace_labels,
         settings=tick.settings,
         brake=tick.brake,
+        isolation=tick.policies.isolation_for_node(node.labels),
+        support=tick.support,
     )
     execution = yield from plan_actions(ctx, working)
     after = execution.state
@@ -177,5 +188,7 @@ def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
         limited=execution.limited,
         eviction_backoff=execution.backoff_delay,
         late_evictions=late,
+        isolation=execution.changes,
+        support=tick.support,
     )
     return Decision(report, after)

@@ -3,7 +3,8 @@
 ``ReportingEvictor`` stands in for the Eviction API where there is none (local mode) or
 where nothing may be written (``--dry-run``): it answers ``evicted`` so that the engine
 shows the exact set of pods that would go, and the loop, told that evictions are not
-performed, does not count them as terminating. ``DryRunThrottler`` writes no quota.
+performed, does not count them as terminating. ``DryRunThrottler`` writes no quota,
+``DryRunIsolator`` no idle mark nor burst.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 import structlog
 
 from agent.model.eviction import EvictionResult
+from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod
 
 
@@ -39,4 +41,27 @@ class DryRunThrottler:
 
     def restore(self, pod: Pod) -> bool:
         self.log.debug("dry run: quota not restored", pod=pod.key)
+        return True
+
+
+class DryRunIsolator:
+    """Writes no mark and reports success, so a dry run shows the classes as decided."""
+
+    support = IsolationSupport()
+
+    def __init__(self) -> None:
+        self.log = structlog.get_logger()
+
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
+        self.log.debug("dry run: idle not marked", pod=pod.key)
+        return True
+
+    def release_idle(self, pod: Pod) -> bool:
+        return True
+
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        self.log.debug("dry run: burst not set", pod=pod.key, percent=percent)
+        return True
+
+    def release_burst(self, pod: Pod) -> bool:
         return True

@@ -1,17 +1,19 @@
-"""The agent's hands and eyes on this host: the cgroup tree, the collectors over it and
-the CPU throttler (or its dry-run stand-in)."""
+"""The agent's hands and eyes on this host: the cgroup tree, the collectors over it, the
+CPU throttler and the CPU isolator (or their dry-run stand-ins)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from agent.model.settings import AgentSettings
-from agent.node.dryrun import DryRunThrottler
+from agent.node.dryrun import DryRunIsolator, DryRunThrottler
 from agent.node.sampling import CountingLog, HostCollector
-from executors.actuators import CpuThrottler
+from executors.actuators import CpuIsolator, CpuThrottler, NoIsolation
+from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
 if TYPE_CHECKING:
@@ -30,6 +32,15 @@ def host_cgroups(cgroup_root: str, proc_root: str, kubelet_root: str) -> tuple[C
     return mounts, PodCgroupLayout(probe, kubelet_root)
 
 
+@dataclass(frozen=True, slots=True)
+class HostParts:
+    """The collector and the actuators over this host's cgroup tree and /proc."""
+
+    collector: HostCollector
+    throttler: CpuThrottler
+    isolator: CpuIsolator
+
+
 def build_host_parts(
     cgroup_root: str,
     proc_root: str,
@@ -39,10 +50,12 @@ def build_host_parts(
     settings: AgentSettings,
     node_cpu: str = "proc",
     clock: Callable[[], float] | None = None,
-) -> tuple[HostCollector, CpuThrottler]:
-    """The collector and the throttler over the host's cgroup tree and /proc."""
+) -> HostParts:
+    """The collector, the throttler and the isolator over the host's cgroup tree and
+    /proc. The actuators share the state directory, one file each."""
     from collectors.node_stats import NodeStatsCollector
     from collectors.pod_stats import PodStatsCollector
+    from executors.isolation_state import IsolationState
     from executors.quota_state import QuotaState
 
     log = structlog.get_logger()
@@ -60,12 +73,14 @@ def build_host_parts(
     node_stats = NodeStatsCollector(proc_root, log=node_log, **clocks)
     collector = HostCollector(pod_stats, node_stats, pod_log, node_log, node_cpu)
     throttler: CpuThrottler
+    isolator: CpuIsolator
     if dry_run:
-        throttler = DryRunThrottler()
-    else:
-        try:
-            throttler = CgroupThrottler(mounts, QuotaState(state_dir), layout)
-        except ValueError as err:
-            log.error("cannot throttle on this host: quotas will not be written", error=str(err))
-            throttler = DryRunThrottler()
-    return collector, throttler
+        return HostParts(collector, DryRunThrottler(), DryRunIsolator())
+    try:
+        throttler = CgroupThrottler(mounts, QuotaState(state_dir), layout)
+        isolator = CgroupIsolator(mounts, IsolationState(state_dir), layout)
+    except ValueError as err:
+        log.error("cannot throttle on this host: quotas and CPU isolation will not be written",
+                  error=str(err))
+        throttler, isolator = DryRunThrottler(), NoIsolation()
+    return HostParts(collector, throttler, isolator)

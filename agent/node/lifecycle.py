@@ -1,22 +1,22 @@
-"""A built agent and what happens to its caps when it stops.
+"""A built agent and what happens to its caps and CPU isolation marks when it stops.
 
-Restarts resume, they do not reset (DESIGN.md "Executor" 7): caps are released all at once
-only when the agent is uninstalled (it stops and finds its own DaemonSet gone or being
-deleted), in local mode on every exit, and by `waterline agent release`. When the API
-does not answer, the caps are kept for the next agent to adopt.
+Restarts resume, they do not reset (DESIGN.md "Executor" 7): caps and marks (idle,
+burst) are released all at once only when the agent is uninstalled (it stops and finds
+its own DaemonSet gone or being deleted), in local mode on every exit, and by `waterline
+agent release`. When the API does not answer, they are kept for the next agent to adopt.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 
 from agent.metrics import AgentMetrics
 from agent.node.loop import NodeLoop
 from agent.serving import Health, MetricsServer
-from executors.actuators import CpuThrottler
+from executors.actuators import CpuIsolator, CpuThrottler, NoIsolation
 
 
 @dataclass
@@ -31,16 +31,23 @@ class Agent:
     stop_source: Callable[[], None] | None = None
     #: In a cluster: is the agent's own DaemonSet gone or being deleted? (None: unknown)
     uninstalled: Callable[[], bool | None] | None = None
+    isolator: CpuIsolator = field(default_factory=NoIsolation)
 
     def restore_all(self, why: str) -> None:
-        """Hand every cap of the state file back (the originals, exactly)."""
+        """Hand every cap and mark of the state files back (the originals, exactly)."""
         restore_all = getattr(self.throttler, "restore_all", None)
-        if restore_all is None:
-            return
-        restored = restore_all()
-        self.loop.brain.state.forget_caps()
-        if restored:
-            structlog.get_logger().info("caps released", why=why, pods=len(restored))
+        if restore_all is not None:
+            restored = restore_all()
+            self.loop.brain.state.forget_caps()
+            if restored:
+                structlog.get_logger().info("caps released", why=why, pods=len(restored))
+        release_all = getattr(self.isolator, "release_all", None)
+        if release_all is not None:
+            released = release_all()
+            self.loop.brain.state.forget_isolation()
+            if released:
+                structlog.get_logger().info("idle and burst marks released", why=why,
+                                            pods=len(released))
 
     def on_exit(self) -> None:
         """Local mode releases every cap; in a cluster only an uninstall does, and a
@@ -50,13 +57,14 @@ class Agent:
             self.restore_all("local mode: the agent exits")
             return
         held = len(self.loop.brain.caps())
+        marked = sum(len(pods) for pods in self.loop.brain.isolated().values())
         uninstalled = self.uninstalled()
         if uninstalled:
             self.restore_all("the agent's DaemonSet is gone or being deleted: uninstall")
         elif uninstalled is None:
             log.warning("could not tell a restart from an uninstall (API unreachable): caps "
-                        "kept for the next agent; `waterline agent release` hands them back",
-                        pods=held)
-        elif held:
-            log.info("caps kept for the next agent to adopt (a restart, not an uninstall)",
-                     pods=held)
+                        "and marks kept for the next agent; `waterline agent release` hands "
+                        "them back", pods=held, marks=marked)
+        elif held or marked:
+            log.info("caps and marks kept for the next agent to adopt (a restart, not an "
+                     "uninstall)", pods=held, marks=marked)

@@ -2,8 +2,8 @@
 
 Everything the loop touches is handed in: where the objects come from (the API caches in
 a cluster, files in local mode), the collector, the decision core (``NodeBrain``, which
-keeps the rule hysteresis, caps and cool-downs across ticks), the two actuators, the clocks
-and the sleep. So tests drive it tick by tick with fakes, and the same loop runs in the
+keeps the rule hysteresis, caps, cool-downs and CPU isolation marks across ticks), the
+actuators (evictor, throttler, isolator), the clocks and the sleep. So tests drive it tick by tick with fakes, and the same loop runs in the
 DaemonSet, in ``--local`` mode and in the demo.
 
 Fail-safe rules (DESIGN.md "Cross-cutting rules"):
@@ -35,7 +35,7 @@ from agent.model.objects import Node, Pod
 from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuThrottler, EvictionAnswer, Evictor
+from executors.actuators import CpuIsolator, CpuThrottler, EvictionAnswer, Evictor, NoIsolation
 from executors.records import ActionRecord
 
 
@@ -87,6 +87,8 @@ class TickOutcome:
     usage: Mapping[str, PodUsage] = field(default_factory=dict)
     #: pod key -> CPU cap in force after the tick (cores)
     caps: Mapping[str, float] = field(default_factory=dict)
+    #: The pods in each CPU isolation class after the tick (``idle``, ``burst``).
+    isolated: Mapping[str, Sequence[str]] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     #: source -> errors this tick (collector files, actuators, failed stages)
     errors: Mapping[str, int] = field(default_factory=dict)
@@ -136,11 +138,40 @@ class _Trouble:
 class _Guarded:
     """Actuators wrapped so that one pod's failure is logged and counted, not fatal."""
 
-    def __init__(self, evictor: Evictor, throttler: CpuThrottler, log: Any) -> None:
+    def __init__(self, evictor: Evictor, throttler: CpuThrottler, isolator: CpuIsolator,
+                 log: Any) -> None:
         self.evictor = evictor
         self.throttler = throttler
+        self.isolator = isolator
         self.log = log
         self.errors: dict[str, int] = {}
+
+    @property
+    def support(self) -> Any:
+        return self.isolator.support
+
+    def _isolate(self, what: str, act: Callable[[], bool], pod: Pod) -> bool:
+        try:
+            done = act()
+        except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
+            self._count("isolator")
+            self.log.error(f"{what} raised", pod=pod.key, error=repr(err))
+            return False
+        if not done:
+            self._count("isolator")
+        return bool(done)
+
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
+        return self._isolate("idle mark", lambda: self.isolator.mark_idle(pod, owner), pod)
+
+    def release_idle(self, pod: Pod) -> bool:
+        return self._isolate("idle release", lambda: self.isolator.release_idle(pod), pod)
+
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        return self._isolate("burst", lambda: self.isolator.set_burst(pod, percent, owner), pod)
+
+    def release_burst(self, pod: Pod) -> bool:
+        return self._isolate("burst release", lambda: self.isolator.release_burst(pod), pod)
 
     def _count(self, source: str) -> None:
         self.errors[source] = self.errors.get(source, 0) + 1
@@ -196,6 +227,7 @@ class NodeLoop:
         dry_run: bool = False,
         prepare: Callable[[Objects], bool | None] | None = None,
         before_tick: Sequence[Callable[[], None]] = (),
+        isolator: CpuIsolator | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval}")
@@ -205,6 +237,8 @@ class NodeLoop:
         self.brain = brain
         self.evictor = evictor
         self.throttler = throttler
+        #: None: no CPU isolation class is ever planned.
+        self.isolator: CpuIsolator = isolator or NoIsolation()
         self.interval = interval
         self.publishers = list(publishers)
         self.after_tick = list(after_tick)
@@ -232,7 +266,7 @@ class NodeLoop:
         self.seq += 1
         started = self.monotonic()
         trouble = _Trouble()
-        guarded = _Guarded(self.evictor, self.throttler, self.log)
+        guarded = _Guarded(self.evictor, self.throttler, self.isolator, self.log)
         for hook in self.before_tick:
             hook()
         objects = self._objects(trouble)
@@ -280,6 +314,7 @@ class NodeLoop:
                 namespace_labels=objects.namespace_labels,
                 evictor=guarded,
                 throttler=guarded,
+                isolator=guarded,
                 brake=objects.eviction_brake is not None,
                 evictions_take_effect=self.evictions_performed,
             )
@@ -301,6 +336,7 @@ class NodeLoop:
             pods=tuple(objects.pods) if objects is not None else (),
             usage=collection.usage if collection is not None else {},
             caps=self.brain.caps(),
+            isolated=self.brain.isolated(),
             missing=collection.missing if collection is not None else (),
             errors=trouble.errors,
             invalid=dict(objects.invalid) if objects is not None else {},

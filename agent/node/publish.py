@@ -36,6 +36,8 @@ def snapshot_of(outcome: TickOutcome) -> NodeSnapshot:
         pods=tuple(pods),
         throttled=len(outcome.caps),
         invalid_objects=invalid,
+        isolated={cls: len(pods) for cls, pods in outcome.isolated.items()},
+        supported={"idle": report.support.idle, "burst": report.support.burst} if report else {},
     )
 
 
@@ -59,6 +61,9 @@ class MetricsPublisher:
                 m.actions.labels("evict", LATE_EVICTION_RESULT).inc()
             if outcome.report.limited is not None:
                 m.rounds_limited.labels(outcome.report.limited).inc()
+            for change in outcome.report.isolation:
+                result = "dry-run" if outcome.mode == "dry-run" else change.result or "applied"
+                m.isolation_changes.labels(change.kind, change.change, result).inc()
         if outcome.ok:
             m.last_success.set(outcome.at)
         # On a failed tick keep the last good snapshot: the gauges age, the counters tell.

@@ -1,4 +1,5 @@
-"""`waterline agent release`: every cap of the state file handed back by hand."""
+"""`waterline agent release`: every cap and CPU isolation mark of the state files handed
+back by hand."""
 
 from __future__ import annotations
 
@@ -8,31 +9,43 @@ import os
 import structlog
 
 from agent.node.host import host_cgroups
+from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
 
 def release(args: argparse.Namespace) -> int:
     """`waterline agent release`: write back the original quota of every container the
-    state file names, exactly as it was, and forget them. Exit 1 when some could not be
-    written (they stay in the file: run it again)."""
+    quota file names, and the original weight and burst of every cgroup the isolation
+    file names (``cpu.idle`` back to 0 first), exactly as they were, and forget them.
+    Exit 1 when some could not be written (they stay in the files: run it again)."""
+    from executors.isolation_state import IsolationState
     from executors.quota_state import QuotaState
 
     log = structlog.get_logger()
     try:
         mounts, layout = host_cgroups(args.cgroup_root, args.proc_root, args.kubelet_cgroup_root)
         throttler = CgroupThrottler(mounts, QuotaState(args.state_dir), layout)
+        isolator = CgroupIsolator(mounts, IsolationState(args.state_dir), layout)
     except (OSError, ValueError) as err:
         log.error("cannot release: no cgroup tree to write", error=str(err))
         return 2
-    if not os.path.exists(throttler.state.path):  # a mistyped --state-dir looked like success
+    paths = (throttler.state.path, isolator.state.path)
+    if not any(os.path.exists(p) for p in paths):  # a mistyped --state-dir looked like success
         log.warning("no state file here: nothing to release (is --state-dir the agent's?)",
                     state=throttler.state.path)  # fmt: skip
     held = throttler.throttled_pods()
     released = throttler.restore_all()
-    left = sorted(p.key for uid, p in throttler.throttled_pods().items())
+    marked = isolator.held()
+    unmarked = isolator.release_all()
+    left = sorted(p.key for p in throttler.throttled_pods().values())
+    left_marks = sorted(p.key for p in isolator.held().values())
     log.info("caps released by hand", pods=len(released), of=len(held),
              state=throttler.state.path)  # fmt: skip
-    if left:
-        log.error("some caps could not be released; run it again", pods=left)
+    if marked:
+        log.info("idle and burst marks released by hand", pods=len(unmarked), of=len(marked),
+                 state=isolator.state.path)  # fmt: skip
+    if left or left_marks:
+        log.error("some caps or marks could not be released; run it again", pods=left,
+                  marks=left_marks)  # fmt: skip
         return 1
     return 0

@@ -15,7 +15,7 @@ from agent.model.policy import PolicySet
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.decide import Decision, TickInput, TickReport, decide
-from executors.actuators import CpuThrottler, Evictor
+from executors.actuators import CpuIsolator, CpuThrottler, Evictor, NoIsolation
 from executors.drive import Hands, drive
 from executors.state import NodeState
 
@@ -39,20 +39,28 @@ class NodeBrain:
         namespace_labels: Callable[[str], Mapping[str, str]],
         evictor: Evictor,
         throttler: CpuThrottler,
+        isolator: CpuIsolator | None = None,
         brake: bool = False,
         evictions_take_effect: bool = True,
     ) -> TickReport:
-        """One sample: decide and act. ``brake``: the cluster brake is set (no eviction
-        this tick; throttling goes on). ``evictions_take_effect`` False: evictions are
-        reported and not performed (local mode, --dry-run)."""
+        """One sample: decide and act. ``isolator`` None: no CPU isolation class is
+        planned. ``brake``: the cluster brake is set (no eviction this tick; throttling
+        goes on). ``evictions_take_effect`` False: evictions are reported and not
+        performed (local mode, --dry-run)."""
+        hands = Hands(evictor, throttler, isolator or NoIsolation())
         tick = TickInput(now=now, node=node, pods=pods, metrics=metrics, usage=usage,
                          policies=policies, namespace_labels=namespace_labels,
                          settings=self.settings, brake=brake,
-                         evictions_take_effect=evictions_take_effect)
-        decision: Decision = drive(decide(tick, self.state), Hands(evictor, throttler))
+                         evictions_take_effect=evictions_take_effect,
+                         support=hands.isolator.support)
+        decision: Decision = drive(decide(tick, self.state), hands)
         self.state = decision.state
         return decision.report
 
     def caps(self) -> dict[str, float]:
         """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
         return self.state.caps()
+
+    def isolated(self) -> dict[str, list[str]]:
+        """The pods in each CPU isolation class (``idle``, ``burst``), sorted."""
+        return self.state.isolated()

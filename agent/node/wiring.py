@@ -29,7 +29,8 @@ from agent.node.publish import MetricsPublisher
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
 from agent.serving import Health, MetricsServer
-from executors.actuators import Evictor
+from executors.actuators import CpuIsolator, CpuThrottler, Evictor
+from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         before_tick.append(parts.budget.start)
         uninstalled = parts.uninstalled
         evictor = ReportingEvictor("--dry-run") if args.dry_run else parts.evictor
-    collector, throttler = build_host_parts(
+    host = build_host_parts(
         args.cgroup_root,
         args.proc_root,
         args.kubelet_cgroup_root,
@@ -93,10 +94,13 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         settings,
         args.node_cpu,
     )
+    collector, throttler, isolator = host.collector, host.throttler, host.isolator
     metrics = AgentMetrics()
     if isinstance(throttler, CgroupThrottler):  # caps that survive systemd: agent.node.holding
         before_tick.append(CapKeeper(
             throttler, brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n)))  # fmt: skip
+    if isinstance(isolator, CgroupIsolator):  # marks are held by the isolator itself, each tick
+        isolator.count_reverted = lambda control: metrics.caps_reverted.labels(control).inc()
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
@@ -122,10 +126,20 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         after_tick=after_tick,
         evictions_performed=not (args.local or args.dry_run),
         dry_run=args.dry_run,
-        prepare=Resume(brain, throttler) if isinstance(throttler, CgroupThrottler) else None,
+        prepare=_resume(brain, throttler, isolator),
         before_tick=before_tick,
+        isolator=isolator,
     )
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
         server = MetricsServer(args.metrics_addr, metrics, health)
-    return Agent(loop, throttler, metrics, health, server, stop_source, uninstalled)
+    return Agent(loop, throttler, metrics, health, server, stop_source, uninstalled, isolator)
+
+
+def _resume(brain: NodeBrain, throttler: CpuThrottler, isolator: CpuIsolator) -> Resume | None:
+    """What adopts the caps and marks an earlier run left (none in a dry run)."""
+    real_throttler = throttler if isinstance(throttler, CgroupThrottler) else None
+    real_isolator = isolator if isinstance(isolator, CgroupIsolator) else None
+    if real_throttler is None and real_isolator is None:
+        return None
+    return Resume(brain, real_throttler, real_isolator)

@@ -1,11 +1,13 @@
 """Simulated actuators: an Eviction API that honours PodDisruptionBudgets the way the API
-server does, and a CPU throttler that remembers caps. Used by `simulate` and tests."""
+server does, a CPU throttler that remembers caps, and a CPU isolator that remembers the
+idle and burst marks. Used by `simulate` and tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
 from agent.model.eviction import EvictionResult
+from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod, PodDisruptionBudget, disruptions_allowed
 
 
@@ -60,3 +62,29 @@ class SimulatedThrottler:
     def pod_cap(self, key: str) -> float | None:
         caps = self.caps.get(key)
         return sum(caps.values()) if caps else None
+
+
+class SimulatedIsolator:
+    """Remembers the pods marked idle and the bursts set (percent of the quota); a host
+    whose kernel offers both classes unless ``support`` says otherwise."""
+
+    def __init__(self, support: IsolationSupport | None = None) -> None:
+        self.support = support or IsolationSupport()
+        self.idle: set[str] = set()
+        self.burst: dict[str, float] = {}
+
+    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
+        self.idle.add(pod.key)
+        return True
+
+    def release_idle(self, pod: Pod) -> bool:
+        self.idle.discard(pod.key)
+        return True
+
+    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        self.burst[pod.key] = percent
+        return True
+
+    def release_burst(self, pod: Pod) -> bool:
+        self.burst.pop(pod.key, None)
+        return True

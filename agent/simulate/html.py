@@ -114,7 +114,26 @@ def _node_section(name: str, node: Mapping[str, Any]) -> str:
         ["evicted", "throttled (cores)"],
         [(", ".join(node.get("evicted", [])) or "-",
           ", ".join(f"{k}={v}" for k, v in node.get("throttled", {}).items()) or "-")]))
+    parts.extend(_isolation_section(node))
     return "\n".join(parts)
+
+
+def _isolation_section(node: Mapping[str, Any]) -> list[str]:
+    """The CPU isolation classes: who is in each after the last tick, and the changes."""
+    ticks = node.get("ticks", [])
+    changes = [(t["at"], c["class"], c["change"], c["pod"], c["policy"], c["reason"],
+                c.get("result", "applied")) for t in ticks for c in t.get("isolation", [])]
+    classes = [k for k in ("idle", "burst") if k in node]
+    if not classes and not changes:
+        return []
+    what = {"idle": "idle class (cpu.idle: runs only when nobody else wants the CPU)",
+            "burst": "CPU burst (borrows quota unused in earlier periods)"}
+    rows = [(what[k], ", ".join(node[k]) or "none") for k in classes]
+    return ['<h3 id="cpu-isolation">CPU isolation</h3><p class="note">Who runs first, not how '
+            "much: the classes change no usage figure of the replay.</p>"
+            + _table(["class", "pods after the last tick"], rows),
+            _table(["at", "class", "change", "pod", "policy", "reason", "result"], changes)
+            if changes else ""]
 
 
 def _percent(value: float | None) -> str:

@@ -31,7 +31,8 @@ from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
-from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
+from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
+from executors.cpu_classes import classes_in_force
 
 #: Caps within this many cores of each other are the same cap (quotas are whole us).
 SAME_CAP = 1e-3
@@ -98,6 +99,9 @@ class SimulatedNode:
         self.api = api
         self.brain = NodeBrain(settings)
         self.throttler = SimulatedThrottler()
+        self.isolator = SimulatedIsolator()
+        #: The CPU isolation classes some policy of the node names (report keys).
+        self.classes: set[str] = set()
         self.last_known: dict[str, PodUsage] = {}
         self.evicted: list[str] = []
         self.ticks: list[dict[str, Any]] = []
@@ -148,7 +152,9 @@ class SimulatedNode:
             namespace_labels=scenario.store.namespace_labels,
             evictor=self.api,
             throttler=self.throttler,
+            isolator=self.isolator,
         )
+        self.classes.update(classes_in_force(policies.isolation_for_node(self.node.labels)))
         for record in report.actions:
             if record.action == "evict" and record.result == "evicted" and not record.preview:
                 self.evicted.append(record.pod)
@@ -159,11 +165,17 @@ class SimulatedNode:
         self.ticks.append(tick)
 
     def report(self) -> dict[str, Any]:
-        return {
+        """The node's ticks and outcome; ``idle`` and ``burst`` (the pods in each class
+        after the last tick, sorted) only where a policy of the node names the class."""
+        out: dict[str, Any] = {
             "ticks": self.ticks,
             "evicted": list(self.evicted),
             "throttled": {k: round(v, 6) for k, v in sorted(self.brain.caps().items())},
         }
+        for kind, pods in self.brain.isolated().items():
+            if kind in self.classes or pods:
+                out[kind] = pods
+        return out
 
 
 def simulate_nodes(scenario: Scenario) -> dict[str, Any] | None:

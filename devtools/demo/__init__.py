@@ -27,11 +27,17 @@ SIGTERM or SIGHUP) and exits 0 when everything behaved. Killed outright (SIGKILL
 cannot clean up: its busy processes die with it (``PR_SET_PDEATHSIG``), and the next demo
 removes the cgroups and files named after a demo pid that no longer runs.
 
+Phase 3 (who runs first, ``idle``): a Burstable latency-critical pod answering 300
+requests a second beside two busy Burstable batch pods on one CPU; its response times each
+tick, alone, beside them, and with them in the idle class (``cpu.idle``), then the class
+released and each batch pod's ``cpu.shares`` checked against the kubelet's value.
+
 Where cgroups are not writable (not root, cgroup v2 only, read-only mount), the demo says
 why and replays an embedded scenario through ``waterline simulate``'s engine instead.
 
 Modules: ``pods`` (the demo's pods and the objects the agent reads), ``cgroups`` (the
-cgroup tree, its busy processes and the kernel's per-pod CPU figure), ``leftovers`` (an
-earlier demo's remains), ``live`` (the narrated run), ``replay`` (the fallback) and
-``command``.
+cgroup tree, its busy processes and the kernel's per-pod CPU figure), ``load`` (the
+latency-critical server and the batch workers, shared with ``bench.colocation``),
+``idle`` (phase 3), ``leftovers`` (an earlier demo's remains), ``live`` (the narrated
+run), ``replay`` (the fallback) and ``command``.
 """

@@ -17,12 +17,15 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import psutil
 
 from devtools.demo.pods import DemoPod
 
 BUSY = ["/bin/sh", "-c", "while :; do :; done"]
+#: The checkout the dev tools run from (``python -m devtools ...``).
+CHECKOUT = Path(__file__).resolve().parents[2]
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child only calls into it
 
@@ -111,9 +114,10 @@ class CgroupTree:
                 self.write(rel, "cpu.cfs_period_us", "100000")
                 self.write(rel, "cpu.cfs_quota_us", quota)
 
-    def start(self, pod: DemoPod) -> None:
-        """A busy process that joins the container's cgroups before it runs, and dies
-        with this process (kill -9 of the demo included)."""
+    def start(self, pod: DemoPod, argv: list[str] | None = None) -> None:
+        """A process (a busy loop unless ``argv``) that joins the container's cgroups
+        before it runs, and dies with this process (kill -9 of the demo included); it runs
+        from the checkout's root, so that ``python -m devtools...`` finds the dev tools."""
         procs_files = [
             os.path.join(root, pod.container_rel(self.kubelet_root), "cgroup.procs")
             for root in self.roots
@@ -126,7 +130,8 @@ class CgroupTree:
                 with open(path, "w", encoding="ascii") as f:
                     f.write(str(os.getpid()))
 
-        self.procs[pod.name] = psutil.Popen(BUSY, preexec_fn=join, start_new_session=True)  # noqa: S603
+        self.procs[pod.name] = psutil.Popen(argv or BUSY, preexec_fn=join, start_new_session=True,  # noqa: S603
+                                            cwd=CHECKOUT)  # fmt: skip
 
     def signal(self, name: str, sig: int) -> None:
         proc = self.procs.get(name)

@@ -40,6 +40,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give up restoring after this many ticks (default %(default)s)",
     )
     parser.add_argument(
+        "--latency-ticks",
+        type=int,
+        default=8,
+        metavar="N",
+        help="ticks of the third phase with and without the idle class, each (0: no third "
+        "phase; default %(default)s)",
+    )
+    parser.add_argument(
         "--interval",
         type=float,
         default=1.0,

@@ -1,7 +1,8 @@
 """The live demo, narrated: remove what an earlier, killed demo left, measure what the
 busy pods get here, set the waterline from it, run the real local-mode loop through a load
-phase and an idle phase, check every quota file, and clean up whatever happens (Ctrl-C,
-SIGTERM and SIGHUP included)."""
+phase and an idle phase, check every quota file, then show a latency-critical pod's
+response times with and without the idle class (``devtools.demo.idle``), and clean up
+whatever happens (Ctrl-C, SIGTERM and SIGHUP included)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain
 from devtools.demo.cgroups import CgroupTree, KernelMeter
+from devtools.demo.idle import run_idle_phase
 from devtools.demo.leftovers import remove_leftovers
 from devtools.demo.pods import DemoPod, demo_objects
 
@@ -84,6 +86,8 @@ class Session:
         ]
     )
     throttler: Any = None
+    #: The host parts the loops act with (``agent.node.host.HostParts``).
+    parts: Any = None
 
     @property
     def pods(self) -> list[DemoPod]:
@@ -150,7 +154,12 @@ def _run(s: Session) -> bool:
         s.args.interval,
         until=lambda: not loop.brain.caps() and all(s.tree.quota(p) == "-1" for p in s.batch),
     )
-    return _summary(s.tree, s.batch, s.web, throttled, restored_at)
+    ok = _summary(s.tree, s.batch, s.web, throttled, restored_at)
+    for pod in s.batch:
+        s.tree.stop(pod.name)
+    if s.args.latency_ticks > 0:
+        ok = run_idle_phase(s.tree, s.workdir, s.parts, s.args, say, s.held.drain) and ok
+    return ok
 
 
 def _start_pods(s: Session) -> tuple[KernelMeter, float]:
@@ -179,7 +188,7 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
     """The real local-mode loop over the objects file, acting on the demo's cgroups and
     printing the console view and the kernel's figures each tick."""
     settings = AgentSettings()
-    collector, s.throttler = build_host_parts(
+    parts = build_host_parts(
         s.args.cgroup_root,
         s.args.proc_root,
         s.tree.kubelet_root,
@@ -188,6 +197,7 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
         settings=settings,
         node_cpu="pods",
     )
+    collector, s.throttler, s.parts = parts.collector, parts.throttler, parts
 
     def show(outcome: TickOutcome) -> None:
         say(render(outcome))
@@ -210,10 +220,12 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
 
 
 def _clean_up(s: Session) -> bool:
-    """Restore every quota, kill every process, remove every cgroup and file; whether
-    everything went."""
+    """Restore every quota and CPU class, kill every process, remove every cgroup and file;
+    whether everything went."""
     if s.throttler is not None and hasattr(s.throttler, "restore_all"):
         s.throttler.restore_all()
+    if s.parts is not None and hasattr(s.parts.isolator, "release_all"):
+        s.parts.isolator.release_all()
     left = s.tree.cleanup()
     shutil.rmtree(s.workdir, ignore_errors=True)
     if left:

@@ -1,5 +1,6 @@
 """The demo's pods and the objects the agent reads about them: a Node of two CPUs, the
-pods, and a policy that throttles the BestEffort pods above the waterline."""
+pods, and a policy that throttles the BestEffort pods above the waterline (the third
+phase's pods and idle class: ``devtools.demo.idle``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ NODE_CORES = 2
 @dataclass(frozen=True)
 class DemoPod:
     name: str
-    qos: str  # Guaranteed | BestEffort
+    qos: str  # Guaranteed | Burstable | BestEffort
     cpu_limit: float | None  # cores
     uid: str = field(default_factory=lambda: str(uuid.uuid4()))
     container_id: str = field(default_factory=lambda: uuid.uuid4().hex + uuid.uuid4().hex)
@@ -73,13 +74,17 @@ class DemoPod:
         }
 
 
-def demo_objects(pods: list[DemoPod], waterline: float = WATERLINE_CORES) -> list[dict[str, Any]]:
-    node = {
+def demo_node() -> dict[str, Any]:
+    return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": "demo-node", "labels": {"kubernetes.io/hostname": "demo-node"}},
         "status": {"allocatable": {"cpu": str(NODE_CORES), "memory": "4Gi", "pods": "110"}},
     }
+
+
+def demo_objects(pods: list[DemoPod], waterline: float = WATERLINE_CORES) -> list[dict[str, Any]]:
+    node = demo_node()
     policy = {
         "apiVersion": "qos.waterline.io/v1alpha1",
         "kind": "NodeQOSEnsurancePolicy",

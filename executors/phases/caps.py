@@ -14,6 +14,7 @@ from agent.model.registry import CPU, METRICS, MetricSpec
 from agent.model.usage import PodUsage
 from executors.caps import ceiling, split_cap, throttle_floor, throttle_step
 from executors.intents import Intent, RestoreCap, WriteCap
+from executors.phases.isolation import clear_burst
 from executors.records import FAILED, RESTORE, THROTTLE, ActionRecord, ThrottleRecord, owner_tag
 from executors.sorters import SORTERS, Candidate
 from executors.work import Steps, TickWork
@@ -108,6 +109,7 @@ def _throttle_pod(tick: TickWork, spec: MetricSpec, line: Waterline, cand: Candi
     released_cores = used - new_cap
     preview = line.rule.preview
     if not preview:
+        yield from clear_burst(tick, pod)
         tag = owner_tag(line.action.name, line.rule.key)
         if not (yield WriteCap(pod, split_cap(pod, cand.usage, new_cap), tag)):
             tick.records.append(_cap_record(THROTTLE, tick, spec, line, cand, gap, new_cap,
@@ -199,5 +201,3 @@ def _cap_record(kind: str, tick: TickWork, spec: MetricSpec, line: Waterline, ca
         value=tick.usage_of(spec), cpu_cap=cap, released=released or {}, result=result,
         preview=preview, reason=reason)
 
-
-#: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up).

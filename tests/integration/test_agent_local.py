@@ -113,10 +113,11 @@ def test_measures_throttles_to_the_cap_and_restores_exactly(
     (tmp_path / "objects" / "o.yaml").write_text(
         yaml.safe_dump_all(manifests(pods, line, restore=2))
     )
-    collector, throttler = build_host_parts(
+    host = build_host_parts(
         CGROUP_ROOT, PROC_ROOT, tree.kubelet_root, str(tmp_path / "state"), dry_run=False,
         settings=AgentSettings(), node_cpu="pods",
     )  # fmt: skip
+    collector, throttler = host.collector, host.throttler
     loop = NodeLoop(
         node_name="demo-node", source=FileObjectSource([str(tmp_path / "objects")], "demo-node"),
         collector=collector, brain=NodeBrain(), evictor=ReportingEvictor("test"),

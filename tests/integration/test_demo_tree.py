@@ -156,3 +156,23 @@ def test_a_hung_up_demo_cleans_up_like_ctrl_c() -> None:
     assert "cleaned up: every process killed, every cgroup and file removed" in out
     assert not [p for p in busy if _running(p)]
     assert not any(os.path.exists(os.path.join(root, name)) for root in roots)
+
+
+def test_the_demos_third_phase_shows_the_idle_class_and_releases_it_exactly() -> None:
+    """Who runs first: the web pod's response times each tick, the batch pods marked idle
+    by the policy and released when it goes, each batch pod's cpu.shares back at the
+    kubelet's value (the latency figures are shown, not judged: the machine is shared)."""
+    _demo_roots()
+    done = subprocess.run(  # noqa: S603
+        [sys.executable, "-m", "devtools", "demo", "--load-ticks", "2", "--max-restore-ticks", "2",
+         "--latency-ticks", "3", "--interval", "0.5"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    out = done.stdout
+    assert "== phase 3: who runs first" in out, out[-3000:]
+    assert out.count("marked by colocated (scope)") == 2 and out.count("released by colocated") == 2, out[-3000:]
+    assert "web-lc " in out and " p99 " in out
+    for part in ("alone", "batch, no class", "batch idle"):
+        assert f"  {part} " in out.split("== result of phase 3")[1], out[-2000:]
+    assert out.count("(the kubelet value, restored exactly)") == 2, out[-2000:]
+    assert "cleaned up: every process killed, every cgroup and file removed" in out

@@ -97,10 +97,11 @@ def test_the_victims_wait_rises_and_a_wait_rule_throttles_step_by_step(
     os.sched_setaffinity(tree.procs["web"].pid, {cpu})
     path = tmp_path / "objects.yaml"
     path.write_text(yaml.safe_dump_all(objects(pods, None)))
-    collector, throttler = build_host_parts(
+    host = build_host_parts(
         CGROUP_ROOT, PROC_ROOT, tree.kubelet_root, str(tmp_path / "state"), dry_run=False,
         settings=AgentSettings(), node_cpu="pods",
     )  # fmt: skip
+    collector, throttler = host.collector, host.throttler
     loop = NodeLoop(
         node_name="demo-node", source=FileObjectSource([str(path)], "demo-node"),
         collector=collector, brain=NodeBrain(), evictor=ReportingEvictor("test"),

@@ -49,7 +49,7 @@ def test_defrag_e2e_refuses_bad_flags_with_one_line_before_any_cluster_starts(
         (["--rate", "0"], "--rate must be > 0 requests a second, got 0.0"),
         (["--line", "-1"], "--line must be > 0 cores, got -1.0"),
         (["--wait-line", "150"], "--wait-line must be in (0, 100] %, got 150.0"),
-        (["--web-request", "0.9"], "--web-request must be in (0, 0.6] cores (web's limit), got 0.9"),
+        (["--cases", "guaranteed,bogus"], "--cases: unknown bogus"),
         (["--cpu", "4096"], "--cpu must be one this process may run on"),
         (["--strategies", "waterline-cpu,bogus"], "--strategies: unknown bogus"),
     ],
@@ -64,5 +64,13 @@ def test_colocation_refuses_bad_flags_with_one_line(
 
 
 def test_colocation_takes_its_documented_short_settings() -> None:
-    args = parse_args(["--rounds", "1", "--phase", "8", "--strategies", "waterline-lc", "--web-request", "0.2"])
-    assert (args.rounds, args.phase, args.strategies, args.web_request) == (1, 8.0, "waterline-lc", 0.2)
+    args = parse_args(["--rounds", "1", "--phase", "8", "--strategies", "idle,idle-burst", "--cases", "burstable"])
+    assert (args.rounds, args.phase, args.strategies, args.cases) == (1, 8.0, "idle,idle-burst", "burstable")
+    assert (args.baseline, args.settle) == (8.0, 3.0)  # the full run's
+
+
+def test_colocation_quick_is_a_short_run_whose_given_flags_win() -> None:
+    quick = parse_args(["--quick", "--rounds", "2"])
+    assert (quick.rounds, quick.phase, quick.baseline, quick.settle) == (2, 6.0, 3.0, 0.5)
+    full = parse_args([])
+    assert (full.rounds, full.phase, full.baseline, full.settle, full.cases) == (3, 24.0, 8.0, 3.0, None)

@@ -1,6 +1,7 @@
-"""The co-location benchmark's reference strategies do what their names say, with the
-product's analyzer and engine: every candidate to its floor at once, or one more pod to
-its floor a tick (never a pod a cap would not lower)."""
+"""The co-location benchmark's strategies do what their names say, with the product's
+analyzer and engine: every candidate to its floor at once, or one more pod to its floor a
+tick (never a pod a cap would not lower); the batch pods idle, with or without burst for
+the latency-critical pod."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests import builders as b
 
 OBJECTS = [
     b.node("n1", cpu="1"),
-    b.pod("web", qos="Burstable", requests={"cpu": "200m"},
+    b.pod("web", qos="Burstable", requests={"cpu": "200m"}, limits={"cpu": "600m"},
           labels={"qos.waterline.io/latency-critical": "true"}),
     b.pod("batch-1", qos="Burstable", requests={"cpu": "150m"}),
     b.pod("batch-2", qos="Burstable", requests={"cpu": "150m"}),
@@ -60,5 +61,39 @@ def test_one_per_tick_caps_one_more_pod_a_tick_never_the_latency_critical_one() 
     ]
 
 
-def test_every_strategy_has_a_distinct_key() -> None:
-    assert len({s.key for s in STRATEGIES}) == len(STRATEGIES) == 5
+def test_the_idle_strategies_hold_the_batch_pods_idle_and_give_web_burst_and_cap_nothing() -> None:
+    """Through the product's NodeBrain and its simulated isolator: the idle strategies are
+    policies with a class and no rule (so nothing is ever capped, whatever the node uses)."""
+    from agent.simulate.actuators import SimulatedIsolator
+    from bench.colocation_strategies import isolation
+
+    store = ObjectStore.from_dicts(OBJECTS)
+    for burst, bursting in ((False, {}), (True, {"default/web": 100.0})):
+        manifests = isolation(burst)
+        policies = load_policies(manifests, [])
+        assert not policies.errors, policies.errors
+        brain, isolator = NodeBrain(), SimulatedIsolator()
+        brain.tick(
+            now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": 1.0},
+            usage={k: PodUsage(cpu=v) for k, v in USAGE.items()}, policies=policies,
+            namespace_labels=lambda ns: {}, evictor=ReportingEvictor("t"),
+            throttler=SimulatedThrottler(), isolator=isolator,
+        )  # fmt: skip
+        assert isolator.idle == {"default/batch-1", "default/batch-2", "default/batch-3"}
+        assert isolator.burst == bursting and brain.caps() == {}
+
+
+def test_every_strategy_has_a_distinct_key_and_the_reference_brains_take_an_isolator() -> None:
+    keys = [s.key for s in STRATEGIES]
+    assert len(set(keys)) == len(keys) == 7 and {"idle", "idle-burst"} <= set(keys)
+    store = ObjectStore.from_dicts(OBJECTS)
+    manifests = rules("cpu_total_usage", 0.8, 5, 10)
+    from agent.simulate.actuators import SimulatedIsolator
+
+    report = ReferenceBrain(one_at_a_time=False).tick(  # the loop passes the isolator to every brain
+        now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": 0.92},
+        usage={k: PodUsage(cpu=v) for k, v in USAGE.items()},
+        policies=load_policies([manifests[0]], [manifests[1]]), namespace_labels=lambda ns: {},
+        evictor=ReportingEvictor("t"), throttler=SimulatedThrottler(), isolator=SimulatedIsolator(),
+    )  # fmt: skip
+    assert [a.pod for a in report.actions] == ["default/batch-1", "default/batch-2"]

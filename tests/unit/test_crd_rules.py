@@ -27,7 +27,13 @@ def _set(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, An
 
 
 RULE = ("spec", "objectiveEnsurances", 0)
+ISOLATION = ("spec", "cpuIsolation")
 BAD = [
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaPercent"), 0),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaPercent"), 101),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "idle", "scope", "qosClasses"), ["Batch"]),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "idle", "scope", "maxPriority"), 1_000_000_001),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "idel"), {}),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "name"), "cpu_usage"),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "-1"),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "-0.5"),
@@ -91,6 +97,33 @@ def test_cel_rules() -> None:
     assert _rules("PodMigrationJob")[".spec.podRef"] == ["self == oldSelf"]
     value = ".spec.objectiveEnsurances[].metricRule.value"
     assert _rules("NodeQOSEnsurancePolicy")[value] == ["type(self) != int || self >= 0"]
+    # a policy is rules, a CPU isolation class, or both; a class section names one
+    assert _rules("NodeQOSEnsurancePolicy")[".spec"] == [
+        "has(self.objectiveEnsurances) || has(self.cpuIsolation)"]
+    assert _rules("NodeQOSEnsurancePolicy")[".spec.cpuIsolation"] == [
+        "has(self.idle) || has(self.burst)"]
+
+
+def test_cpu_isolation_defaults_are_the_parsers() -> None:
+    """The schema's defaults and the parser's agree field by field: the idle class picks
+    BestEffort pods, burst the pods labelled latency-critical at 100% of their quota."""
+    from agent.model.fields import Fields
+    from agent.model.isolation import BURST_SCOPE, IDLE_SCOPE
+    from agent.model.scope import parse_scope
+
+    policy = _validate({"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
+                        "metadata": {"name": "p"}, "spec": {"cpuIsolation": {"idle": {}, "burst": {}}}})  # fmt: skip
+    iso = policy["spec"]["cpuIsolation"]
+    assert iso["burst"]["quotaPercent"] == 100
+    for section, default in (("idle", IDLE_SCOPE), ("burst", BURST_SCOPE)):
+        assert parse_scope(iso[section]["scope"], Fields("NodeQOSEnsurancePolicy", "p")) == default
+
+
+def test_policies_show_their_cpu_isolation_classes() -> None:
+    (version,) = _crds()["NodeQOSEnsurancePolicy"]["spec"]["versions"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["Idle"] == ".spec.cpuIsolation.idle.scope.qosClasses[*]"
+    assert columns["Burst%"] == ".spec.cpuIsolation.burst.quotaPercent"
 
 
 def test_disable_scheduling_says_prefer_no_schedule() -> None:

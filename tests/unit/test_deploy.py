@@ -490,7 +490,7 @@ def test_samples_cover_every_kind_and_the_documented_cases() -> None:
     assert kinds == set(CRD_KINDS)
     actions = {o["metadata"]["name"]: o for o in objs if o["kind"] == "AvoidanceAction"}
     policies = [o for o in objs if o["kind"] == "NodeQOSEnsurancePolicy"]
-    rules = [r for p in policies for r in p["spec"]["objectiveEnsurances"]]
+    rules = [r for p in policies for r in p["spec"].get("objectiveEnsurances", [])]
     for rule in rules:
         assert rule["actionName"] in actions, f"{rule['name']} names a missing action"
         assert rule["metricRule"]["name"] in _registered_metrics()
@@ -509,6 +509,15 @@ def test_samples_cover_every_kind_and_the_documented_cases() -> None:
     memory = [r for r in rules if r["metricRule"]["name"].startswith("memory")]
     assert any("eviction" in actions[r["actionName"]]["spec"] for r in memory)
     assert any(r.get("strategy") == "Preview" for r in rules)
+    isolated = [p["spec"]["cpuIsolation"] for p in policies if "cpuIsolation" in p["spec"]]
+    assert any("idle" in c for c in isolated) and any("burst" in c for c in isolated)
+    # the pool with an idle class watches no node CPU line (a node at 100% hurts nobody)
+    for p in policies:
+        if "idle" in p["spec"].get("cpuIsolation", {}):
+            selected = p["spec"].get("nodeSelector", {}).get("matchLabels")
+            same_pool = [q for q in policies if q["spec"].get("nodeSelector", {}).get("matchLabels") == selected]
+            assert not [r for q in same_pool for r in q["spec"].get("objectiveEnsurances", [])
+                        if r["metricRule"]["name"].startswith("cpu_total")]
 
 
 def _registered_metrics() -> set[str]:

@@ -139,8 +139,8 @@ def test_written_objects_are_found_and_measured_by_local_mode(
     assert source.node_name == "ws" and objects.invalid == {}
     assert [p.name for p in objects.policies.policies] == ["local-cpu-guard"]
     assert len(objects.policies.actions) == 1 and not objects.policies.errors
-    collector, _ = build_host_parts(str(tmp_path / "cg"), str(proc), "", str(tmp_path / "state"),
-                                    dry_run=True, settings=AgentSettings(), node_cpu="pods")  # fmt: skip
+    collector = build_host_parts(str(tmp_path / "cg"), str(proc), "", str(tmp_path / "state"),
+                                 dry_run=True, settings=AgentSettings(), node_cpu="pods").collector  # fmt: skip
     assert objects.node is not None
     collection = collector.collect(objects.node, objects.pods)
     assert collection.missing == ()  # every written pod is found in the tree it came from

@@ -38,6 +38,24 @@ POLICY = {
         }],
     },
 }  # fmt: skip
+ISOLATED = {
+    "metadata": {"name": "p"},
+    "spec": {
+        "nodeSelector": {"matchLabels": {"pool": "colocated"}},
+        "cpuIsolation": {
+            "idle": {"scope": {"qosClasses": ["BestEffort"], "maxPriority": 10,
+                               "namespaceSelector": {}, "podSelector": {}}},
+            "burst": {"quotaPercent": 50, "scope": {"qosClasses": ["Guaranteed"], "podSelector": {}}},
+        },
+    },
+}  # fmt: skip
+ISO = "spec.cpuIsolation"
+ISOLATION_FIELDS = [
+    "spec", ISO, f"{ISO}.idle", f"{ISO}.idle.scope", f"{ISO}.idle.scope.qosClasses",
+    f"{ISO}.idle.scope.maxPriority", f"{ISO}.idle.scope.namespaceSelector",
+    f"{ISO}.idle.scope.podSelector", f"{ISO}.burst", f"{ISO}.burst.quotaPercent",
+    f"{ISO}.burst.scope", f"{ISO}.burst.scope.qosClasses", f"{ISO}.burst.scope.podSelector",
+]  # fmt: skip
 POD = {
     "metadata": {"name": "p", "namespace": "d", "uid": "u"},
     "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
@@ -92,6 +110,7 @@ def _cases(base, fields):
     ("parse", "base", "path", "value"),
     [(parse_action, *c) for c in _cases(ACTION, ACTION_FIELDS)]
     + [(lambda r: parse_policy(r, {"a": None}), *c) for c in _cases(POLICY, POLICY_FIELDS)]
+    + [(parse_policy, *c) for c in _cases(ISOLATED, ISOLATION_FIELDS)]
     + [(parse_pod, *c) for c in _cases(POD, POD_FIELDS)],
 )
 def test_every_refusal_has_the_one_format(parse, base, path, value):
@@ -123,6 +142,26 @@ def test_every_refusal_has_the_one_format(parse, base, path, value):
          "metric (cpu_total_usage, cpu_total_utilization, memory_total_usage, "
          "memory_total_utilization, cpu_pressure, memory_pressure, lc_cpu_wait_ratio, "
          "lc_cpu_throttled_ratio, lc_cpu_pressure), got ['cpu_total_usage']"),
+        (parse_policy, {"metadata": {"name": "p"}, "spec": {}},
+         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances must be a non-empty list (or "
+         "spec.cpuIsolation set), got None"),
+        (parse_policy, _with(ISOLATED, ISO, {}),
+         "NodeQOSEnsurancePolicy p: spec.cpuIsolation must set idle or burst (or both), got {}"),
+        (parse_policy, _with(ISOLATED, f"{ISO}.idle.scope.qosClasses", ["Batch"]),
+         "NodeQOSEnsurancePolicy p: spec.cpuIsolation.idle.scope.qosClasses[0] must be one of "
+         "BestEffort, Burstable, Guaranteed, got 'Batch'"),
+        (parse_policy, _with(ISOLATED, f"{ISO}.burst.quotaPercent", 150),
+         "NodeQOSEnsurancePolicy p: spec.cpuIsolation.burst.quotaPercent must be between 1 and "
+         "100 (the kernel refuses a burst above the quota), got 150"),
+        (parse_policy, _with(ISOLATED, f"{ISO}.burst.quotaPercent", "50%"),
+         "NodeQOSEnsurancePolicy p: spec.cpuIsolation.burst.quotaPercent must be a number "
+         "(percent of the quota), got '50%'"),
+        (parse_policy, _with(ISOLATED, f"{ISO}.idle.scop", {}),
+         "NodeQOSEnsurancePolicy p: spec.cpuIsolation.idle.scop is not a known field (known: "
+         "scope), got {}"),
+        (parse_policy, _with(ISOLATED, f"{ISO}.burst.scope.podSelector", {"matchLabel": {}}),
+         "NodeQOSEnsurancePolicy p: spec.cpuIsolation.burst.scope.podSelector.matchLabel is not "
+         "a known field (known: matchLabels, matchExpressions), got {}"),
         (parse_policy, _with(POLICY, f"{RULE}.metricRule.value", None),
          "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be set, got None"),
         (parse_policy, _with(POLICY, f"{RULE}.metricRule.value", "6 cores"),

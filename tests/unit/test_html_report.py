@@ -103,3 +103,18 @@ def test_tables_say_original_quota_and_dash_never_none():
     assert "<td>cpu_total_usage</td><td>original quota</td>" in restore
     assert "<td>cpu_total_usage</td><td>3.5 cores</td>" in restore
     assert "<td>kube-system/fluentd-n1</td><td>n1</td><td>-</td><td>-</td>" in daemonset
+
+
+def test_the_cpu_isolation_classes_get_their_own_section():
+    """Who is idle and who has burst after the last tick, and every change with its reason;
+    a node where no class applies has no such section."""
+    html = render_html(build_report(load_scenario(SCENARIOS / "node-burst-released-when-capped.yaml")), "t")
+    assert html.count('id="cpu-isolation"') == 1
+    section = html[html.index('id="cpu-isolation"'):]
+    assert "<td>CPU burst (borrows quota unused in earlier periods)</td><td>none</td>" in section
+    assert "idle class" not in section  # no idle class on this node
+    assert "<td>released</td><td>default/web</td><td>pool</td><td>capped</td>" in section
+    idle = render_html(build_report(load_scenario(SCENARIOS / "node-idle-class.yaml")), "t")
+    assert "<td>default/batch-1, default/batch-2</td>" in idle
+    plain = render_html(build_report(load_scenario(SCENARIOS / "node-cpu-throttle.yaml")), "t")
+    assert 'id="cpu-isolation"' not in plain

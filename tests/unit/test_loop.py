@@ -355,10 +355,11 @@ def host(tmp_path: Path) -> dict[str, Any]:
 
 
 def local_loop(host: dict[str, Any], clock: Clock) -> NodeLoop:
-    collector, throttler = build_host_parts(
+    parts = build_host_parts(
         host["cg"], host["proc"], "", host["state"], dry_run=False, settings=AgentSettings(),
         node_cpu="pods", clock=clock,
     )  # fmt: skip
+    collector, throttler = parts.collector, parts.throttler
     return NodeLoop(
         node_name="n1", source=FileObjectSource([host["objects"]], "n1", host["proc"]),
         collector=collector, brain=NodeBrain(), evictor=ReportingEvictor("test"),
@@ -431,10 +432,11 @@ def test_a_restarted_agent_restores_from_the_state_file(host: dict[str, Any]) ->
 
 def test_dry_run_writes_nothing(host: dict[str, Any]) -> None:
     tree, clock = host["tree"], Clock()
-    collector, throttler = build_host_parts(
+    parts = build_host_parts(
         host["cg"], host["proc"], "", host["state"], dry_run=True, settings=AgentSettings(),
         node_cpu="pods", clock=clock,
     )  # fmt: skip
+    collector, throttler = parts.collector, parts.throttler
     loop = NodeLoop(
         node_name="n1", source=FileObjectSource([host["objects"]], "n1"), collector=collector,
         brain=NodeBrain(), evictor=ReportingEvictor("dry run"), throttler=throttler, clock=clock,

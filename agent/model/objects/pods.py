@@ -17,6 +17,7 @@ from agent.model.objects.common import (
 )
 from agent.model.objects.nodes import Taint
 from agent.model.objects.owners import OwnerRef, parse_owner
+from agent.model.objects.resize import resize_under_way
 from agent.model.selectors import (
     LabelSelector,
     NodeSelector,
@@ -112,6 +113,9 @@ class Pod:
     #: Why the scheduler could not place the pod (its PodScheduled condition False with
     #: reason Unschedulable: the condition's message); "" when it did, or has not tried.
     unschedulable: str = ""
+    #: The kubelet is (about to be) rewriting the pod's CPU cgroup files: an in-place
+    #: resize under way (``agent.model.objects.resize``).
+    resizing: bool = False
 
     @property
     def key(self) -> str:
@@ -385,6 +389,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             local_volumes=local_volumes,
             claims=claims,
             unschedulable="" if spec.get("nodeName") else _unschedulable(status),
+            resizing=resize_under_way(spec, status),
         )
 
     return guarded("Pod", label, "", body)

@@ -1,4 +1,5 @@
-"""The load of the co-location benchmark: processes that run inside the pods' cgroups.
+"""The load of the co-location benchmark and of the demo's third phase: processes that run
+inside the pods' cgroups (``python -m devtools.demo.load ROLE ...``, from the checkout).
 
 * ``lc``: the latency-critical server. An open-loop generator: requests arrive as a Poisson
   process at a fixed rate (a seeded RNG, so every run sees the same arrivals), each is a
@@ -26,6 +27,11 @@ import sys
 import time
 
 WINDOW = 0.010
+
+
+def load_argv(*args: object) -> list[str]:
+    """The command that runs a role of this module (the checkout's root as the cwd)."""
+    return [sys.executable, "-m", "devtools.demo.load", *map(str, args)]
 
 
 def spin(iterations: int) -> None:

@@ -1,0 +1,71 @@
+"""Which pods of a node belong in each CPU isolation class this tick (pure).
+
+The policies selecting the node name the classes and their scopes
+(``agent.model.isolation``); this reads them against the node's pods:
+
+* never a member, whatever a scope says: the pods that are never candidates (mirror and
+  static pods, DaemonSet pods, pods being deleted or not running, pods annotated
+  protected, system-critical pods: ``never_candidate_reason``);
+* burst: the first policy by name whose burst scope admits the pod sets its percent;
+  a pod with no CPU limit on any container has no quota to borrow from and is left out;
+* idle: any idle scope admits the pod, and it is neither given burst nor labelled
+  latency-critical (a latency-critical pod in the idle class would be the victim).
+
+A member whose kubelet is resizing it is still a member: the phase lifts its mark for
+the resize (``executors.phases.isolation``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from agent.model.isolation import CpuIsolation
+from agent.model.latency import is_labelled
+from agent.model.objects import Pod
+from agent.model.policy import never_candidate_reason
+from agent.model.registry import CPU
+from executors.records import IsolationMark
+
+Labels = Callable[[str], Mapping[str, str]]
+Sections = tuple[tuple[str, CpuIsolation], ...]
+
+
+def has_quota(pod: Pod) -> bool:
+    return any(CPU in c.limits for c in pod.containers)
+
+
+def burst_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels) -> dict[str, IsolationMark]:
+    out: dict[str, IsolationMark] = {}
+    for key, pod in pods.items():
+        if never_candidate_reason(pod) is not None or not has_quota(pod):
+            continue
+        for policy, section in sections:
+            burst = section.burst
+            if burst is not None and burst.scope.admits(pod, labels(pod.namespace)):
+                out[key] = IsolationMark(policy, pod.uid, burst.quota_percent)
+                break
+    return out
+
+
+def idle_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels,
+                 bursting: Mapping[str, IsolationMark]) -> dict[str, IsolationMark]:
+    out: dict[str, IsolationMark] = {}
+    for key, pod in pods.items():
+        if never_candidate_reason(pod) is not None or key in bursting or is_labelled(pod):
+            continue
+        for policy, section in sections:
+            idle = section.idle
+            if idle is not None and idle.scope.admits(pod, labels(pod.namespace)):
+                out[key] = IsolationMark(policy, pod.uid)
+                break
+    return out
+
+
+def classes_in_force(sections: Sections) -> tuple[str, ...]:
+    """The classes some policy of the node names (``idle``, ``burst``)."""
+    kinds = []
+    if any(s.idle is not None for _, s in sections):
+        kinds.append("idle")
+    if any(s.burst is not None for _, s in sections):
+        kinds.append("burst")
+    return tuple(kinds)
