@@ -16,6 +16,8 @@ from typing import Any
 from agent.documents import DocumentError, load_json, load_yaml
 from agent.errors import InvalidObject
 from agent.model.bulk import bulk_load
+from agent.model.fields import SHOWN_CHARS
+from agent.model.schema import check_known_fields
 from agent.model.store import ObjectStore
 from agent.model.timeutil import parse_time
 from agent.model.usage import ContainerUsage, NodeSample, PodUsage
@@ -72,8 +74,10 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def _short(value: object) -> str:
-    """A value for an error line: a whole samples list would not be one."""
-    return reprlib.repr(value)
+    """A value for an error line: a whole samples list would not be one (reprlib's
+    abbreviation, and at most ``SHOWN_CHARS`` of it: nested lists of mappings stay long)."""
+    text = reprlib.repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def _only(raw: Mapping[Any, Any], known: tuple[str, ...], where: str, what: str, name: str) -> None:
@@ -107,6 +111,9 @@ def parse_scenario(doc: object, name: str = "scenario") -> Scenario:
     objects = doc.get("objects") or []
     if not isinstance(objects, list):
         raise _bad("objects", f"must be a list, got {_short(objects)}", name)
+    for raw in objects:
+        if isinstance(raw, Mapping):
+            check_known_fields(raw)  # Waterline's kinds: no field their CRD would refuse
     store = ObjectStore.from_dicts(objects)
     samples_raw = doc.get("samples") or []
     if not isinstance(samples_raw, list):

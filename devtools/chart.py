@@ -9,6 +9,9 @@ Helm does not template is copied here, never edited in the chart:
 * the CRDs (Helm installs crds/ as they are, before the templates);
 * the Grafana dashboard's JSON and the alert rules, read by the chart's templates as data
   (``.Files.Get``): their ``{{ $labels.node }}`` are Grafana's and Prometheus' templates;
+* the CRDs again into ``agent/crds/``, shipped in the package: ``waterline simulate`` and
+  the agent's local mode refuse a field the cluster would refuse by the same schemas
+  (agent/model/schema.py);
 * Chart.yaml's ``version`` and ``appVersion``: pyproject.toml's version, so the chart of a
   release installs that release's image.
 
@@ -26,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 CHART = ROOT / "charts" / "waterline"
+#: The package's copy of the CRDs (agent/model/schema.py reads them).
+PACKAGE_CRDS = ROOT / "agent" / "crds"
 #: chart file -> the deploy/ file it is a copy of.
 COPIES: dict[str, str] = {
     **{f"crds/{p.name}": f"crds/{p.name}" for p in sorted((DEPLOY / "crds").glob("*.yaml"))},
@@ -51,6 +56,7 @@ def chart_yaml(text: str, version: str) -> str:
 def wanted() -> dict[Path, str]:
     """Every file `make chart` owns -> the text it must have."""
     files = {CHART / dst: (DEPLOY / src).read_text() for dst, src in COPIES.items()}
+    files.update({PACKAGE_CRDS / p.name: p.read_text() for p in sorted((DEPLOY / "crds").glob("*.yaml"))})
     chart = CHART / "Chart.yaml"
     files[chart] = chart_yaml(chart.read_text(), project_version())
     return files
@@ -61,8 +67,12 @@ def stale() -> list[Path]:
     that deploy/ no longer has."""
     out = [p for p, text in wanted().items() if not p.exists() or p.read_text() != text]
     owned = set(wanted())
-    out += [p for p in sorted((CHART / "crds").glob("*")) if p not in owned]
+    out += [p for p in _crd_copies() if p not in owned]
     return out
+
+
+def _crd_copies() -> list[Path]:
+    return sorted((CHART / "crds").glob("*")) + sorted(PACKAGE_CRDS.glob("*"))
 
 
 def main(argv: list[str]) -> int:
@@ -73,7 +83,7 @@ def main(argv: list[str]) -> int:
     if argv:
         print("usage: python -m devtools.chart [--check]", file=sys.stderr)
         return 2
-    for path in sorted((CHART / "crds").glob("*")):
+    for path in _crd_copies():
         if path not in wanted():
             path.unlink()
             print(f"removed {path.relative_to(ROOT)}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+import reprlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -26,9 +27,26 @@ _DURATION_SHAPE = 'must be a duration like "300s", "5m", "1h30m" or a number of 
 _BARE_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 
 
+#: Longest value an error line shows whole; a longer one is abbreviated (``shown``).
+SHOWN_CHARS = 100
+_SHORT = reprlib.Repr()  # (keyword arguments to Repr() are Python 3.12+)
+_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxset = 2, 3, 3, 3, 3
+_SHORT.maxstring = _SHORT.maxother = 40
+
+
+def shown(value: object) -> str:
+    """``value`` for an error line: its repr, abbreviated past ``SHOWN_CHARS`` (an error
+    is one line; a whole samples list pasted under a misspelt key would be hundreds)."""
+    text = repr(value)
+    if len(text) <= SHOWN_CHARS:
+        return text
+    short = _SHORT.repr(value)
+    return short if len(short) <= SHOWN_CHARS else short[: SHOWN_CHARS - 3] + "..."
+
+
 def problem(text: str, value: object) -> str:
     """``<problem>, got <value>``: the tail every refusal ends with."""
-    return f"{text}, got {value!r}"
+    return f"{text}, got {shown(value)}"
 
 
 def bad(kind: str, name: str, field: str, text: str, value: object) -> InvalidObject:

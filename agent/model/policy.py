@@ -19,6 +19,7 @@ from agent.model.isolation import CpuIsolation, parse_cpu_isolation
 from agent.model.objects import EVICTABLE_ANNOTATION, Pod
 from agent.model.quantity import parse_quantity
 from agent.model.registry import BY_NAME
+from agent.model.schema import check_known_fields
 from agent.model.scope import Scope, parse_scope, selector, whole
 from agent.model.selectors import EVERYTHING, LabelSelector
 
@@ -273,12 +274,18 @@ class PolicySet:
 
 
 def load_policies(raw_policies: Iterable[Mapping[str, Any]],
-                  raw_actions: Iterable[Mapping[str, Any]]) -> PolicySet:
-    """Parse everything; keep what is valid, collect what is not (never raise)."""
+                  raw_actions: Iterable[Mapping[str, Any]], *, strict: bool = False) -> PolicySet:
+    """Parse everything; keep what is valid, collect what is not (never raise).
+
+    ``strict``: a field the CRD does not know makes its object invalid, as the API server
+    would refuse it (agent.model.schema); for objects read from files, never for what the
+    API server sent."""
     errors: list[InvalidObject] = []
     actions: dict[str, Action] = {}
     for raw in raw_actions:
         try:
+            if strict:
+                check_known_fields({"kind": ACTION_KIND, **raw})
             action = parse_action(raw)
         except InvalidObject as err:
             errors.append(err)
@@ -291,6 +298,8 @@ def load_policies(raw_policies: Iterable[Mapping[str, Any]],
     names: set[str] = set()
     for raw in raw_policies:
         try:
+            if strict:
+                check_known_fields({"kind": POLICY_KIND, **raw})
             policy = parse_policy(raw, actions)
         except InvalidObject as err:
             errors.append(err)

@@ -225,7 +225,7 @@ class FileObjectSource:
                     kind = raw.get("kind") if isinstance(raw, dict) else None
                     invalid[str(kind or "object")] = invalid.get(str(kind or "object"), 0) + 1
                     self.log.error("invalid object skipped", path=path, index=index, error=str(err))
-        policies = load_policies(store.raw.get(POLICY_KIND, []), store.raw.get(ACTION_KIND, []))
+        policies = load_policies(store.raw.get(POLICY_KIND, []), store.raw.get(ACTION_KIND, []), strict=True)
         for bad in policies.errors:
             self.log.error("invalid policy or action", error=str(bad))
         node = self._node(store)

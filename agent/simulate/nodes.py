@@ -41,7 +41,7 @@ SAME_CAP = 1e-3
 def strict_policies(scenario: Scenario) -> PolicySet:
     """Policies and actions of a scenario; the first invalid one is an error."""
     policies = load_policies(scenario.store.raw.get("NodeQOSEnsurancePolicy", []),
-                             scenario.store.raw.get("AvoidanceAction", []))
+                             scenario.store.raw.get("AvoidanceAction", []), strict=True)
     if policies.errors:
         raise policies.errors[0]
     return policies

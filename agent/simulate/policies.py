@@ -55,7 +55,7 @@ def read_policies(path: str | Path) -> tuple[dict[str, list[Mapping[str, Any]]],
                 ignored[kind] += 1
     if not found[POLICY_KIND]:
         raise InvalidObject("--policies", str(path), "", f"holds no {POLICY_KIND}")
-    policies = load_policies(found[POLICY_KIND], found[ACTION_KIND])
+    policies = load_policies(found[POLICY_KIND], found[ACTION_KIND], strict=True)
     if policies.errors:
         raise policies.errors[0]
     return found, ignored
