@@ -73,9 +73,6 @@ ci: lint test scenarios
 clean:
 	rm -rf $(VENV) $(LATEST_VENV) build *.egg-info
 
-# The Grafana dashboard's queries and the alert rules against a real Prometheus (Debian's
-# `prometheus` package; .ci/run installs it) scraping a real agent on a fake node; prints
-# each dashboard query with the number of series it returned.
 # A real Kubernetes control plane on loopback (docs/cluster.md): kube-apiserver, etcd,
 # kube-controller-manager, kube-scheduler and kwok nodes, built from their Go modules
 # (hack/cluster/build: cold ~15 min on 2 cores, then a no-op). `make cluster-down` stops it
@@ -125,6 +122,9 @@ vm: setup
 vm-build: setup
 	$(BIN)/python -m devtools.vm build
 
+# The Grafana dashboard's queries and the alert rules against a real Prometheus (Debian's
+# `prometheus` package; .ci/run installs it) scraping a real agent on a fake node; prints
+# each dashboard query with the number of series it returned.
 .PHONY: prometheus-check
 prometheus-check: setup
 	$(BIN)/python -m pytest tests/integration/test_prometheus.py tests/unit/test_dashboards.py -v -rs -s

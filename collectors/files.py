@@ -57,7 +57,9 @@ class OnceLog:
         self._seen: set[tuple[str, str]] = set()
         self.suppressed = 0
 
-    def warn(self, event: str, path: str, **fields: Any) -> None:
+    def warn(self, event: str, path: str, *, named: str = "path", **fields: Any) -> None:
+        """``path`` is what the problem is about, logged as ``named`` (a pod's key is not a
+        path: ``named="pod"``)."""
         key = (event, path)
         if key in self._seen:
             self.suppressed += 1
@@ -65,7 +67,7 @@ class OnceLog:
         if len(self._seen) >= _MAX_REMEMBERED:
             self._seen.clear()
         self._seen.add(key)
-        self._log.warning(event, path=path, **fields)
+        self._log.warning(event, **{named: path}, **fields)
 
     def forget(self, path_prefix: str) -> None:
         """Allow a path to be logged again (e.g. a pod that came back)."""

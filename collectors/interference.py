@@ -124,7 +124,7 @@ class TaskWaitReader:
             self._seen.pop(key, None)
             return None
         if not tids:
-            self._log.warn(NO_TASKS_VISIBLE, key)
+            self._log.warn(NO_TASKS_VISIBLE, key, named="pod")
             self._seen.pop(key, None)
             return None
         delays = self._delays(tids)

@@ -110,6 +110,7 @@ def test_no_visible_task_gives_no_figure_and_is_logged_once_not_counted(tmp_path
         assert reader.wait_ratio("lc-1", [f"{V2_LC}/c1"]) is None
         clock.t += 1
     assert [e for e, _ in logger.events] == [NO_TASKS_VISIBLE]
+    assert logger.events[0][1].get("pod") == "lc-1" and "path" not in logger.events[0][1]
     assert log.drain() == 0
     assert reader.wait_ratio("lc-1", ["kubepods.slice/gone"]) is None  # a cgroup gone
 
