@@ -40,12 +40,14 @@ test-latest:
 demo: setup
 	$(BIN)/python -m devtools demo
 
-# The tests talk to a real cluster (tests/cluster.py) and render, lint and install the Helm
-# chart with the real helm: their programs are built first (a no-op once built). Where
-# they cannot be built, those tests skip, except in CI (CI=true), where that is a failure.
+# The tests talk to a real cluster (tests/cluster.py), render, lint and install the Helm
+# chart with the real helm, and join this host as a real node (tests/e2e): their programs
+# are built first (a no-op once built). Where they cannot be built, those tests skip,
+# except in CI (CI=true), where that is a failure.
 test: setup
 	@hack/cluster/build || [ "$$CI" != true ]
 	@hack/cluster/build helm || [ "$$CI" != true ]
+	@hack/cluster/build $(NODE_TOOLS) || [ "$$CI" != true ]
 	$(BIN)/python -m pytest -rs
 
 # The quick part while iterating (under a minute): every test not marked slow, which
