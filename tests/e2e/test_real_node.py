@@ -400,7 +400,7 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
     assert new is not None, "the new agent never became ready"
     new_log = real.kubectl("-n", NAMESPACE, "logs", new).stdout
     adopted = [e for e in log_events(new_log) if e.get("event", "").startswith("caps adopted")]
-    kept = [e for e in log_events(old_log.read_text()) if "caps kept" in e.get("event", "")]
+    kept = [e for e in log_events(old_log.read_text()) if "kept for the next agent to adopt" in e.get("event", "")]
     report("agent restart", "caps before: " + ", ".join(f"{n} {q}" for n, q in sorted(before.items())),
            *marks, *table(windows, cpu_line),
            f"old agent: {kept[0]['event'] if kept else 'no caps-kept line'}",
@@ -467,7 +467,7 @@ def test_a_memory_waterline_evicts_through_the_eviction_api(real: RealNodeRun, w
 # -- uninstall: every cap released, the kubelet's quotas back exactly --------------------
 
 #: What the agent logs about stopping and handing caps back.
-STOPPING = ("stopping", "caps released", "quota restored", "caps kept", "could not tell")
+STOPPING = ("stopping", "caps released", "quota restored", "kept for the next agent", "could not tell")
 
 
 def _at(event: dict[str, Any]) -> datetime:
