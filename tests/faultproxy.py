@@ -224,6 +224,11 @@ class FaultProxy:
             do_POST = do_PUT = do_PATCH = do_DELETE = do_GET  # noqa: N815
 
             def _serve(self) -> None:
+                if proxy._stopping.is_set():  # a kept-alive connection outlives the port:
+                    self.close_connection = True  # a stopped proxy answers nothing on it
+                    with contextlib.suppress(OSError):
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
                 watch = _is_watch(self.path)

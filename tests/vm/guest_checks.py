@@ -398,6 +398,7 @@ class Watcher(threading.Thread):
         self.path, self.step = path, step
         self.changes: list[tuple[float, str]] = []
         self.done = threading.Event()
+        self.ended = float("inf")  # when the watch stopped
 
     def run(self) -> None:
         while not self.done.is_set():
@@ -405,13 +406,20 @@ class Watcher(threading.Thread):
             if not self.changes or self.changes[-1][1] != value:
                 self.changes.append((time.monotonic(), value))
             time.sleep(self.step)
+        self.ended = time.monotonic()
 
-    def lifts(self, cap: str) -> list[dict[str, Any]]:
-        """Each time the file left ``cap``: what it held, and for how long."""
+    def lifts(self, cap: str, grace: float | None = None) -> list[dict[str, Any]]:
+        """Each time the file left ``cap``: what it held, and for how long (None: still
+        lifted when the watch ended). ``grace``: a lift still open at the end that began
+        less than ``grace`` seconds before it is left out: the agent had no tick to see it
+        yet (systemd may re-realize a unit once more after the last reload)."""
         out = []
         for (at, value), nxt in zip(self.changes, [*self.changes[1:], None], strict=True):
-            if value != cap:
-                out.append({"found": value, "for_s": None if nxt is None else round(nxt[0] - at, 3)})
+            if value == cap:
+                continue
+            if nxt is None and grace is not None and self.ended - at < grace:
+                continue
+            out.append({"found": value, "for_s": None if nxt is None else round(nxt[0] - at, 3)})
         return out
 
 
@@ -568,7 +576,8 @@ def idle_and_burst_held_across_daemon_reload(f: Figures) -> None:
         f["agent_rc"] = agent.stop()
         f["longest_tick_s"] = _longest_tick(agent)
         pods_file.write_text(pods_before)
-    f["idle_lifts"] = watcher.lifts("1")
+    watcher.join(5)
+    f["idle_lifts"] = watcher.lifts("1", grace=INTERVAL + f["longest_tick_s"] + 0.5)
     f["released"] = {"idle": read(idle_file), "weight": read(weight_file), "burst": read(burst_file)}
     logged = [e for e in agent.events() if "mark found reverted" in str(e.get("event", ""))]
     f["revert_log_lines"] = len(logged)
