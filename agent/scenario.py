@@ -16,7 +16,7 @@ from typing import Any
 from agent.documents import DocumentError, load_json, load_yaml
 from agent.errors import InvalidObject
 from agent.model.bulk import bulk_load
-from agent.model.fields import SHOWN_CHARS
+from agent.model.fields import clip
 from agent.model.schema import check_known_fields
 from agent.model.store import ObjectStore
 from agent.model.timeutil import parse_time
@@ -75,9 +75,8 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def _short(value: object) -> str:
     """A value for an error line: a whole samples list would not be one (reprlib's
-    abbreviation, and at most ``SHOWN_CHARS`` of it: nested lists of mappings stay long)."""
-    text = reprlib.repr(value)
-    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
+    abbreviation, clipped: nested lists of mappings stay long)."""
+    return clip(reprlib.repr(value))
 
 
 def _only(raw: Mapping[Any, Any], known: tuple[str, ...], where: str, what: str, name: str) -> None:

@@ -38,10 +38,12 @@ def shown(value: object) -> str:
     """``value`` for an error line: its repr, abbreviated past ``SHOWN_CHARS`` (an error
     is one line; a whole samples list pasted under a misspelt key would be hundreds)."""
     text = repr(value)
-    if len(text) <= SHOWN_CHARS:
-        return text
-    short = _SHORT.repr(value)
-    return short if len(short) <= SHOWN_CHARS else short[: SHOWN_CHARS - 3] + "..."
+    return text if len(text) <= SHOWN_CHARS else clip(_SHORT.repr(value))
+
+
+def clip(text: str) -> str:
+    """``text`` cut to ``SHOWN_CHARS``, ending in ``...`` when cut."""
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 3] + "..."
 
 
 def problem(text: str, value: object) -> str:

@@ -40,8 +40,10 @@ SAME_CAP = 1e-3
 
 def strict_policies(scenario: Scenario) -> PolicySet:
     """Policies and actions of a scenario; the first invalid one is an error."""
+    # Not strict here: the scenario loader (or --policies' reader) has already refused a
+    # field the CRDs do not know.
     policies = load_policies(scenario.store.raw.get("NodeQOSEnsurancePolicy", []),
-                             scenario.store.raw.get("AvoidanceAction", []), strict=True)
+                             scenario.store.raw.get("AvoidanceAction", []))
     if policies.errors:
         raise policies.errors[0]
     return policies
