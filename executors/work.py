@@ -49,6 +49,10 @@ class TickContext:
     isolation: tuple[tuple[str, CpuIsolation], ...] = ()
     #: What the kernel here offers of them.
     support: IsolationSupport = field(default_factory=IsolationSupport)
+    #: The objects are the copy an earlier run saved (the API server has not answered
+    #: since the start). It can be older than the policies held caps and marks come from,
+    #: so nothing held is handed back for an action, class or scope missing from it.
+    provisional: bool = False
 
 
 class TickWork:

@@ -53,6 +53,8 @@ class TickInput:
     evictions_take_effect: bool = True
     #: The CPU isolation classes this host's kernel offers (the isolator says).
     support: IsolationSupport = field(default_factory=IsolationSupport)
+    #: The objects are a saved copy, not the API server's (``TickContext.provisional``).
+    provisional: bool = False
 
 
 @dataclass
@@ -172,6 +174,7 @@ def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
         brake=tick.brake,
         isolation=tick.policies.isolation_for_node(node.labels),
         support=tick.support,
+        provisional=tick.provisional,
     )
     execution = yield from plan_actions(ctx, working)
     after = execution.state

@@ -315,6 +315,8 @@ def start_cluster(
     evictor = ApiEvictor(writes, answer_seconds=answer_seconds, budget_left=budget.remaining)
 
     def stop() -> None:
+        if saved is not None and view.synced and view.node() is not None:
+            saved.save(view.manifests)  # the freshest copy for the next agent
         informers.stop()
         evictor.close()
 

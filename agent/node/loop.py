@@ -317,6 +317,7 @@ class NodeLoop:
                 isolator=guarded,
                 brake=objects.eviction_brake is not None,
                 evictions_take_effect=self.evictions_performed,
+                provisional=objects.origin != "live",
             )
         except Exception as err:  # noqa: BLE001
             trouble.fail(f"decide: {err!r}", "decision")

@@ -5,9 +5,11 @@ cannot list. It then acts on the objects the previous run saved (its node, its p
 namespaces, policies and actions), so the node stays guarded by local throttling from
 the first tick (evictions wait for the API). Saved when the watches are first in sync
 and then at most once a ``min_interval`` while the objects change, the last change at the
-latest ``min_interval`` after it was made; written atomically. The copy can still be
-older than the node's pods, so a start on it hands no cap back for a pod it does not show
-(agent.node.resume waits for the API server's pods for those).
+latest ``min_interval`` after it was made, and once more when the agent stops; written
+atomically. A copy left by an agent that did not stop cleanly can still be older than the
+node's pods and policies, so a start on it hands no cap back for a pod it does not show
+(agent.node.resume waits for the API server's pods for those), nor for an action, class or
+scope it does not show (``TickContext.provisional``).
 """
 
 from __future__ import annotations
@@ -57,7 +59,12 @@ class SavedObjects:
         now = self.clock()
         if self._saved_at is not None and now - self._saved_at < self.min_interval:
             return False
-        self._saved_at = now
+        return self.save(manifests)
+
+    def save(self, manifests: Callable[[], Sequence[Mapping[str, Any]]]) -> bool:
+        """Save now, whatever the interval (the agent stopping: the next one starts on
+        this copy if the API server does not answer it)."""
+        self._saved_at = self.clock()
         doc = {"version": FORMAT_VERSION, "node": self.node_name, "savedAt": time.time(),
                "objects": list(manifests())}
         try:

@@ -42,17 +42,19 @@ class NodeBrain:
         isolator: CpuIsolator | None = None,
         brake: bool = False,
         evictions_take_effect: bool = True,
+        provisional: bool = False,
     ) -> TickReport:
         """One sample: decide and act. ``isolator`` None: no CPU isolation class is
         planned. ``brake``: the cluster brake is set (no eviction this tick; throttling
         goes on). ``evictions_take_effect`` False: evictions are reported and not
-        performed (local mode, --dry-run)."""
+        performed (local mode, --dry-run). ``provisional``: the objects are a saved copy
+        (no cap or mark is handed back for what is missing from it)."""
         hands = Hands(evictor, throttler, isolator or NoIsolation())
         tick = TickInput(now=now, node=node, pods=pods, metrics=metrics, usage=usage,
                          policies=policies, namespace_labels=namespace_labels,
                          settings=self.settings, brake=brake,
                          evictions_take_effect=evictions_take_effect,
-                         support=hands.isolator.support)
+                         support=hands.isolator.support, provisional=provisional)
         decision: Decision = drive(decide(tick, self.state), hands)
         self.state = decision.state
         return decision.report

@@ -24,7 +24,9 @@ from executors.work import Steps, TickWork
 def reconcile_caps(tick: TickWork) -> Steps:
     """Forget pods that are gone; hand back the caps of an action that no longer applies
     to this node or no longer throttles; raise caps below their action's floor (the
-    action changed)."""
+    action changed). On a saved copy of the objects (``ctx.provisional``) the actions
+    are not checked: the copy can predate them, and a cap handed back for an action it
+    does not show would let the node run hot until the watches sync."""
     ctx, state = tick.ctx, tick.state
     state.forget_gone(ctx.pods)
     for key in list(state.throttled):
@@ -38,6 +40,8 @@ def reconcile_caps(tick: TickWork) -> Steps:
             continue
         if key in state.evicting:
             continue
+        if ctx.provisional:
+            continue  # a saved copy can be older than the cap's action: kept as it is
         action = ctx.actions.get(record.action)
         if action is None or action.throttle is None:
             done = yield RestoreCap(pod)

@@ -14,7 +14,10 @@ Both classes follow one reconcile (``_reconcile``), told apart by a row of ``CLA
   the resize and put back, re-recorded, once the resize is done: while ``cpu.idle`` is 1
   the kernel refuses the kubelet's ``cpu.shares`` write, and a quota below the burst;
 * a pod held and being deleted keeps its mark (it is on its way out); a pod gone has its
-  record forgotten (its cgroup went with it).
+  record forgotten (its cgroup went with it);
+* while the objects are the saved copy of an earlier run (``TickContext.provisional``: a
+  start before the API server answered) a mark is not released for a class or a scope
+  the copy does not show: the copy can be older than the policy or the pod's labels.
 
 A class the kernel lacks (``IsolationSupport``) is never asked for; the agent said so
 once when it found out. Changes are reported (``TickWork.changes``), never credited: the
@@ -105,6 +108,8 @@ def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
             continue
         lifted = key in want
         why = "resize" if lifted else _why_out(tick, cls, key)
+        if ctx.provisional and why in STALE_REASONS:
+            continue  # the saved copy can predate the policy or the pod's labels
         yield from _release(tick, cls, pod, mark, LIFTED if lifted else RELEASED, why)
     for key, mark in sorted(want.items()):
         pod = ctx.pods[key]
@@ -121,6 +126,10 @@ def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
                                                 policy=mark.policy,
                                                 reason="scope" if new else "check",
                                                 result=FAILED))
+
+
+#: Why a mark would go that a saved copy of the objects cannot be trusted on.
+STALE_REASONS = frozenset({"class removed", "left the scope"})
 
 
 def _why_out(tick: TickWork, cls: CpuClass, key: str) -> str:

@@ -297,6 +297,37 @@ def test_an_agent_started_with_the_api_server_out_of_reach_throttles_from_saved_
         second.restore_all("test end")
 
 
+def test_a_restart_without_the_api_server_keeps_caps_of_a_policy_made_after_the_last_save(
+    kube: RealCluster, pool: Pool, tmp_path: Path
+) -> None:
+    """The CI failure of 2026-11-26: the agent saved its objects before the policy existed,
+    throttled under the policy, and was restarted within the save interval; the new agent,
+    acting on the saved copy until its watches synced, handed the caps back ("action
+    removed") and took them again a tick later. Now the stopping agent saves its objects
+    once more, and a saved copy hands no cap back for an action it does not show."""
+    node = pool.node()
+    (pod,) = batch(pool, node, 1)
+    load = Load(tmp_path / "cg", [pod])
+    with kube.proxy() as proxy:
+        kubeconfig = kube.agent_kubeconfig(node, proxy.url)
+        with running_agent(kubeconfig, tmp_path, node) as first:
+            tick_until(first, load, {}, lambda s: s[-1].ok)  # in sync: saved, no policy yet
+            throttle_batch(pool)
+            tick_until(first, load, {name_of(pod): 5.0}, lambda s: bool(first.loop.brain.caps()))
+            first.on_exit()  # a restart: the cap stays
+    assert load.quota(name_of(pod)) == 20000
+    # The proxy is gone: the new agent has only the saved copy.
+    with running_agent(kubeconfig, tmp_path, node) as second:
+        seen = []
+        for _ in range(3):
+            load.run({name_of(pod): 5.0})  # still hot: the cap is still needed
+            seen.append(second.loop.tick())
+        assert load.quota(name_of(pod)) == 20000
+        assert [a for o in seen if o.report for a in o.report.actions if a.action == "restore"] == []
+        assert second.loop.brain.caps() == {key_of(pod): pytest.approx(0.2)}
+        second.restore_all("test end")
+
+
 def test_stopping_keeps_caps_unless_the_agents_daemonset_is_gone_or_being_deleted(
     kube: RealCluster, pool: Pool, tmp_path: Path
 ) -> None:

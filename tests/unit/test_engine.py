@@ -269,3 +269,29 @@ def test_a_gone_pod_is_forgotten_by_the_throttler_too():
     assert "default/a" in throttler.caps
     report, _, _ = _tick(brain, [], {"cpu_total_usage": 7.0}, {}, pols, throttler=throttler)
     assert report.actions == [] and brain.caps() == {} and throttler.caps == {}
+
+
+def test_a_saved_copy_of_the_objects_hands_no_cap_back_for_an_action_it_does_not_show():
+    """An agent started before the API server answers acts on the copy the last run saved
+    (provisional): it can predate the action a held cap came from, so the cap stays (and a
+    floor it shows is not raised to) until the live objects say so."""
+    pods = [parse_pod(pod("a"))]
+    usage = {"default/a": PodUsage(cpu=2.0)}
+    brain = NodeBrain()
+    _, _, throttler = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage,
+                            _policies("cpu_total_usage", "6", action("t", throttle={})))
+    held = brain.caps()
+    assert held
+    for stale in (load_policies([], []),
+                  _policies("cpu_total_usage", "6", action("t", throttle={"minCPURatio": 100}))):
+        report = brain.tick(now=NOW + 1, node=NODE, pods=pods, metrics={"cpu_total_usage": 7.0},
+                            usage=usage, policies=stale, namespace_labels=lambda ns: {},
+                            evictor=SimulatedEvictionAPI(pods, []), throttler=throttler,
+                            provisional=True)
+        assert [a for a in report.actions if a.action == "restore"] == []
+        assert brain.caps() == held and "default/a" in throttler.caps
+    # The live objects without the action: handed back.
+    report, _, _ = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, load_policies([], []),
+                         throttler=throttler, now=NOW + 2)
+    assert [(a.action, a.reason) for a in report.actions] == [("restore", "action removed")]
+    assert brain.caps() == {} and throttler.caps == {}

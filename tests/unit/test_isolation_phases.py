@@ -143,6 +143,29 @@ def test_marks_are_checked_every_tick_and_released_when_the_pod_leaves_or_the_po
     assert iso.idle == set() and iso.burst == {} and brain.isolated() == {"idle": [], "burst": []}
 
 
+def test_a_saved_copy_of_the_objects_releases_no_mark_for_a_policy_or_label_it_does_not_show():
+    """An agent started before the API server answers acts on the copy the last run saved
+    (provisional): older than the policy or the pod's labels maybe, so it releases no mark
+    for a class or scope the copy lacks; the live objects do."""
+    brain, iso = NodeBrain(), SimulatedIsolator()
+    policy = isolation_policy(idle={}, burst={})
+    _run(brain, iso, tick(pods(), policy))
+    held = brain.isolated()
+    relabelled = pods(**{"be-2": pod("be-2", qos="BestEffort", labels=LC)})
+    for stale in (tick(pods()), tick(relabelled, policy)):
+        report = brain.tick(now=stale.now, node=stale.node, pods=stale.pods, metrics=stale.metrics,
+                            usage=stale.usage, policies=stale.policies,
+                            namespace_labels=stale.namespace_labels,
+                            evictor=SimulatedEvictionAPI(stale.pods, []),
+                            throttler=SimulatedThrottler(), isolator=iso, provisional=True)
+        assert [c for c in report.isolation if c.change == "released"] == []
+        assert brain.isolated() == held and iso.idle == {"default/be-1", "default/be-2"}
+    report = _run(brain, iso, tick(pods()))  # live: the policy is gone
+    assert sorted((c.kind, c.change, c.reason) for c in report.isolation) == [
+        ("burst", "released", "class removed"), ("idle", "released", "class removed"),
+        ("idle", "released", "class removed")]
+
+
 def test_a_resize_lifts_the_mark_until_the_kubelet_is_done():
     """While the kubelet resizes a pod in place, its idle mark is lifted (the kernel would
     refuse the kubelet's cpu.shares write), and its burst too (a quota below it would be
