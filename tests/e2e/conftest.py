@@ -11,7 +11,8 @@ deploy/ is installed again as the other tests expect it. Everything here is pack
 so that happens before any other package's tests run.
 
 The node needs root, the node's programs (built here when missing), runc, Debian's CNI
-plugins and the project's image and its base (``make base-image image``; or
+plugins and the project's image and its base (``make base-image image``: the image is built
+again here when it is of another commit than this checkout's; or
 ``WATERLINE_E2E_IMAGE=`` a local image built with ``make image IMAGE=...``, run under the
 project's name on the node, so a shared machine's tag is left alone): where one is
 missing the tests skip with the reason, and fail in CI (``need``). A failed run leaves no
@@ -132,15 +133,28 @@ def _stale_state() -> list[str]:
 def _revision(image: str | None) -> str:
     """The commit an image was built from (its label), or this checkout's (None)."""
     if image is None:
-        head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty", "--abbrev=40"],  # noqa: S607
-                              capture_output=True, text=True)  # fmt: skip
-        return head.stdout.strip() or "unknown"
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)  # noqa: S607
+        clean = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD"]).returncode == 0  # noqa: S607
+        return (head.stdout.strip() or "unknown") + ("" if clean else "-dirty")  # as hack/build-image labels it
     env = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "hack/containers.conf"))}
     engine = subprocess.run([str(ROOT / "hack/engine")], capture_output=True, text=True, env=env).stdout.strip()  # noqa: S603
     label = '{{index .Labels "org.opencontainers.image.revision"}}'
     found = subprocess.run([engine or "podman", "image", "inspect", "--format", label, image],  # noqa: S603
                            capture_output=True, text=True, env=env)  # fmt: skip
     return found.stdout.strip() or "unknown"
+
+
+def _image_of_this_checkout(image: str) -> None:
+    """The project's image built again (``make image``) when it is not this checkout's: an
+    e2e run on an image of an older commit would judge older code (a dirty checkout's is
+    always built again: its label cannot tell which edits it holds)."""
+    here = _revision(None)
+    if _revision(image) == here and not here.endswith("-dirty"):
+        return
+    built = subprocess.run(["make", "-C", str(ROOT), "image"], capture_output=True, text=True)  # noqa: S607
+    if built.returncode != 0:
+        need(f"make image (the image is of {_revision(image)}, this checkout {here}) failed: "
+             f"{(built.stderr or built.stdout).strip()[-2000:]}")
 
 
 def _node_tools() -> None:
@@ -162,6 +176,8 @@ def real(kube: RealCluster) -> Iterator[RealNodeRun]:
         need("no real node here: " + "; ".join(problems))
     project, base = default_images()
     local = os.environ.get("WATERLINE_E2E_IMAGE") or project
+    if local == project:
+        _image_of_this_checkout(project)
     try:
         images = save_images([local, base], kube.cluster)
     except (ClusterError, subprocess.CalledProcessError) as err:
