@@ -67,6 +67,7 @@ class Cache:
         self._invalid: dict[str, dict[str, str]] = {}
         self._synced: set[str] = set()
         self._reachable: dict[str, bool] = {}
+        self._recoveries = 0
         self._version = 0
         self._listeners: list[Callable[[str], None]] = []
 
@@ -127,8 +128,11 @@ class Cache:
 
     def set_reachable(self, source: str, reachable: bool) -> None:
         with self._cond:
-            if self._reachable.get(source) != reachable:
+            before = self._reachable.get(source)
+            if before != reachable:
                 self._reachable[source] = reachable
+                if reachable and before is False:
+                    self._recoveries += 1
                 self._changed("")
 
     def add_listener(self, listener: Callable[[str], None]) -> None:
@@ -163,6 +167,13 @@ class Cache:
     def api_reachable(self) -> bool:
         with self._cond:
             return bool(self._reachable) and all(self._reachable.values())
+
+    @property
+    def recoveries(self) -> int:
+        """How many times a source got through again after failing: a reflector backing
+        off takes a change as the API server being back (``Reflector``)."""
+        with self._cond:
+            return self._recoveries
 
     @property
     def version(self) -> int:

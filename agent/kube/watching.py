@@ -5,7 +5,11 @@ last seen version whenever a watch ends (server timeout, dropped connection, mal
 line). A 410 Gone (version compacted) relists at once; a relist deletes what vanished.
 Any other failure waits with exponential backoff and jitter, then retries: an API error,
 and any other exception too (a bug in handling one object must not end the thread while
-liveness stays green; it is logged with its traceback). Every fault is logged once when it
+liveness stays green; it is logged with its traceback). The wait ends early when another
+reflector of the same cache gets through again: the API server is back, and a watch that
+sat out the rest of a delay grown to a minute during the outage would keep the node's
+evictions paused (they wait for every watch) and its objects stale for that long. Across
+nodes the retries stay spread: each node's first one comes from its own jittered delay. Every fault is logged once when it
 starts and once when it ends (not per retry), a transient one marks the API unreachable
 in the cache until a request succeeds again, and each reflector reports to the
 ``ThreadBoard`` (``/healthz``) as ok or failing.
@@ -16,8 +20,10 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import structlog
@@ -30,6 +36,9 @@ from agent.kube.errors import KubeError, KubeGone, from_status
 from agent.kube.fetching import Selectors, list_objects
 from agent.kube.health import ThreadBoard
 from agent.kube.resources import Resource
+
+#: How often a reflector backing off looks whether another one got through (seconds).
+RECOVERY_CHECK = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,7 +114,7 @@ class Reflector:
     ) -> None:
         """Run until ``stop`` is set (or ``self.stop()``)."""
         stop = stop or self._stopped
-        wait = sleep or stop.wait
+        wait = sleep or partial(self._back_off, stop)
         while not (stop.is_set() or self._stopped.is_set()):
             try:
                 self.step(stop)
@@ -184,6 +193,17 @@ class Reflector:
             stream.close()
 
     # -- internals ----------------------------------------------------------------------
+    def _back_off(self, stop: threading.Event, delay: float) -> None:
+        """Wait ``delay``, or less: until ``stop``, or until another reflector of the
+        cache recovers (checked every ``RECOVERY_CHECK`` seconds)."""
+        seen = self.cache.recoveries
+        end = time.monotonic() + delay
+        while (left := end - time.monotonic()) > 0:
+            if stop.wait(min(left, RECOVERY_CHECK)) or self._stopped.is_set():
+                return
+            if self.cache.recoveries != seen:
+                return
+
     def _handle(self, line: bytes) -> None:
         try:
             event = json.loads(line)
