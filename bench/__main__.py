@@ -17,7 +17,7 @@ BENCHMARKS = (
     "bench.defrag_e2e",
     "bench.faults",
 )
-ON_REQUEST = ("bench.colocation",)
+ON_REQUEST = ("bench.colocation", "bench.watch_recovery")
 
 
 def main(argv: list[str]) -> int:
