@@ -36,7 +36,7 @@ from agent.kube.nodeview import start_node_view
 from agent.kube.watching import Reflector
 from tests.cluster import BIN, RealCluster
 from tests.cluster import start as start_cluster
-from tests.faultproxy import Fault, FaultProxy
+from tests.faultproxy import Fault
 from tests.integration.agent_env import Pool
 
 WAYS = ("siblings", "alone")
