@@ -60,14 +60,23 @@ class OnceLog:
     def warn(self, event: str, path: str, *, named: str = "path", **fields: Any) -> None:
         """``path`` is what the problem is about, logged as ``named`` (a pod's key is not a
         path: ``named="pod"``)."""
+        if self._first(event, path):
+            self._log.warning(event, **{named: path}, **fields)
+
+    def info(self, event: str, path: str, *, named: str = "path", **fields: Any) -> None:
+        """As ``warn``, for what is a fact of the host rather than a problem."""
+        if self._first(event, path):
+            self._log.info(event, **{named: path}, **fields)
+
+    def _first(self, event: str, path: str) -> bool:
         key = (event, path)
         if key in self._seen:
             self.suppressed += 1
-            return
+            return False
         if len(self._seen) >= _MAX_REMEMBERED:
             self._seen.clear()
         self._seen.add(key)
-        self._log.warning(event, **{named: path}, **fields)
+        return True
 
     def forget(self, path_prefix: str) -> None:
         """Allow a path to be logged again (e.g. a pod that came back)."""

@@ -38,6 +38,10 @@ from collectors.files import OnceLog, read_bytes, read_int, stat_field
 from collectors.layout import PodCgroup, PodCgroupLayout
 from collectors.psi import some_avg10
 
+#: Said once, at info: a fact of the host, not a failed read.
+NO_POD_PSI = ("no per-cgroup PSI here (cgroup v1, or a kernel without it): lc_cpu_pressure "
+              "has no figure, and rules on it do not act")  # fmt: skip
+
 
 @dataclass(frozen=True, slots=True)
 class Throttling:
@@ -151,9 +155,12 @@ class PodStatsCollector:
         try:
             data = read_bytes(path)
         except OSError as err:
-            # ENOENT in a cgroup that still exists: this kernel has no per-cgroup PSI.
+            # ENOENT in a cgroup that still exists: no per-cgroup PSI here (cgroup v1, or
+            # a kernel without it). A fact of the host, said once: of the two files only
+            # the CPU one feeds a decision (lc_cpu_pressure).
             if err.errno == errno.ENOENT and enabled is None and os.path.isdir(f"{base}/{rel}"):
-                self._log.warn("no per-cgroup PSI on this kernel", path)
+                if name == "cpu.pressure":
+                    self._log.info(NO_POD_PSI, path)
                 return None, False
             return None, enabled
         try:

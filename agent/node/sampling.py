@@ -30,7 +30,7 @@ from collectors.pod_stats import PodStatsCollector
 
 NODE_CPU_SOURCES = ("proc", "pods")
 #: Warnings that report a missing kernel feature, not a failed read.
-_NOT_ERRORS = frozenset({"no PSI file", "no per-cgroup PSI on this kernel", NO_TASKS_VISIBLE})
+_NOT_ERRORS = frozenset({"no PSI file", NO_TASKS_VISIBLE})
 
 
 class CountingLog(OnceLog):

@@ -124,3 +124,6 @@ class ListLogger:
 
     def warning(self, event: str, **fields: object) -> None:
         self.events.append((event, fields))
+
+    def info(self, event: str, **fields: object) -> None:
+        self.events.append((event, fields))

@@ -63,7 +63,8 @@ def test_v1_separate_hierarchies(tmp_path: Path) -> None:
     tree.add(V1_POD)
     tree.add(f"{V1_POD}/c1")
     clock = Clock()
-    collector = PodStatsCollector(tree.mounts, clock=clock, log=OnceLog(ListLogger()))
+    logger = ListLogger()
+    collector = PodStatsCollector(tree.mounts, clock=clock, log=OnceLog(logger))
     pod = make_pod("web", "u-1", BURSTABLE, {"a": "containerd://c1"})
     tree.set(V1_POD, 1.0, periods=10, throttled=0, usage=2000, inactive=500)
     collector.collect([pod])
@@ -78,6 +79,10 @@ def test_v1_separate_hierarchies(tmp_path: Path) -> None:
     assert stats.throttling is not None and stats.throttling.throttled_ratio == pytest.approx(0.25)
     assert stats.throttling.throttled_seconds == pytest.approx(5e-6)
     assert stats.cpu_pressure is None  # v1 has no per-cgroup PSI here
+    # said once, what it means, the memory file (which feeds nothing) not at all
+    assert [e for e, _ in logger.events if "PSI" in e] == [
+        "no per-cgroup PSI here (cgroup v1, or a kernel without it): lc_cpu_pressure has no "
+        "figure, and rules on it do not act"]
 
 
 def test_guaranteed_crio_pod_under_systemd(tmp_path: Path) -> None:
