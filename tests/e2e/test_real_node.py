@@ -29,14 +29,16 @@ from tests.e2e.conftest import (
     AGENT,
     BATCH,
     CONTROLLER,
+    IDLE,
     OVERLAY,
     STATE_DIR,
     WATCHED,
     RealNodeRun,
     Work,
+    deployment,
     report,
 )
-from tests.e2e.kernel import CPU, PodCgroups, Sampler, Window, cores_of, table
+from tests.e2e.kernel import CPU, PodCgroups, Sampler, Window, cores_of, read, table
 
 #: The throttle action: caps never below 2% of the pod's limit (or of the node's 2 cores),
 #: handed back 10% a tick. Low floors: on a busy day this shared host leaves the pods a
@@ -527,6 +529,103 @@ def _uninstalled(real: RealNodeRun, work: Work, test: str, how: str, delete: Any
     assert not any(changed.values()), changed
     assert not held
     return said
+
+
+# -- the idle class: a resize by the real kubelet ------------------------------------------
+
+
+def _idle_policy() -> dict[str, Any]:
+    return {
+        "apiVersion": GROUP, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "e2e-idle"},
+        "spec": {
+            "nodeSelector": {"matchLabels": {"waterline.test/real-node": "true"}},
+            "cpuIsolation": {"idle": {"scope": {
+                "qosClasses": ["Burstable"], "podSelector": {"matchLabels": {"role": "resizable"}}}}},
+        },
+    }  # fmt: skip
+
+
+def _resized(pod: dict[str, Any], request: str, limit: str) -> bool:
+    """The kubelet has applied the resize: no resize condition left and the container's
+    status resources are the new ones."""
+    if any(c["type"] in ("PodResizePending", "PodResizeInProgress") for c in pod["status"].get("conditions", [])):
+        return False
+    res = next((s.get("resources") or {} for s in pod["status"].get("containerStatuses", [])), {})
+    return (res.get("requests") or {}).get("cpu") == request and (res.get("limits") or {}).get("cpu") == limit
+
+
+def test_the_real_kubelet_resizes_an_idle_pod_and_the_mark_comes_back(real: RealNodeRun, work: Work) -> None:
+    """While ``cpu.idle`` is 1 the kernel refuses ``cpu.shares`` writes, and an in-place
+    resize makes the kubelet write the pod's. The agent lifts the mark while the resize is
+    under way and puts it back once it is done, recording the kubelet's new weight: what a
+    release later writes back (DESIGN.md "CPU isolation")."""
+    ns = work.namespace
+    real.kube.apply([deployment("resizable", ns, IDLE, {"role": "resizable"},
+                                {"requests": {"cpu": "100m", "memory": "32Mi"},
+                                 "limits": {"cpu": "500m", "memory": "32Mi"}})])  # fmt: skip
+    pod = real.ready_pod(ns, "app=resizable")
+    cg = PodCgroups.of(pod)
+    pod_dir = CPU / cg.rel
+
+    def files() -> tuple[str, str, str]:
+        return (read(pod_dir / "cpu.idle"), read(pod_dir / "cpu.shares"), cg.quota("main"))
+
+    before = files()
+    timeline: list[str] = []
+    try:
+        real.kube.apply([_idle_policy()])
+        real.kube.wait(lambda: files()[0] == "1", 60, interval=0.2)
+        marked = files()
+        layout = real.kube.cluster.layout
+        kubelet_log = layout.logs / "kubelet.log" if layout is not None else None
+        offset = kubelet_log.stat().st_size if kubelet_log is not None and kubelet_log.exists() else 0
+        start = time.monotonic()
+        real.kubectl("-n", ns, "patch", "pod", cg.name, "--subresource", "resize", "--patch",
+                     json.dumps({"spec": {"containers": [{"name": "main", "resources": {
+                         "requests": {"cpu": "200m"}, "limits": {"cpu": "700m"}}}]}}))  # fmt: skip
+        last: tuple[str, str, str] | None = None
+        done_at: float | None = None
+        while time.monotonic() - start < 180:
+            now = files()
+            if now != last:
+                timeline.append(f"t={time.monotonic() - start:5.1f}s  idle {now[0]}  shares {now[1]}  "
+                                f"quota {now[2]}")  # fmt: skip
+                last = now
+            if done_at is None and _resized(real.get("pods", "-n", ns, cg.name), "200m", "700m"):
+                done_at = time.monotonic() - start
+                timeline.append(f"t={done_at:5.1f}s  the kubelet reports the resize done")
+            if done_at is not None and now[0] == "1" and now[2] == "70000":
+                break
+            time.sleep(0.2)
+        after = files()
+        refused = [] if kubelet_log is None else [
+            line.strip()[:300] for line in kubelet_log.read_bytes()[offset:].decode(errors="replace").splitlines()
+            if "invalid argument" in line and cg.uid in line]  # fmt: skip
+        agent_log = real.kubectl("-n", NAMESPACE, "logs", real.agent_pod()["metadata"]["name"]).stdout
+        said = [e for e in log_events(agent_log) if "/resizable-" in str(e.get("pod", ""))]
+    finally:
+        real.kubectl("delete", "nodeqosensurancepolicy", "e2e-idle", "--ignore-not-found")
+    released: list[tuple[str, str, str]] = []
+    try:
+        real.kube.wait(lambda: files()[0] == "0", 60, interval=0.2)
+        released.append(files())
+    finally:
+        report("idle class and an in-place resize",
+               f"before: idle {before[0]}  shares {before[1]}  quota {before[2]} (requests 100m, limit 500m)",
+               f"marked: idle {marked[0]}  shares {marked[1]}", "resize to requests 200m, limit 700m:",
+               *timeline, f"after: idle {after[0]}  shares {after[1]}  quota {after[2]}",
+               f"kubelet: {len(refused)} writes refused with EINVAL meanwhile"
+               + (f", the first: {refused[0]}" if refused else ""),
+               *[f"policy deleted: idle {r[0]}  shares {r[1]}  quota {r[2]}" for r in released],
+               *[f"agent: {_said(e)}" for e in said[-8:]])  # fmt: skip
+        real.kubectl("-n", ns, "delete", "deployment", "resizable", "--wait", "--timeout", "60s", check=False)
+    assert done_at is not None, "the kubelet never finished the resize"
+    # Marked again (an idle cgroup's cpu.shares reads the kernel's idle weight, 3) over the
+    # kubelet's new quota (700m); the weight recorded is the kubelet's new one (200m: 204),
+    # so the release writes that back, not the one recorded before the resize (102).
+    assert after == ("1", "3", "70000"), after
+    assert [str(e.get("weight_before")) for e in said if e.get("event") == "idle"][-1] == "204", said
+    assert released == [("0", "204", "70000")], released
 
 
 def test_an_uninstall_that_keeps_the_crds_releases_every_cap(
