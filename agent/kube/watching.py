@@ -8,8 +8,9 @@ and any other exception too (a bug in handling one object must not end the threa
 liveness stays green; it is logged with its traceback). The wait ends early when another
 reflector of the same cache gets through again: the API server is back, and a watch that
 sat out the rest of a delay grown to a minute during the outage would keep the node's
-evictions paused (they wait for every watch) and its objects stale for that long. Across
-nodes the retries stay spread: each node's first one comes from its own jittered delay. Every fault is logged once when it
+evictions paused (they wait for every watch) and its objects stale for that long. Once
+per outage for each reflector, so it adds at most one request per watch. Across nodes the
+retries stay spread: each node's first one comes from its own jittered delay. Every fault is logged once when it
 starts and once when it ends (not per retry), a transient one marks the API unreachable
 in the cache until a request succeeds again, and each reflector reports to the
 ``ThreadBoard`` (``/healthz``) as ok or failing.
@@ -101,6 +102,10 @@ class Reflector:
         self.log = (logger or structlog.get_logger("waterline.kube.watch")).bind(watch=self.name)
         self.resource_version = ""
         self._fault: str | None = None
+        #: The cache's recovery count when the current attempt began, and whether a
+        #: backoff was already cut short by one since this reflector last got through.
+        self._attempt_recoveries = 0
+        self._woken = False
         self._stream: WatchStream | None = None
         self._stopped = threading.Event()
         self.board = board
@@ -117,6 +122,7 @@ class Reflector:
         wait = sleep or partial(self._back_off, stop)
         while not (stop.is_set() or self._stopped.is_set()):
             try:
+                self._attempt_recoveries = self.cache.recoveries
                 self.step(stop)
                 self.backoff.reset()
             except KubeGone as err:
@@ -195,13 +201,17 @@ class Reflector:
     # -- internals ----------------------------------------------------------------------
     def _back_off(self, stop: threading.Event, delay: float) -> None:
         """Wait ``delay``, or less: until ``stop``, or until another reflector of the
-        cache recovers (checked every ``RECOVERY_CHECK`` seconds)."""
-        seen = self.cache.recoveries
+        cache has recovered since the failed attempt began (checked every
+        ``RECOVERY_CHECK`` seconds; a recovery while this attempt's request was still in
+        flight counts). Cut short once until this reflector gets through again: in a
+        partial outage (429s, some 5xx) siblings that flap must not turn the growing
+        delay into a retry per flap, on every node at once."""
         end = time.monotonic() + delay
         while (left := end - time.monotonic()) > 0:
-            if stop.wait(min(left, RECOVERY_CHECK)) or self._stopped.is_set():
+            if not self._woken and self.cache.recoveries != self._attempt_recoveries:
+                self._woken = True
                 return
-            if self.cache.recoveries != seen:
+            if stop.wait(min(left, RECOVERY_CHECK)) or self._stopped.is_set():
                 return
 
     def _handle(self, line: bytes) -> None:
@@ -238,6 +248,7 @@ class Reflector:
             self.cache.set_reachable(self.name, False)
 
     def _ok(self) -> None:
+        self._woken = False
         if self._fault is not None:
             self.log.info("watch recovered", after=self._fault)
             self._fault = None

@@ -315,8 +315,10 @@ def start_cluster(
     evictor = ApiEvictor(writes, answer_seconds=answer_seconds, budget_left=budget.remaining)
 
     def stop() -> None:
-        if saved is not None and view.synced and view.node() is not None:
-            saved.save(view.manifests)  # the freshest copy for the next agent
+        # The freshest copy for the next agent; not after an outage that left the cache
+        # stale (the copy would look fresh, and the periodic one is as good).
+        if saved is not None and view.synced and view.api_reachable and view.node() is not None:
+            saved.save(view.manifests)
         informers.stop()
         evictor.close()
 

@@ -5,11 +5,12 @@ cannot list. It then acts on the objects the previous run saved (its node, its p
 namespaces, policies and actions), so the node stays guarded by local throttling from
 the first tick (evictions wait for the API). Saved when the watches are first in sync
 and then at most once a ``min_interval`` while the objects change, the last change at the
-latest ``min_interval`` after it was made, and once more when the agent stops; written
-atomically. A copy left by an agent that did not stop cleanly can still be older than the
-node's pods and policies, so a start on it hands no cap back for a pod it does not show
-(agent.node.resume waits for the API server's pods for those), nor for an action, class or
-scope it does not show (``TickContext.provisional``).
+latest ``min_interval`` after it was made, and once more when the agent stops (unless an
+outage left its cache stale); written atomically. Any copy can be older than the node's
+pods and policies by the time a new agent reads it (objects change between the stop and
+the new agent's sync; a killed agent saves nothing at the end), so a start on it hands no
+cap back for a pod it does not show (agent.node.resume waits for the API server's pods for
+those), and until the watches sync it only tightens (``TickContext.provisional``).
 """
 
 from __future__ import annotations
@@ -92,20 +93,44 @@ class SavedObjects:
         except (OSError, ValueError) as err:
             self.log.warning("saved objects unreadable", path=self.path, error=str(err))
             return None
-        if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION:
-            return None
-        if doc.get("node") != self.node_name or not isinstance(doc.get("objects"), list):
+        why = _unusable(doc, self.node_name)
+        if why is not None:
+            self.log.warning("saved objects not used", path=self.path, why=why)
             return None
         objects = build_objects(doc["objects"], self.node_name)
         if objects is not None:
-            age = time.time() - float(doc.get("savedAt") or 0)
             self.log.warning(
                 "no objects from the API server yet (starting, or not answering): acting on "
-                f"the objects saved {age:.0f} s ago (throttling only) until the watches sync",
+                f"the objects saved {_age(doc.get('savedAt'))} (throttling only, nothing "
+                "handed back) until the watches sync",
                 path=self.path, pods=len(objects.pods),
                 policies=len(objects.policies.policies),
             )  # fmt: skip
         return objects
+
+
+def _unusable(doc: object, node_name: str) -> str | None:
+    """Why a saved file is not this node's copy in this format (None: it is)."""
+    if not isinstance(doc, dict):
+        return "not a JSON object"
+    if doc.get("version") != FORMAT_VERSION:
+        return f"format version {doc.get('version')!r}, this agent reads {FORMAT_VERSION}"
+    if doc.get("node") != node_name:
+        return f"saved on node {doc.get('node')!r}, this is {node_name!r}"
+    if not isinstance(doc.get("objects"), list):
+        return "no list of objects"
+    return None
+
+
+def _age(saved_at: object) -> str:
+    """How long ago a copy was saved, in words; a missing or garbled time says so."""
+    try:
+        seconds = time.time() - float(saved_at)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "at an unknown time"
+    if seconds < 0 or seconds != seconds:
+        return "at an unknown time"
+    return f"{seconds:.0f} s ago"
 
 
 def build_objects(manifests: Sequence[object], node_name: str) -> Objects | None:

@@ -41,8 +41,8 @@ def say(text: str) -> None:
 
 class HeldLog(io.StringIO):
     """The agent's log lines, held while a tick runs and shown under its view (``  log
-    ...``), so a warning (no per-cgroup PSI on cgroup v1, a stopped pod with no task) never
-    lands in the middle of the view. The tick line carries the time: the timestamp goes."""
+    ...``), so a warning (a stopped pod with no task, a cgroup file missing) never lands
+    in the middle of the view. The tick line carries the time: the timestamp goes."""
 
     _STAMP = re.compile(r"^\S+Z \[")
 

@@ -26,7 +26,8 @@ def reconcile_caps(tick: TickWork) -> Steps:
     to this node or no longer throttles; raise caps below their action's floor (the
     action changed). On a saved copy of the objects (``ctx.provisional``) the actions
     are not checked: the copy can predate them, and a cap handed back for an action it
-    does not show would let the node run hot until the watches sync."""
+    does not show would let the node run hot until the watches sync (``throttle_up``
+    waits for them too)."""
     ctx, state = tick.ctx, tick.state
     state.forget_gone(ctx.pods)
     for key in list(state.throttled):
@@ -138,6 +139,8 @@ def throttle_up(tick: TickWork) -> Steps:
     ctx, state = tick.ctx, tick.state
     if ctx.analysis.waterlines[THROTTLE_DOWN]:
         return  # a throttle-down rule is in force: do not fight it
+    if ctx.provisional:
+        return  # a saved copy's lines can be older than the live ones: no cap is raised on them
     waterlines = ctx.analysis.waterlines[THROTTLE_UP]
     raised: set[str] = set()
     for spec in METRICS:

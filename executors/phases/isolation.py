@@ -16,8 +16,8 @@ Both classes follow one reconcile (``_reconcile``), told apart by a row of ``CLA
 * a pod held and being deleted keeps its mark (it is on its way out); a pod gone has its
   record forgotten (its cgroup went with it);
 * while the objects are the saved copy of an earlier run (``TickContext.provisional``: a
-  start before the API server answered) a mark is not released for a class or a scope
-  the copy does not show: the copy can be older than the policy or the pod's labels.
+  start before the API server answered) the marks held stay as recorded and no other
+  changes (``_keep_as_held``): the copy can be older than the policies and the labels.
 
 A class the kernel lacks (``IsolationSupport``) is never asked for; the agent said so
 once when it found out. Changes are reported (``TickWork.changes``), never credited: the
@@ -95,6 +95,9 @@ def cpu_burst(tick: TickWork) -> Steps:
 
 def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
     ctx, state = tick.ctx, tick.state
+    if ctx.provisional:
+        yield from _keep_as_held(tick, cls)
+        return
     want = cls.members(tick) if cls.supported(ctx.support) else {}
     held: Mapping[str, IsolationMark] = state.idle if cls.kind == IDLE else state.burst
     for key, mark in sorted(held.items()):
@@ -108,8 +111,6 @@ def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
             continue
         lifted = key in want
         why = "resize" if lifted else _why_out(tick, cls, key)
-        if ctx.provisional and why in STALE_REASONS:
-            continue  # the saved copy can predate the policy or the pod's labels
         yield from _release(tick, cls, pod, mark, LIFTED if lifted else RELEASED, why)
     for key, mark in sorted(want.items()):
         pod = ctx.pods[key]
@@ -128,8 +129,23 @@ def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
                                                 result=FAILED))
 
 
-#: Why a mark would go that a saved copy of the objects cannot be trusted on.
-STALE_REASONS = frozenset({"class removed", "left the scope"})
+def _keep_as_held(tick: TickWork, cls: CpuClass) -> Steps:
+    """On a saved copy of the objects: every mark held stays as it was recorded (checked
+    against the kernel, written again where reverted), and nothing else happens. The copy
+    can be older than the policies and the pods' labels, so it can neither release a mark
+    (the pod may still be in scope), nor grant one (burst loosens; an idle mark on a pod
+    that is latency-critical by now hurts it; and a pod held in one class could be put in
+    the other)."""
+    if not cls.supported(tick.ctx.support):
+        return
+    held: Mapping[str, IsolationMark] = tick.state.idle if cls.kind == IDLE else tick.state.burst
+    for key, mark in sorted(held.items()):
+        pod = tick.ctx.pods.get(key)
+        if pod is None or pod.is_terminating:
+            continue
+        if not (yield cls.hold(pod, mark)):
+            tick.changes.append(IsolationChange(kind=cls.kind, change=MARKED, pod=key,
+                                                policy=mark.policy, reason="check", result=FAILED))
 
 
 def _why_out(tick: TickWork, cls: CpuClass, key: str) -> str:

@@ -134,7 +134,8 @@ def _revision(image: str | None) -> str:
     """The commit an image was built from (its label), or this checkout's (None)."""
     if image is None:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)  # noqa: S607
-        clean = subprocess.run(["git", "-C", str(ROOT), "diff", "--quiet", "HEAD"]).returncode == 0  # noqa: S607
+        status = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain"], capture_output=True, text=True)  # noqa: S607
+        clean = status.returncode == 0 and not status.stdout.strip()  # untracked files count
         return (head.stdout.strip() or "unknown") + ("" if clean else "-dirty")  # as hack/build-image labels it
     env = {**os.environ, "CONTAINERS_CONF": os.environ.get("CONTAINERS_CONF", str(ROOT / "hack/containers.conf"))}
     engine = subprocess.run([str(ROOT / "hack/engine")], capture_output=True, text=True, env=env).stdout.strip()  # noqa: S603

@@ -563,61 +563,63 @@ def test_the_real_kubelet_resizes_an_idle_pod_and_the_mark_comes_back(real: Real
     real.kube.apply([deployment("resizable", ns, IDLE, {"role": "resizable"},
                                 {"requests": {"cpu": "100m", "memory": "32Mi"},
                                  "limits": {"cpu": "500m", "memory": "32Mi"}})])  # fmt: skip
-    pod = real.ready_pod(ns, "app=resizable")
-    cg = PodCgroups.of(pod)
-    pod_dir = CPU / cg.rel
-
-    def files() -> tuple[str, str, str]:
-        return (read(pod_dir / "cpu.idle"), read(pod_dir / "cpu.shares"), cg.quota("main"))
-
-    before = files()
-    timeline: list[str] = []
     try:
-        real.kube.apply([_idle_policy()])
-        real.kube.wait(lambda: files()[0] == "1", 60, interval=0.2)
-        marked = files()
-        layout = real.kube.cluster.layout
-        kubelet_log = layout.logs / "kubelet.log" if layout is not None else None
-        offset = kubelet_log.stat().st_size if kubelet_log is not None and kubelet_log.exists() else 0
-        start = time.monotonic()
-        real.kubectl("-n", ns, "patch", "pod", cg.name, "--subresource", "resize", "--patch",
-                     json.dumps({"spec": {"containers": [{"name": "main", "resources": {
-                         "requests": {"cpu": "200m"}, "limits": {"cpu": "700m"}}}]}}))  # fmt: skip
-        last: tuple[str, str, str] | None = None
-        done_at: float | None = None
-        while time.monotonic() - start < 180:
-            now = files()
-            if now != last:
-                timeline.append(f"t={time.monotonic() - start:5.1f}s  idle {now[0]}  shares {now[1]}  "
-                                f"quota {now[2]}")  # fmt: skip
-                last = now
-            if done_at is None and _resized(real.get("pods", "-n", ns, cg.name), "200m", "700m"):
-                done_at = time.monotonic() - start
-                timeline.append(f"t={done_at:5.1f}s  the kubelet reports the resize done")
-            if done_at is not None and now[0] == "1" and now[2] == "70000":
-                break
-            time.sleep(0.2)
-        after = files()
-        refused = [] if kubelet_log is None else [
-            line.strip()[:300] for line in kubelet_log.read_bytes()[offset:].decode(errors="replace").splitlines()
-            if "invalid argument" in line and cg.uid in line]  # fmt: skip
-        agent_log = real.kubectl("-n", NAMESPACE, "logs", real.agent_pod()["metadata"]["name"]).stdout
-        said = [e for e in log_events(agent_log) if "/resizable-" in str(e.get("pod", ""))]
+        pod = real.ready_pod(ns, "app=resizable")
+        cg = PodCgroups.of(pod)
+        pod_dir = CPU / cg.rel
+
+        def files() -> tuple[str, str, str]:
+            return (read(pod_dir / "cpu.idle"), read(pod_dir / "cpu.shares"), cg.quota("main"))
+
+        before = files()
+        timeline: list[str] = []
+        try:
+            real.kube.apply([_idle_policy()])
+            real.kube.wait(lambda: files()[0] == "1", 60, interval=0.2)
+            marked = files()
+            layout = real.kube.cluster.layout
+            kubelet_log = layout.logs / "kubelet.log" if layout is not None else None
+            offset = kubelet_log.stat().st_size if kubelet_log is not None and kubelet_log.exists() else 0
+            start = time.monotonic()
+            real.kubectl("-n", ns, "patch", "pod", cg.name, "--subresource", "resize", "--patch",
+                         json.dumps({"spec": {"containers": [{"name": "main", "resources": {
+                             "requests": {"cpu": "200m"}, "limits": {"cpu": "700m"}}}]}}))  # fmt: skip
+            last: tuple[str, str, str] | None = None
+            done_at: float | None = None
+            while time.monotonic() - start < 180:
+                now = files()
+                if now != last:
+                    timeline.append(f"t={time.monotonic() - start:5.1f}s  idle {now[0]}  shares {now[1]}  "
+                                    f"quota {now[2]}")  # fmt: skip
+                    last = now
+                if done_at is None and _resized(real.get("pods", "-n", ns, cg.name), "200m", "700m"):
+                    done_at = time.monotonic() - start
+                    timeline.append(f"t={done_at:5.1f}s  the kubelet reports the resize done")
+                if done_at is not None and now[0] == "1" and now[2] == "70000":
+                    break
+                time.sleep(0.2)
+            after = files()
+            refused = [] if kubelet_log is None else [
+                line.strip()[:300] for line in kubelet_log.read_bytes()[offset:].decode(errors="replace").splitlines()
+                if "invalid argument" in line and cg.uid in line]  # fmt: skip
+            agent_log = real.kubectl("-n", NAMESPACE, "logs", real.agent_pod()["metadata"]["name"]).stdout
+            said = [e for e in log_events(agent_log) if "/resizable-" in str(e.get("pod", ""))]
+        finally:
+            real.kubectl("delete", "nodeqosensurancepolicy", "e2e-idle", "--ignore-not-found")
+        released: list[tuple[str, str, str]] = []
+        try:
+            real.kube.wait(lambda: files()[0] == "0", 60, interval=0.2)
+            released.append(files())
+        finally:
+            report("idle class and an in-place resize",
+                   f"before: idle {before[0]}  shares {before[1]}  quota {before[2]} (requests 100m, limit 500m)",
+                   f"marked: idle {marked[0]}  shares {marked[1]}", "resize to requests 200m, limit 700m:",
+                   *timeline, f"after: idle {after[0]}  shares {after[1]}  quota {after[2]}",
+                   f"kubelet: {len(refused)} writes refused with EINVAL meanwhile"
+                   + (f", the first: {refused[0]}" if refused else ""),
+                   *[f"policy deleted: idle {r[0]}  shares {r[1]}  quota {r[2]}" for r in released],
+                   *[f"agent: {_said(e)}" for e in said[-8:]])  # fmt: skip
     finally:
-        real.kubectl("delete", "nodeqosensurancepolicy", "e2e-idle", "--ignore-not-found")
-    released: list[tuple[str, str, str]] = []
-    try:
-        real.kube.wait(lambda: files()[0] == "0", 60, interval=0.2)
-        released.append(files())
-    finally:
-        report("idle class and an in-place resize",
-               f"before: idle {before[0]}  shares {before[1]}  quota {before[2]} (requests 100m, limit 500m)",
-               f"marked: idle {marked[0]}  shares {marked[1]}", "resize to requests 200m, limit 700m:",
-               *timeline, f"after: idle {after[0]}  shares {after[1]}  quota {after[2]}",
-               f"kubelet: {len(refused)} writes refused with EINVAL meanwhile"
-               + (f", the first: {refused[0]}" if refused else ""),
-               *[f"policy deleted: idle {r[0]}  shares {r[1]}  quota {r[2]}" for r in released],
-               *[f"agent: {_said(e)}" for e in said[-8:]])  # fmt: skip
         real.kubectl("-n", ns, "delete", "deployment", "resizable", "--wait", "--timeout", "60s", check=False)
     assert done_at is not None, "the kubelet never finished the resize"
     # Marked again (an idle cgroup's cpu.shares reads the kernel's idle weight, 3) over the

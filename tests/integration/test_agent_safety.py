@@ -304,28 +304,36 @@ def test_a_restart_without_the_api_server_keeps_caps_of_a_policy_made_after_the_
     throttled under the policy, and was restarted within the save interval; the new agent,
     acting on the saved copy until its watches synced, handed the caps back ("action
     removed") and took them again a tick later. Now the stopping agent saves its objects
-    once more, and a saved copy hands no cap back for an action it does not show."""
+    once more (a rollout starts on a copy that shows the policy), and a start on a copy
+    that predates it (a kill -9 or an OOM kill: no save at the stop) hands nothing back."""
     node = pool.node()
     (pod,) = batch(pool, node, 1)
     load = Load(tmp_path / "cg", [pod])
+    saved = tmp_path / "state" / "objects.json"
     with kube.proxy() as proxy:
         kubeconfig = kube.agent_kubeconfig(node, proxy.url)
         with running_agent(kubeconfig, tmp_path, node) as first:
             tick_until(first, load, {}, lambda s: s[-1].ok)  # in sync: saved, no policy yet
+            before_policy = saved.read_bytes()
             throttle_batch(pool)
             tick_until(first, load, {name_of(pod): 5.0}, lambda s: bool(first.loop.brain.caps()))
             first.on_exit()  # a restart: the cap stays
     assert load.quota(name_of(pod)) == 20000
-    # The proxy is gone: the new agent has only the saved copy.
-    with running_agent(kubeconfig, tmp_path, node) as second:
-        seen = []
-        for _ in range(3):
-            load.run({name_of(pod): 5.0})  # still hot: the cap is still needed
-            seen.append(second.loop.tick())
-        assert load.quota(name_of(pod)) == 20000
-        assert [a for o in seen if o.report for a in o.report.actions if a.action == "restore"] == []
-        assert second.loop.brain.caps() == {key_of(pod): pytest.approx(0.2)}
-        second.restore_all("test end")
+    kind = b"NodeQOSEnsurancePolicy"
+    assert saved.read_bytes().count(kind) > before_policy.count(kind)  # saved at the stop
+    for copy, how in ((saved.read_bytes(), "stopped"), (before_policy, "killed")):
+        saved.write_bytes(copy)  # killed: the copy as the last periodic save left it
+        # The proxy is gone: the new agent has only the saved copy.
+        with running_agent(kubeconfig, tmp_path, node) as second:
+            seen = []
+            for _ in range(3):
+                load.run({name_of(pod): 5.0})  # still hot: the cap is still needed
+                seen.append(second.loop.tick())
+            assert load.quota(name_of(pod)) == 20000, how
+            assert [a for o in seen if o.report for a in o.report.actions if a.action == "restore"] == [], how
+            assert second.loop.brain.caps() == {key_of(pod): pytest.approx(0.2)}, how
+            if how == "killed":
+                second.restore_all("test end")
 
 
 def test_stopping_keeps_caps_unless_the_agents_daemonset_is_gone_or_being_deleted(

@@ -273,8 +273,9 @@ def test_a_gone_pod_is_forgotten_by_the_throttler_too():
 
 def test_a_saved_copy_of_the_objects_hands_no_cap_back_for_an_action_it_does_not_show():
     """An agent started before the API server answers acts on the copy the last run saved
-    (provisional): it can predate the action a held cap came from, so the cap stays (and a
-    floor it shows is not raised to) until the live objects say so."""
+    (provisional): it can predate the action a held cap came from, its floor and its
+    lines, so the cap stays as it is (not handed back, not raised to a floor or step by
+    step) until the live objects say so."""
     pods = [parse_pod(pod("a"))]
     usage = {"default/a": PodUsage(cpu=2.0)}
     brain = NodeBrain()
@@ -282,13 +283,20 @@ def test_a_saved_copy_of_the_objects_hands_no_cap_back_for_an_action_it_does_not
                             _policies("cpu_total_usage", "6", action("t", throttle={})))
     held = brain.caps()
     assert held
-    for stale in (load_policies([], []),
-                  _policies("cpu_total_usage", "6", action("t", throttle={"minCPURatio": 100}))):
-        report = brain.tick(now=NOW + 1, node=NODE, pods=pods, metrics={"cpu_total_usage": 7.0},
-                            usage=usage, policies=stale, namespace_labels=lambda ns: {},
-                            evictor=SimulatedEvictionAPI(pods, []), throttler=throttler,
-                            provisional=True)
-        assert [a for a in report.actions if a.action == "restore"] == []
+    same = _policies("cpu_total_usage", "6", action("t", throttle={"stepCPURatio": 100}))
+    stale_copies = [
+        (load_policies([], []), 7.0),  # the action is not in the copy
+        (_policies("cpu_total_usage", "6", action("t", throttle={"minCPURatio": 100})), 7.0),  # an old floor
+        (_policies("cpu_total_usage", "8", action("t", throttle={"stepCPURatio": 100})), 7.0),  # an old line
+        (same, 3.0),  # cool under the copy's line: the live line may be lower by now
+    ]
+    for at, (stale, used) in enumerate(stale_copies, start=1):
+        for _ in range(3):  # restoreThreshold and step counts would have been met
+            report = brain.tick(now=NOW + at, node=NODE, pods=pods, metrics={"cpu_total_usage": used},
+                                usage=usage, policies=stale, namespace_labels=lambda ns: {},
+                                evictor=SimulatedEvictionAPI(pods, []), throttler=throttler,
+                                provisional=True)
+            assert [a for a in report.actions if a.action == "restore"] == [], at
         assert brain.caps() == held and "default/a" in throttler.caps
     # The live objects without the action: handed back.
     report, _, _ = _tick(brain, pods, {"cpu_total_usage": 7.0}, usage, load_policies([], []),

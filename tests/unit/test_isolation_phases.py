@@ -145,21 +145,26 @@ def test_marks_are_checked_every_tick_and_released_when_the_pod_leaves_or_the_po
 
 def test_a_saved_copy_of_the_objects_releases_no_mark_for_a_policy_or_label_it_does_not_show():
     """An agent started before the API server answers acts on the copy the last run saved
-    (provisional): older than the policy or the pod's labels maybe, so it releases no mark
-    for a class or scope the copy lacks; the live objects do."""
+    (provisional): older than the policy or the pods' labels maybe, so the marks held stay
+    as they are, none released and none granted; the live objects decide."""
     brain, iso = NodeBrain(), SimulatedIsolator()
     policy = isolation_policy(idle={}, burst={})
     _run(brain, iso, tick(pods(), policy))
     held = brain.isolated()
     relabelled = pods(**{"be-2": pod("be-2", qos="BestEffort", labels=LC)})
-    for stale in (tick(pods()), tick(relabelled, policy)):
+    # be-1 latency-critical and Guaranteed in the copy, a newcomer be-3: no burst for the
+    # pod held idle, no mark for the newcomer
+    other = pods(**{"be-1": pod("be-1", qos="Guaranteed", labels=LC, **GUARANTEED),
+                    "be-3": pod("be-3", qos="BestEffort")})
+    for stale in (tick(pods()), tick(relabelled, policy), tick(other, policy)):
         report = brain.tick(now=stale.now, node=stale.node, pods=stale.pods, metrics=stale.metrics,
                             usage=stale.usage, policies=stale.policies,
                             namespace_labels=stale.namespace_labels,
                             evictor=SimulatedEvictionAPI(stale.pods, []),
                             throttler=SimulatedThrottler(), isolator=iso, provisional=True)
-        assert [c for c in report.isolation if c.change == "released"] == []
+        assert report.isolation == []
         assert brain.isolated() == held and iso.idle == {"default/be-1", "default/be-2"}
+        assert iso.burst.keys() == {"default/web"}
     report = _run(brain, iso, tick(pods()))  # live: the policy is gone
     assert sorted((c.kind, c.change, c.reason) for c in report.isolation) == [
         ("burst", "released", "class removed"), ("idle", "released", "class removed"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from unittest import mock
 
 from agent.kube.backoff import BackoffArgs
@@ -63,3 +64,62 @@ def test_a_watch_backing_off_retries_as_soon_as_another_watch_of_its_cache_gets_
     thread.join(10)
     assert not thread.is_alive() and steps == ["step", "step"]
     assert cache.api_reachable
+
+
+def test_a_sibling_that_recovers_while_the_request_is_in_flight_still_wakes_the_watch() -> None:
+    """An API server that drops packets fails a request by its timeout: a sibling can get
+    through meanwhile, before this watch starts backing off."""
+    cache = Cache()
+    cache.set_reachable("watch-nodes", False)
+    reflector = Reflector(mock.Mock(), PODS, cache, args=WatchArgs(backoff=BackoffArgs(initial=600, maximum=600)),
+                          rng=random.Random(1))  # fmt: skip
+    stop = threading.Event()
+    steps: list[str] = []
+
+    def step(_stop: object = None) -> None:
+        steps.append("step")
+        if len(steps) == 1:
+            cache.set_reachable("watch-nodes", True)  # while this request hangs
+            raise KubeUnreachable("read timed out")
+        reflector._ok()
+        stop.set()
+
+    reflector.step = step  # type: ignore[method-assign]
+    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
+    thread.start()
+    thread.join(10)
+    assert not thread.is_alive() and steps == ["step", "step"]
+
+
+def test_flapping_siblings_cut_a_watchs_backoff_short_once_until_it_gets_through() -> None:
+    """A partial outage (429s, some 5xx): siblings that keep failing and recovering must
+    not make every watch retry at each flap (5,000 nodes at once); one early retry, then
+    the delay grows as usual."""
+    cache = Cache()
+    waits: list[float] = []
+    reflector = Reflector(mock.Mock(), PODS, cache, args=WatchArgs(backoff=BackoffArgs(initial=0.2, maximum=0.2, jitter=0)),
+                          rng=random.Random(1))  # fmt: skip
+    stop = threading.Event()
+    steps: list[str] = []
+
+    def step(_stop: object = None) -> None:
+        steps.append("step")
+        cache.set_reachable("watch-nodes", False)
+        cache.set_reachable("watch-nodes", True)  # a sibling flaps during every attempt
+        if len(steps) == 4:
+            stop.set()
+        raise KubeUnreachable("connection reset")
+
+    real_back_off = reflector._back_off
+
+    def timed(stop_: threading.Event, delay: float) -> None:
+        started = time.monotonic()
+        real_back_off(stop_, delay)
+        waits.append(time.monotonic() - started)
+
+    reflector._back_off = timed  # type: ignore[method-assign]
+    reflector.step = step  # type: ignore[method-assign]
+    reflector.run(stop)
+    assert len(steps) == 4
+    assert waits[0] < 0.1  # cut short: a sibling got through meanwhile
+    assert all(w >= 0.19 for w in waits[1:])  # then the whole delay, flaps or not

@@ -126,6 +126,29 @@ def test_saved_objects_round_trip(tmp_path: Path) -> None:
     assert build_objects([pod("a")], "n1") is None  # no node, nothing to act on
 
 
+@pytest.mark.parametrize(("change", "said"), [
+    ({"savedAt": "yesterday"}, "saved at an unknown time"),
+    ({"savedAt": None}, "saved at an unknown time"),
+    ({"node": "n2"}, "saved on node 'n2', this is 'n1'"),
+    ({"version": 99}, "format version 99, this agent reads 1"),
+])
+def test_a_saved_file_that_is_not_quite_right_is_said_so_and_never_crashes(
+    tmp_path: Path, change: dict[str, Any], said: str
+) -> None:
+    SavedObjects(str(tmp_path), "n1").save(lambda: [node("n1"), pod("a")])
+    path = tmp_path / "objects.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), **change}))
+    logged: list[str] = []
+
+    class Log:
+        def warning(self, event: str, **fields: Any) -> None:
+            logged.append(" ".join([event, *map(str, fields.values())]))
+
+    objects = SavedObjects(str(tmp_path), "n1", logger=Log()).objects()
+    assert (objects is not None) == ("savedAt" in change)  # an unknown age is still usable
+    assert any(said in line for line in logged), logged
+
+
 class _NoCalls(KubeApi):
     def __init__(self) -> None:
         self.api_client = None  # never used: the budget refuses first
