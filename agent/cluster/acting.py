@@ -148,8 +148,13 @@ class PlanActs:
                 victims=list(p.victims),
                 enabled=enabled,
             )
-        if enabled:
-            self._evict(plan.victims, view, "daemonset")
+        if not enabled:
+            return
+        for p in plan.preemptions:
+            pending = view.pods.get(p.pod)
+            if p.victims and pending is not None:  # its room held for it, then made
+                self.writer.nominate(pending, p.node, "daemonset")
+            self._evict(p.victims, view, "daemonset")
 
     def _evict(self, keys: Iterable[str], view: ClusterView, source: str) -> None:
         for key in keys:

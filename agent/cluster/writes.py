@@ -246,6 +246,20 @@ class GuardedWriter:
         )
         return result, outcome.message
 
+    @calls(grant(PODS, "patch", "status"))
+    def nominate(self, pod: Pod, node: str, source: str) -> bool:
+        """Set a pending pod's ``status.nominatedNodeName`` to the node its preemption makes
+        room on (``source``: which one), as the scheduler's own preemption does: the
+        scheduler (KEP-5278, stable in Kubernetes 1.37) then holds that room for it against
+        pods of lower or equal priority, the victims' own replacements among them."""
+        if (api := self.guard("nominate pod", pod=pod.key, node=node, source=source)) is None:
+            return False
+        patch = {"status": {"nominatedNodeName": node}}
+        return self._call("nominate pod", lambda: merge_patch(api, PODS, pod.name, patch,
+                                                                 namespace=pod.namespace,
+                                                                 subresource="status"),
+                          pod=pod.key, node=node)  # fmt: skip
+
     # -- the planners' decisions --------------------------------------------------------------
     @calls(grant(MIGRATION_JOBS, "create"))
     def create_job(self, body: Mapping[str, Any]) -> bool:

@@ -307,3 +307,34 @@ def mock_log() -> Any:
     import structlog
 
     return structlog.get_logger("test")
+
+
+def test_the_daemonset_act_nominates_the_pending_pod_before_its_victims_go() -> None:
+    """The victims' replacements compete for the room they free: the pending DaemonSet pod
+    is nominated to its node first, so the scheduler holds the room for it."""
+    from agent.cluster.acting import PlanActs
+    from agent.cluster.daemonset import DaemonSetPlan, Preemption
+
+    calls: list[tuple[str, str]] = []
+
+    class Writer:
+        def nominate(self, p: Any, node_name: str, source: str) -> bool:
+            calls.append(("nominate", f"{p.key} -> {node_name}"))
+            return True
+
+        def evict(self, p: Any, source: str) -> None:
+            calls.append(("evict", p.key))
+
+    acts = PlanActs(Writer(), ControllerMetrics(), mock_log(), lambda passed: 0)  # type: ignore[arg-type]
+    ds = pod("logger-x", namespace="kube-system", node_name="")
+    victims = [pod(f"filler-{i}", node_name="n1") for i in (1, 2)]
+    plan = DaemonSetPlan(preemptions=(
+        Preemption("kube-system/logger-x", "n1", "single", ("default/filler-1", "default/filler-2")),
+        Preemption("kube-system/gone", "n2", None, ()),  # no victims found: nothing asked
+    ))  # fmt: skip
+    acts.daemonset(plan, ObjectStore(), view(node("n1"), ds, *victims), NOW, True)
+    assert calls == [("nominate", "kube-system/logger-x -> n1"),
+                     ("evict", "default/filler-1"), ("evict", "default/filler-2")]
+    calls.clear()
+    acts.daemonset(plan, ObjectStore(), view(node("n1"), ds, *victims), NOW, False)
+    assert calls == []  # not enabled: planned and logged only
