@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from unittest import mock
 
 from agent.kube.backoff import BackoffArgs
@@ -34,21 +35,18 @@ def test_a_stop_while_the_watch_opens_closes_it_at_once() -> None:
     assert reflector._stream is None
 
 
-def test_a_watch_backing_off_retries_as_soon_as_another_watch_of_its_cache_gets_through() -> None:
-    """After an API server outage the delay has grown (up to a minute): once one watch of
-    the node gets through, the others retry at once instead of sitting the rest out (the
-    node's evictions wait for every watch)."""
-    cache = Cache()
-    cache.set_reachable("watch-nodes", False)  # a sibling, failing too
+def _failing_once(cache: Cache, meanwhile: Callable[[], None] = lambda: None) -> tuple[threading.Thread, list[str], threading.Event]:
+    """A reflector on ``cache`` (backing off 600 s) whose first attempt fails, ``meanwhile``
+    run while that request is in flight, and whose second gets through; running."""
     reflector = Reflector(mock.Mock(), PODS, cache, args=WatchArgs(backoff=BackoffArgs(initial=600, maximum=600)),
                           rng=random.Random(1))  # fmt: skip
-    stop = threading.Event()
-    failed = threading.Event()
+    stop, failed = threading.Event(), threading.Event()
     steps: list[str] = []
 
     def step(_stop: object = None) -> None:
         steps.append("step")
         if len(steps) == 1:
+            meanwhile()
             failed.set()
             raise KubeUnreachable("connection refused")
         reflector._ok()
@@ -57,6 +55,16 @@ def test_a_watch_backing_off_retries_as_soon_as_another_watch_of_its_cache_gets_
     reflector.step = step  # type: ignore[method-assign]
     thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
     thread.start()
+    return thread, steps, failed
+
+
+def test_a_watch_backing_off_retries_as_soon_as_another_watch_of_its_cache_gets_through() -> None:
+    """After an API server outage the delay has grown (up to a minute): once one watch of
+    the node gets through, the others retry at once instead of sitting the rest out (the
+    node's evictions wait for every watch)."""
+    cache = Cache()
+    cache.set_reachable("watch-nodes", False)  # a sibling, failing too
+    thread, steps, failed = _failing_once(cache)
     assert failed.wait(10)
     thread.join(1.0)
     assert thread.is_alive() and steps == ["step"]  # backing off: 300 to 600 s
@@ -71,22 +79,7 @@ def test_a_sibling_that_recovers_while_the_request_is_in_flight_still_wakes_the_
     through meanwhile, before this watch starts backing off."""
     cache = Cache()
     cache.set_reachable("watch-nodes", False)
-    reflector = Reflector(mock.Mock(), PODS, cache, args=WatchArgs(backoff=BackoffArgs(initial=600, maximum=600)),
-                          rng=random.Random(1))  # fmt: skip
-    stop = threading.Event()
-    steps: list[str] = []
-
-    def step(_stop: object = None) -> None:
-        steps.append("step")
-        if len(steps) == 1:
-            cache.set_reachable("watch-nodes", True)  # while this request hangs
-            raise KubeUnreachable("read timed out")
-        reflector._ok()
-        stop.set()
-
-    reflector.step = step  # type: ignore[method-assign]
-    thread = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
-    thread.start()
+    thread, steps, _ = _failing_once(cache, lambda: cache.set_reachable("watch-nodes", True))
     thread.join(10)
     assert not thread.is_alive() and steps == ["step", "step"]
 
