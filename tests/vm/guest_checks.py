@@ -585,8 +585,12 @@ def idle_and_burst_held_across_daemon_reload(f: Figures) -> None:
     assert f["set"]["idle"] == "1" and f["set"]["burst"] == want_burst, f
     # systemd 252 writes cpu.idle 0 at each daemon-reload (it knows CPUWeight=idle), and
     # leaves cpu.max.burst alone (it has no property for it)
-    assert len(f["idle_lifts"]) >= 2, ("each daemon-reload lifts the idle mark", f)
-    assert (f["reverted"]["cpu_idle"] or 0) >= len(f["idle_lifts"]), f
+    # The agent's count is the evidence for each reload (it reads the mark back every
+    # tick); the watcher, polling, can miss a lift the agent wrote back between two polls
+    # (seen in CI on 2026-11-26: 2 reverts counted, 1 lift seen), so it must see one.
+    assert (f["reverted"]["cpu_idle"] or 0) >= max(len(reloads), len(f["idle_lifts"])), (
+        "each daemon-reload lifts the idle mark, and the agent writes it back", f)
+    assert len(f["idle_lifts"]) >= 1, ("a lift seen from outside the agent", f)
     lifted_burst = sum(1 for r in reloads if r["burst"] != want_burst)
     assert (f["reverted"]["cpu_burst"] or 0) >= lifted_burst, f
     assert f["revert_log_lines"] == 1, f  # once for the pod
