@@ -10,10 +10,10 @@ reflector of the same cache gets through again: the API server is back, and a wa
 sat out the rest of a delay grown to a minute during the outage would keep the node's
 evictions paused (they wait for every watch) and its objects stale for that long. Once
 per outage for each reflector, so it adds at most one request per watch. Across nodes the
-retries stay spread: each node's first one comes from its own jittered delay. Every fault is logged once when it
-starts and once when it ends (not per retry), a transient one marks the API unreachable
-in the cache until a request succeeds again, and each reflector reports to the
-``ThreadBoard`` (``/healthz``) as ok or failing.
+retries stay spread: each node's first one comes from its own jittered delay. Every fault
+is logged once when it starts and once when it ends (not per retry), a transient one marks
+the API unreachable in the cache until a request succeeds again, and each reflector
+reports to the ``ThreadBoard`` (``/healthz``) as ok or failing.
 """
 
 from __future__ import annotations

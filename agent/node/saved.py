@@ -16,6 +16,7 @@ those), and until the watches sync it only tightens (``TickContext.provisional``
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -128,7 +129,7 @@ def _age(saved_at: object) -> str:
         seconds = time.time() - float(saved_at)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return "at an unknown time"
-    if seconds < 0 or seconds != seconds:
+    if not math.isfinite(seconds) or seconds < 0:
         return "at an unknown time"
     return f"{seconds:.0f} s ago"
 

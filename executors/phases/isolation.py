@@ -99,7 +99,7 @@ def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
         yield from _keep_as_held(tick, cls)
         return
     want = cls.members(tick) if cls.supported(ctx.support) else {}
-    held: Mapping[str, IsolationMark] = state.idle if cls.kind == IDLE else state.burst
+    held = _held(tick, cls)
     for key, mark in sorted(held.items()):
         pod = ctx.pods.get(key)
         if pod is None:  # gone, and its cgroup with it: only the record is left to drop
@@ -129,6 +129,11 @@ def _reconcile(tick: TickWork, cls: CpuClass) -> Steps:
                                                 result=FAILED))
 
 
+def _held(tick: TickWork, cls: CpuClass) -> Mapping[str, IsolationMark]:
+    """The marks of ``cls`` the node holds now, by pod."""
+    return tick.state.idle if cls.kind == IDLE else tick.state.burst
+
+
 def _keep_as_held(tick: TickWork, cls: CpuClass) -> Steps:
     """On a saved copy of the objects: every mark held stays as it was recorded (checked
     against the kernel, written again where reverted), and nothing else happens. The copy
@@ -138,8 +143,7 @@ def _keep_as_held(tick: TickWork, cls: CpuClass) -> Steps:
     the other)."""
     if not cls.supported(tick.ctx.support):
         return
-    held: Mapping[str, IsolationMark] = tick.state.idle if cls.kind == IDLE else tick.state.burst
-    for key, mark in sorted(held.items()):
+    for key, mark in sorted(_held(tick, cls).items()):
         pod = tick.ctx.pods.get(key)
         if pod is None or pod.is_terminating:
             continue

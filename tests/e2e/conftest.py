@@ -149,12 +149,12 @@ def _image_of_this_checkout(image: str) -> None:
     """The project's image built again (``make image``) when it is not this checkout's: an
     e2e run on an image of an older commit would judge older code (a dirty checkout's is
     always built again: its label cannot tell which edits it holds)."""
-    here = _revision(None)
-    if _revision(image) == here and not here.endswith("-dirty"):
+    here, found = _revision(None), _revision(image)
+    if found == here and not here.endswith("-dirty"):
         return
     built = subprocess.run(["make", "-C", str(ROOT), "image"], capture_output=True, text=True)  # noqa: S607
     if built.returncode != 0:
-        need(f"make image (the image is of {_revision(image)}, this checkout {here}) failed: "
+        need(f"make image (the image is of {found}, this checkout {here}) failed: "
              f"{(built.stderr or built.stdout).strip()[-2000:]}")
 
 

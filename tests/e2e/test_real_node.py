@@ -81,7 +81,7 @@ def following(real: RealNodeRun, pod: str, folder: Path) -> Iterator[Path]:
         proc.wait(10)
 
 
-def _logged_at(event: dict[str, Any]) -> datetime:
+def _at(event: dict[str, Any]) -> datetime:
     """When an agent log line was written (structlog's ISO UTC timestamp)."""
     return datetime.fromisoformat(str(event.get("timestamp", "1970-01-01T00:00:00Z")).replace("Z", "+00:00"))
 
@@ -420,7 +420,7 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
     # handed both caps back as "action removed" for its first tick. The stopping agent now
     # saves its objects, and a saved copy hands nothing back: see agent/node/saved.py.)
     since = [e for e in [*log_events(old_log.read_text()), *log_events(new_log)]
-             if _logged_at(e) >= restarted_at]  # the old agent's log is its whole life
+             if _at(e) >= restarted_at]  # the old agent's log is its whole life
     handed = [e["event"] for e in since
               if e.get("event") in ("quota restored", "caps released", "original quota rebuilt from the pod spec")]
     assert not handed, handed
@@ -487,10 +487,6 @@ def test_a_memory_waterline_evicts_through_the_eviction_api(real: RealNodeRun, w
 
 #: What the agent logs about stopping and handing caps back.
 STOPPING = ("stopping", "caps released", "quota restored", "kept for the next agent", "could not tell")
-
-
-def _at(event: dict[str, Any]) -> datetime:
-    return datetime.fromisoformat(str(event.get("timestamp", "1970-01-01T00:00:00Z")).replace("Z", "+00:00"))
 
 
 def _said(event: dict[str, Any]) -> str:
