@@ -217,7 +217,8 @@ def test_a_killed_local_agent_s_caps_are_adopted_then_released_on_exit(
     )  # fmt: skip
     assert again.returncode == 0, again.stderr.decode()[-2000:]
     # The next start adopts the cap (it stays in force); local mode releases on exit.
-    assert b"caps adopted from the state file" in again.stderr
-    assert b"caps released" in again.stderr and b"local mode" in again.stderr
+    said = again.stderr.decode(errors="replace")[-4000:]  # the whole story when it fails
+    assert b"caps adopted from the state file" in again.stderr, said
+    assert b"caps released" in again.stderr and b"local mode" in again.stderr, said
     assert tree.quota(batch) == "-1"
     assert state_pods(state) == {}
