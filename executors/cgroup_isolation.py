@@ -46,7 +46,9 @@ from collectors.cgroups import CgroupMounts
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout, kubepods_path
+from executors.actuators import CpuIsolator
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
+from executors.state import NodeState
 
 IDLE_FILE = "cpu.idle"
 #: The ``control`` a reverted mark is counted under (agent.metrics' reverted counter).
@@ -74,8 +76,11 @@ def spec_weight(version: int, pod: Pod) -> str:
     return str(shares) if version == 1 else str(1 + ((shares - 2) * 9999) // 262142)
 
 
-class CgroupIsolator:
-    """Implements ``executors.actuators.CpuIsolator`` on the host's cgroup tree."""
+class CgroupIsolator(CpuIsolator):
+    """An ``executors.actuators.CpuIsolator`` on the host's cgroup tree, and a ``Holder``
+    of the marks."""
+
+    released = "idle and burst marks released"
 
     def __init__(self, mounts: CgroupMounts, state: IsolationState,
                  layout: PodCgroupLayout | None = None, kubelet_root: str = "") -> None:
@@ -311,6 +316,9 @@ class CgroupIsolator:
     def release_all(self) -> list[str]:
         """Every mark of the state file released; the uids fully released."""
         return [uid for uid in self.state.pods() if self.release_uid(uid)]
+
+    def forget_all(self, state: NodeState) -> None:
+        state.forget_isolation()
 
     def rebuild_from_specs(self, pods: Iterable[Pod]) -> list[str]:
         """What to do when the records were lost with an unreadable state file: every

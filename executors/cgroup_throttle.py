@@ -48,7 +48,9 @@ from collectors.cgroups import CgroupMounts
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout
+from executors.actuators import CpuThrottler
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
+from executors.state import NodeState
 
 MIN_QUOTA_US = 1000
 
@@ -86,8 +88,11 @@ class Reverted:
     error: str = ""
 
 
-class CgroupThrottler:
-    """Implements ``executors.actuators.CpuThrottler`` on the host's cgroup tree."""
+class CgroupThrottler(CpuThrottler):
+    """An ``executors.actuators.CpuThrottler`` on the host's cgroup tree, and a ``Holder``
+    of the caps."""
+
+    released = "caps released"
 
     def __init__(
         self,
@@ -320,6 +325,12 @@ class CgroupThrottler:
 
     def restore_all(self) -> list[str]:
         return self.restore_where(lambda _record: True)
+
+    def release_all(self) -> list[str]:
+        return self.restore_all()
+
+    def forget_all(self, state: NodeState) -> None:
+        state.forget_caps()
 
     def reconcile(
         self,

@@ -14,7 +14,7 @@ neither recorded nor credited); it returns the records and the node's memory aft
 tick. The live agent, `simulate` and tests drive the same plan (``executors.drive``).
 The phases are a table (``PHASES``) of generators in ``executors.phases`` over one
 working set (``executors.work.TickWork``): a new actuator is a new phase, a new intent and
-one entry in ``executors.drive.CARRY``, not a branch in the phases here (the CPU isolation
+its writer (``executors.actuators``), not a branch in the phases here (the CPU isolation
 classes came so: ``executors.phases.isolation``).
 
 Decisions taken where DESIGN.md is silent:

@@ -35,7 +35,7 @@ from agent.kube.evicting import EvictionOutcome
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 from agent.model.settings import DEFAULT_EVICTION_ANSWER_SECONDS
-from executors.actuators import EvictionAnswer
+from executors.actuators import EvictionAnswer, Evictor
 
 #: What a late answer means, logged beside it.
 LATE_MEANING = {
@@ -61,7 +61,7 @@ def answer_wait(answer_seconds: float, budget_left: float) -> float:
     return max(0.0, min(answer_seconds, budget_left))
 
 
-class ApiEvictor:
+class ApiEvictor(Evictor):
     """``answer_seconds`` and ``budget_left`` are read at each eviction (live settings,
     the current tick's budget); ``worker`` runs the requests (one at a time), ``clock``
     times them; both are injected by tests."""

@@ -8,6 +8,12 @@ gaps) and plans the actions (``executors.engine``), all on a copy of the memory:
 it is handed changes, and it calls no actuator. The live loop and `simulate` drive it
 with actuators (``agent.node.tick.NodeBrain``); ``executors.drive.assume_done`` reads it
 with none.
+
+The extension point (``Strategy``): a function that is given the context the engine is
+about to plan on (after the analysis) and the node's memory, and returns the context to
+plan on instead. The benchmarks' reference strategies are written so (every candidate to
+its floor: the throttle-down gaps made whole; one pod a tick: the pods narrowed), and so
+run this decision, not a copy of it. The report shows the gaps the engine planned on.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.model.analysis import Analysis
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Node, Pod
 from agent.model.policy import Action, PolicySet
@@ -36,7 +43,8 @@ def _default_labels(namespace: str) -> Mapping[str, str]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TickInput:
-    """Everything one tick decides on."""
+    """Everything one tick decides on: built once by whoever ticks (the live loop, simulate,
+    a benchmark) and passed whole."""
 
     now: float
     node: Node
@@ -140,8 +148,34 @@ def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage]
     return usage if out is None else out
 
 
-def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
-    """Decide one tick: yields the intents, returns the report and the memory after it."""
+#: Given the context the engine would plan on and the node's memory (the working copy),
+#: the context to plan on: a benchmark's strategy (``decide``'s docstring).
+Strategy = Callable[[TickContext, NodeState], TickContext]
+
+
+def context(tick: TickInput, pods: Mapping[str, Pod], usage: Mapping[str, PodUsage],
+            analysis: Analysis, actions: Mapping[str, Action]) -> TickContext:
+    """What the engine plans on: the tick's input with what the decision derived from it
+    (the pods by key, the figures within their limits, the analysis, the actions named)."""
+    return TickContext(
+        now=tick.now,
+        node=tick.node,
+        pods=pods,
+        usage=usage,
+        analysis=analysis,
+        actions=actions,
+        namespace_labels=tick.namespace_labels,
+        settings=tick.settings,
+        brake=tick.brake,
+        isolation=tick.policies.isolation_for_node(tick.node.labels),
+        support=tick.support,
+        provisional=tick.provisional,
+    )
+
+
+def decide(tick: TickInput, state: NodeState, strategy: Strategy | None = None) -> Plan[Decision]:
+    """Decide one tick: yields the intents, returns the report and the memory after it.
+    ``strategy``: what the engine plans on is changed so (benchmarks only)."""
     node, usage = tick.node, tick.usage
     rules = tick.policies.rules_for_node(node.labels)
     actions: dict[str, Action] = {
@@ -162,20 +196,10 @@ def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
         tick.settings.execute_excess_percent,
     )
     working.observe(analysis.trackers)
-    ctx = TickContext(
-        now=tick.now,
-        node=node,
-        pods=by_key,
-        usage=usage,
-        analysis=analysis,
-        actions=actions,
-        namespace_labels=tick.namespace_labels,
-        settings=tick.settings,
-        brake=tick.brake,
-        isolation=tick.policies.isolation_for_node(node.labels),
-        support=tick.support,
-        provisional=tick.provisional,
-    )
+    ctx = context(tick, by_key, usage, analysis, actions)
+    if strategy is not None:
+        ctx = strategy(ctx, working)
+        analysis = ctx.analysis
     execution = yield from plan_actions(ctx, working)
     after = execution.state
     if not tick.evictions_take_effect:

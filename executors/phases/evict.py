@@ -9,8 +9,7 @@ from typing import Any
 from agent.model.analysis import EVICT, THROTTLE_DOWN, Waterline
 from agent.model.eviction import EvictionResult
 from agent.model.registry import CPU, MEMORY, METRICS, MetricSpec
-from executors.actuators import EvictionAnswer
-from executors.intents import Evict, Intent
+from executors.intents import Evict, EvictionAnswer, Intent
 from executors.records import EVICT as EVICT_ACTION
 from executors.records import ActionRecord
 from executors.sorters import Candidate

@@ -26,7 +26,7 @@ from agent.node.publish import LATE_EVICTION_RESULT, MetricsPublisher
 from agent.node.tick import NodeBrain
 from agent.serving import Health
 from agent.simulate.actuators import SimulatedThrottler
-from executors.actuators import EvictionAnswer
+from executors.actuators import EvictionAnswer, Evictor
 from executors.eviction import ApiEvictor, answer_wait
 from executors.records import LateEviction
 from executors.unanswered import Unanswered, settle
@@ -168,7 +168,7 @@ NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
 GI = 2**30
 
 
-class Scripted:
+class Scripted(Evictor):
     def __init__(self, *answers: EvictionAnswer) -> None:
         self.answers = list(answers)
         self.calls: list[str] = []

@@ -13,7 +13,7 @@ from agent.model.settings import AgentSettings, EvictionRateLimit
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
-from executors.actuators import EvictionAnswer
+from executors.actuators import EvictionAnswer, Evictor
 from executors.limits import BACKOFF, FaultBackoff, TokenBucket, backoff_delay, first_limit
 from tests.builders import NOW, action, node, pod, policy, rule
 
@@ -24,7 +24,7 @@ USAGE = {p.key: PodUsage(cpu=0.1, memory=1.0 * GI) for p in PODS}
 HOT = {"memory_total_usage": 30.0 * GI}  # line 20Gi: gap 10Gi, more than all six pods
 
 
-class Scripted:
+class Scripted(Evictor):
     """An Eviction API answering from a script (the last answer repeats); counts calls."""
 
     def __init__(self, *answers: EvictionResult | EvictionAnswer) -> None:

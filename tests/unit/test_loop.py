@@ -28,6 +28,7 @@ from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain
+from executors.actuators import CpuThrottler
 from tests.unit.fake_cgroups import Clock, FakeTree
 
 # -- builders --------------------------------------------------------------------------
@@ -112,7 +113,7 @@ class Scripted:
         return item
 
 
-class RecordingThrottler:
+class RecordingThrottler(CpuThrottler):
     def __init__(self, fail_for: set[str] | None = None) -> None:
         self.applied: dict[str, dict[str, float]] = {}
         self.restored: list[str] = []
