@@ -18,51 +18,24 @@ run this decision, not a copy of it. The report shows the gaps the engine planne
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.analysis import Analysis
 from agent.model.isolation import IsolationSupport
-from agent.model.objects import Node, Pod
-from agent.model.policy import Action, PolicySet
+from agent.model.objects import Pod
+from agent.model.policy import Action
 from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
-from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage, within_cpu_limit
 from agent.node.analyzer import ACTION_TYPES, analyze
 from executors.engine import plan_actions
 from executors.intents import Plan
 from executors.records import ActionRecord, IsolationChange, LateEviction
 from executors.state import NodeState
-from executors.work import TickContext
+from executors.work import TickContext, TickInput
 
-
-def _default_labels(namespace: str) -> Mapping[str, str]:
-    return {"kubernetes.io/metadata.name": namespace}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TickInput:
-    """Everything one tick decides on: built once by whoever ticks (the live loop, simulate,
-    a benchmark) and passed whole."""
-
-    now: float
-    node: Node
-    pods: Sequence[Pod]
-    metrics: Mapping[str, float]
-    usage: Mapping[str, PodUsage]
-    policies: PolicySet
-    namespace_labels: Callable[[str], Mapping[str, str]] = _default_labels
-    settings: AgentSettings = field(default_factory=AgentSettings)
-    #: The cluster brake is set: no eviction this tick (throttling goes on).
-    brake: bool = False
-    #: False where an eviction is reported and not performed (local mode, --dry-run):
-    #: the pod still runs, so nothing of it is released and it stays a candidate.
-    evictions_take_effect: bool = True
-    #: The CPU isolation classes this host's kernel offers (the isolator says).
-    support: IsolationSupport = field(default_factory=IsolationSupport)
-    #: The objects are a saved copy, not the API server's (``TickContext.provisional``).
-    provisional: bool = False
+__all__ = ["Decision", "Strategy", "TickInput", "TickReport", "decide"]
 
 
 @dataclass
@@ -157,20 +130,8 @@ def context(tick: TickInput, pods: Mapping[str, Pod], usage: Mapping[str, PodUsa
             analysis: Analysis, actions: Mapping[str, Action]) -> TickContext:
     """What the engine plans on: the tick's input with what the decision derived from it
     (the pods by key, the figures within their limits, the analysis, the actions named)."""
-    return TickContext(
-        now=tick.now,
-        node=tick.node,
-        pods=pods,
-        usage=usage,
-        analysis=analysis,
-        actions=actions,
-        namespace_labels=tick.namespace_labels,
-        settings=tick.settings,
-        brake=tick.brake,
-        isolation=tick.policies.isolation_for_node(tick.node.labels),
-        support=tick.support,
-        provisional=tick.provisional,
-    )
+    return TickContext(tick, pods, usage, analysis, actions,
+                       tick.policies.isolation_for_node(tick.node.labels))
 
 
 def decide(tick: TickInput, state: NodeState, strategy: Strategy | None = None) -> Plan[Decision]:
