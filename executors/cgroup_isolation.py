@@ -24,8 +24,9 @@ back before it caps the pod, or while the kubelet resizes it.
 
 Every mark is checked against the kernel each time it is asked for (each tick): one that
 something reverted (``systemctl daemon-reload`` puts a systemd unit's properties back) is
-written again, logged once per pod and counted (``count_reverted``, the agent's
-``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``). Where the kernel
+written again and reported (``on_reverted``, an ``executors.records.Reverted``: the
+agent counts it in ``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``
+and says it once per pod, as for the caps, ``agent.node.holding``). Where the kernel
 lacks a file the class is not offered (``support``), said once in the log. Failures are
 logged, never raised.
 """
@@ -48,11 +49,12 @@ from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout, kubepods_path
 from executors.actuators import CpuIsolator
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
+from executors.records import CPU_BURST, CPU_IDLE, Reverted
 from executors.state import NodeState
 
 IDLE_FILE = "cpu.idle"
 #: The ``control`` a reverted mark is counted under (agent.metrics' reverted counter).
-IDLE_CONTROL, BURST_CONTROL = "cpu_idle", "cpu_burst"
+IDLE_CONTROL, BURST_CONTROL = CPU_IDLE, CPU_BURST
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,20 +95,14 @@ class CgroupIsolator(CpuIsolator):
         self.state = state
         self.layout = layout if layout is not None else PodCgroupLayout(root, kubelet_root)
         self._support: IsolationSupport | None = None
-        self._said_reverted: set[tuple[str, str]] = set()
         self._log = structlog.get_logger()
-        #: Called with the control of each mark found reverted and written again (the
-        #: agent counts them); None: not counted.
-        self.count_reverted: Callable[[str], None] | None = None
+        #: Called with each mark found reverted, as it is written again (the agent counts
+        #: and says it); None: nobody is told.
+        self.on_reverted: Callable[[Reverted], None] | None = None
 
     def _reverted(self, control: str, key: str, uid: str, cgroup: str) -> None:
-        if self.count_reverted is not None:
-            self.count_reverted(control)
-        if (control, uid) not in self._said_reverted:
-            self._said_reverted.add((control, uid))  # once per pod and class, not at every reload
-            self._log.warning(f"{control} mark found reverted (a systemd daemon-reload?): "
-                              "written again; logged once per pod, counted in "
-                              "waterline_caps_reverted_total", pod=key, cgroup=cgroup)  # fmt: skip
+        if self.on_reverted is not None:
+            self.on_reverted(Reverted(control, uid, key, cgroup))
 
     # -- what the kernel offers -------------------------------------------------------
 

@@ -16,6 +16,8 @@ reads in one place:
   (``agent.node.eviction_memory``);
 * ``forget_caps``: every cap was handed back at once (uninstall, local-mode exit);
   ``forget_isolation``: every mark likewise;
+* ``found_reverted``: what the actuators found undone in the kernel (``executors.records.
+  Reverted``): a cap not written back is forgotten, one the kernel holds tighter is the cap;
 * ``forget_evictions``: local mode, where an eviction is reported and not performed, so
   nothing terminates and nothing stays released.
 """
@@ -30,7 +32,15 @@ from agent.model.objects import Pod
 from agent.model.settings import EvictionRateLimit
 from agent.model.usage import PodUsage
 from executors.limits import FaultBackoff, TokenBucket
-from executors.records import BURST, IDLE, IsolationMark, LateEviction, ThrottleRecord
+from executors.records import (
+    BURST,
+    CPU_QUOTA,
+    IDLE,
+    IsolationMark,
+    LateEviction,
+    Reverted,
+    ThrottleRecord,
+)
 from executors.unanswered import Unanswered, settle
 
 
@@ -193,6 +203,20 @@ class NodeState:
         """Every mark was released at once (uninstall, local-mode exit)."""
         self.idle.clear()
         self.burst.clear()
+
+    def found_reverted(self, found: Iterable[Reverted]) -> None:
+        """What the actuators found undone in the kernel: a cap not written back is not
+        held any more (the pod is an ordinary candidate again: the node's memory never
+        claims a cap the kernel does not hold); a cap the kernel now holds tighter (a new
+        limit below it) is the cap. A mark written again stays as it is; one that could
+        not be was answered so to the tick that asked for it."""
+        for item in found:
+            if item.control != CPU_QUOTA:
+                continue
+            if not item.rewritten:
+                self.drop_cap(item.pod)
+            elif item.cap is not None and item.pod in self.throttled:
+                self.move_cap(item.pod, item.cap)
 
     def forget_evictions(self) -> None:
         """Local mode: an eviction is reported, not performed, so the pod still runs and

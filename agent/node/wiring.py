@@ -21,7 +21,7 @@ from agent.node.config_file import ConfigFile
 from agent.node.console import ConsoleView
 from agent.node.dryrun import ReportingEvictor
 from agent.node.eviction_memory import EvictionMemory
-from agent.node.holding import CapKeeper
+from agent.node.holding import HeldKeeper
 from agent.node.host import build_host_parts
 from agent.node.lifecycle import Agent
 from agent.node.loop import AfterTick, NodeLoop, Objects, Publisher
@@ -94,11 +94,14 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     )
     collector, throttler, isolator = host.collector, host.throttler, host.isolator
     metrics = AgentMetrics()
-    if throttler is not None:  # caps that survive systemd: agent.node.holding
-        before_tick.append(CapKeeper(
-            throttler, brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n)))  # fmt: skip
-    if isolator is not None:  # marks are held by the isolator itself, each tick
-        isolator.count_reverted = lambda control: metrics.caps_reverted.labels(control).inc()
+    # Caps and marks that survive systemd, one keeper for both (agent.node.holding): the
+    # caps read back before each tick, the marks as each tick asks for them.
+    keeper = HeldKeeper(brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n),
+                        caps=throttler)  # fmt: skip
+    if throttler is not None:
+        before_tick.append(keeper)
+    if isolator is not None:
+        isolator.on_reverted = keeper.reverted_mark
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
