@@ -1,6 +1,6 @@
 """The things the node agent can do to a pod: actuators of one shape.
 
-The decision never calls an actuator: it yields intents (``executors.intents``) and is
+The decision never calls an actuator: it yields intents (``engine.intents``) and is
 sent their answers. An actuator carries some kinds of intent (``intents``) and answers
 each with what it found and did (``carry(intent)``); ``name`` is where its failures are
 counted. Everything around the act is a wrapper around that one call, not a family of
@@ -27,7 +27,7 @@ import structlog
 from agent.model.eviction import EvictionResult
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod
-from executors.intents import (
+from engine.intents import (
     Evict,
     EvictionAnswer,
     Intent,
@@ -39,7 +39,7 @@ from executors.intents import (
     WriteCap,
     answer_of,
 )
-from executors.state import NodeState
+from engine.state import NodeState
 
 __all__ = [
     "Actuator", "CpuIsolator", "CpuThrottler", "EvictionAnswer", "Evictor", "Guarded",

@@ -24,7 +24,7 @@ back before it caps the pod, or while the kubelet resizes it.
 
 Every mark is checked against the kernel each time it is asked for (each tick): one that
 something reverted (``systemctl daemon-reload`` puts a systemd unit's properties back) is
-written again and reported (``on_reverted``, an ``executors.records.Reverted``: the
+written again and reported (``on_reverted``, an ``engine.records.Reverted``: the
 agent counts it in ``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``
 and says it once per pod, as for the caps, ``agent.node.holding``). Where the kernel
 lacks a file the class is not offered (``support``), said once in the log. Failures are
@@ -47,10 +47,10 @@ from collectors.cgroups import CgroupMounts
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout, kubepods_path
+from engine.records import CPU_BURST, CPU_IDLE, Reverted
+from engine.state import NodeState
 from executors.actuators import CpuIsolator
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
-from executors.records import CPU_BURST, CPU_IDLE, Reverted
-from executors.state import NodeState
 
 IDLE_FILE = "cpu.idle"
 #: The ``control`` a reverted mark is counted under (agent.metrics' reverted counter).

@@ -18,7 +18,7 @@ properties back into its cgroup whenever it re-realizes it (``systemctl daemon-r
 which every package install runs; a ``set-property`` on the unit or its slice): a quota
 written straight into ``cpu.max`` is lifted without a word. So every cap the state file
 names is read back each tick; one the kernel no longer holds is written again and
-reported (``executors.records.Reverted``: the agent counts it, says it once and its node
+reported (``engine.records.Reverted``: the agent counts it, says it once and its node
 state applies it, ``agent.node.holding``). Found equal to the saved original, it is a plain revert
 (systemd put the unit's property back); found at another value, the container's limit
 was changed under us (a resize, an operator's ``set-property``): that value becomes the
@@ -50,10 +50,10 @@ from collectors.cgroups import CgroupMounts
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout
+from engine.records import CPU_QUOTA, Reverted
+from engine.state import NodeState
 from executors.actuators import CpuThrottler
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
-from executors.records import CPU_QUOTA, Reverted
-from executors.state import NodeState
 
 MIN_QUOTA_US = 1000
 

@@ -1,6 +1,6 @@
 """The shell around the decision: carry its intents out and send back the answers.
 
-``drive`` walks a plan (``executors.intents.Plan``) against the node's actuators
+``drive`` walks a plan (``engine.intents.Plan``) against the node's actuators
 (``executors.actuators.Hands``: real, simulated, guarded or reported ones, all of one
 shape); ``assume_done`` answers every intent as if it succeeded (no actuator at all,
 ``Intent.DONE``), which is "what would the engine do" and how tests read a decision with
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from engine.intents import Intent, Plan
 from executors.actuators import Hands
-from executors.intents import Intent, Plan
 
 T = TypeVar("T")
 

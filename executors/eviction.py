@@ -4,7 +4,7 @@ Maps the adapter's outcomes onto ``EvictionAnswer`` (the result, and the server'
 Retry-After when it refused for its own sake) and logs the ones an operator must see: an
 API failure (a 5xx, among them a pod with several disruption budgets, which the API
 refuses to choose between; a throttling 429; a timeout) ends the node's eviction round,
-which then backs off (``executors.limits``).
+which then backs off (``engine.limits``).
 
 The tick evicts before it throttles, so a slow Eviction API must not hold the throttling
 back. Each request is sent on one background worker and the tick waits for its answer at

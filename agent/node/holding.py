@@ -5,7 +5,7 @@ systemd-driver node ``systemctl daemon-reload`` (which every package install run
 unit's own properties back. The actuators find it: the throttler reads every cap back
 before each tick (``CgroupThrottler.hold``, this keeper's before-tick call), the isolator
 checks each mark whenever the tick asks for it (``MarkIdle`` and ``SetBurst`` are asked
-every tick); both write it again and report what they found (``executors.records.
+every tick); both write it again and report what they found (``engine.records.
 Reverted``) here, where it is
 
 * counted (``waterline_caps_reverted_total{control="cpu_quota" | "cpu_idle" | "cpu_burst"}``);
@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import structlog
 
 from agent.node.tick import NodeBrain
-from executors.records import CPU_QUOTA, Reverted
+from engine.records import CPU_QUOTA, Reverted
 
 
 class Holder(Protocol):

@@ -54,8 +54,8 @@ from agent.node.events import EventIntent, tick_events
 from agent.node.loop import Objects, TickOutcome
 from agent.node.saved import SavedObjects
 from agent.node.taint import ADD, KEEP, TAINT, decide_taint, has_taint, note_restored, taints_with
+from engine.intents import Evict, EvictionAnswer
 from executors.actuators import Actuator
-from executors.intents import Evict, EvictionAnswer
 
 COMPONENT = "waterline-agent"
 

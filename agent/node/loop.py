@@ -33,10 +33,10 @@ import structlog
 from agent.model.objects import Node, Pod
 from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
-from agent.node.decide import TickInput
 from agent.node.tick import NodeBrain, TickReport
+from engine.decide import TickInput
+from engine.records import ActionRecord
 from executors.actuators import Actuator, Guarded, Hands
-from executors.records import ActionRecord
 
 
 @dataclass(frozen=True)

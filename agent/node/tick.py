@@ -1,10 +1,10 @@
 """The holder of one node's memory, and the shell that carries its decisions out.
 
 ``NodeBrain`` is what the live loop, `waterline simulate` and the tests all drive: each
-tick it runs the pure decision (``agent.node.decide``) on the tick's input, whole, with the
+tick it runs the pure decision (``engine.decide``) on the tick's input, whole, with the
 actuators it is handed (``executors.drive``) and keeps the memory the decision returns.
 Between ticks the memory changes only through the named transitions of
-``executors.state.NodeState``. A ``strategy`` (``agent.node.decide.Strategy``) changes
+``engine.state.NodeState``. A ``strategy`` (``engine.decide.Strategy``) changes
 what the engine plans on: the benchmarks' reference strategies, never the agent.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from agent.model.settings import AgentSettings
-from agent.node.decide import Decision, Strategy, TickInput, TickReport, decide
+from engine.decide import Decision, Strategy, TickInput, TickReport, decide
+from engine.state import NodeState
 from executors.actuators import Actuator, Hands
 from executors.drive import drive
-from executors.state import NodeState
 
 __all__ = ["NodeBrain", "TickReport"]
 

@@ -29,7 +29,7 @@ from agent.node.incluster import set_taint
 from agent.node.lifecycle import Agent
 from agent.node.loop import TickOutcome
 from agent.node.release import release
-from executors.limits import backoff_delay
+from engine.limits import backoff_delay
 from tests.cluster import NAMESPACE, ROOT, RealCluster
 from tests.faultproxy import Fault
 from tests.integration.agent_env import (

@@ -10,9 +10,9 @@ import pytest
 
 from agent.node.holding import HeldKeeper
 from agent.node.tick import NodeBrain
+from engine.records import ThrottleRecord
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
-from executors.records import ThrottleRecord
 from tests.unit.fake_cgroups import FakeTree, ListLogger
 from tests.unit.test_quota_state import POD, _tree
 

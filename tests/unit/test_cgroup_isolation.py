@@ -21,10 +21,10 @@ from agent.node.holding import HeldKeeper
 from agent.node.loop import Objects
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
+from engine.state import NodeState
 from executors.adoption import adopt_marks
 from executors.cgroup_isolation import CgroupIsolator, spec_weight
 from executors.isolation_state import IsolationState
-from executors.state import NodeState
 from tests.builders import node, pod
 from tests.unit.fake_cgroups import FakeTree
 

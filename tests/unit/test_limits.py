@@ -1,4 +1,4 @@
-"""The safety limits on evictions and the backoff after API faults (executors.limits),
+"""The safety limits on evictions and the backoff after API faults (engine.limits),
 through the engine as the agent drives it. The scenarios in tests/scenarios/node-limit-*
 pin the reports; these cover what a scenario cannot script: API faults and Retry-After."""
 
@@ -13,8 +13,8 @@ from agent.model.settings import AgentSettings, EvictionRateLimit
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
+from engine.limits import BACKOFF, FaultBackoff, TokenBucket, backoff_delay, first_limit
 from executors.actuators import EvictionAnswer, Evictor
-from executors.limits import BACKOFF, FaultBackoff, TokenBucket, backoff_delay, first_limit
 from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))

@@ -473,7 +473,7 @@ def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None
     """The log line and ``waterline_actions_total{result}`` say what happened: a cap that
     could not be written is ``failed``, never ``applied``."""
     from agent.node.loop import TickOutcome, action_result
-    from executors.records import FAILED, ActionRecord
+    from engine.records import FAILED, ActionRecord
 
     outcome = TickOutcome(seq=1, at=0.0, duration=0.0, node="n1")
     failed = ActionRecord(action="throttle", pod="default/be", rule="p/r", action_name="a",

@@ -19,9 +19,9 @@ from agent.node.incluster import ClusterEffects, ReachableEvictor
 from agent.node.loop import TickOutcome
 from agent.node.taint import TAINT
 from agent.node.tick import TickReport
+from engine.intents import Evict
+from engine.records import ActionRecord
 from executors.actuators import Evictor
-from executors.intents import Evict
-from executors.records import ActionRecord
 
 RULE = Rule("guard", "cpu", 0, "cpu_total_usage", 2.0, action_name="throttle")
 POD = Pod(namespace="web", name="a", uid="uid-a")

@@ -23,10 +23,10 @@ from agent.node.resume import Resume
 from agent.node.saved import SavedObjects, build_objects
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
+from engine.state import NodeState
 from executors.adoption import HeldCap, adopt, held_caps
 from executors.cgroup_throttle import CgroupThrottler, spec_quota
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
-from executors.state import NodeState
 from tests.builders import NOW, action, node, pod, policy, rule
 from tests.unit.fake_cgroups import FakeTree
 

@@ -6,9 +6,9 @@ the fault backoff and the evictions not answered in their tick. Nothing outside 
 its fields; every change is a named method below, so what can happen to a node's memory
 reads in one place:
 
-* a tick: the decision (``executors.engine``) works on a ``copy`` and returns it, and the
+* a tick: the decision (``engine.plan``) works on a ``copy`` and returns it, and the
   node's holder (``agent.node.tick.NodeBrain``) keeps the result;
-* ``settle_late_evictions``: evictions answered after their tick (``executors.unanswered``);
+* ``settle_late_evictions``: evictions answered after their tick (``engine.unanswered``);
 * ``adopt``: a restarted agent takes over the caps its state file names
   (``executors.adoption``); ``adopt_isolation``: the idle and burst marks its isolation
   file names (``agent.node.resume``);
@@ -16,7 +16,7 @@ reads in one place:
   (``agent.node.eviction_memory``);
 * ``forget_caps``: every cap was handed back at once (uninstall, local-mode exit);
   ``forget_isolation``: every mark likewise;
-* ``found_reverted``: what the actuators found undone in the kernel (``executors.records.
+* ``found_reverted``: what the actuators found undone in the kernel (``engine.records.
   Reverted``): a cap not written back is forgotten, one the kernel holds tighter is the cap;
 * ``forget_evictions``: local mode, where an eviction is reported and not performed, so
   nothing terminates and nothing stays released.
@@ -31,8 +31,8 @@ from agent.model.analysis import NORMAL, TRIGGERED, RuleTracker
 from agent.model.objects import Pod
 from agent.model.settings import EvictionRateLimit
 from agent.model.usage import PodUsage
-from executors.limits import FaultBackoff, TokenBucket
-from executors.records import (
+from engine.limits import FaultBackoff, TokenBucket
+from engine.records import (
     BURST,
     CPU_QUOTA,
     IDLE,
@@ -41,7 +41,7 @@ from executors.records import (
     Reverted,
     ThrottleRecord,
 )
-from executors.unanswered import Unanswered, settle
+from engine.unanswered import Unanswered, settle
 
 
 @dataclass(slots=True)
@@ -58,7 +58,7 @@ class NodeState:
     backoff: FaultBackoff = field(default_factory=FaultBackoff)
     #: Pods whose eviction was not answered in its tick and may still take effect.
     unanswered: dict[str, Unanswered] = field(default_factory=dict)
-    #: Pods held in the idle class, and pods given CPU burst (``executors.phases.isolation``).
+    #: Pods held in the idle class, and pods given CPU burst (``engine.phases.isolation``).
     idle: dict[str, IsolationMark] = field(default_factory=dict)
     burst: dict[str, IsolationMark] = field(default_factory=dict)
 

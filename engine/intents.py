@@ -1,6 +1,6 @@
 """What the decision asks the world to do, as plain values, and the answers it needs.
 
-The engine (``executors.engine``) never calls an actuator: it yields an intent and is
+The engine (``engine.plan``) never calls an actuator: it yields an intent and is
 sent the answer, because the rest of its tick depends on it (a PodDisruptionBudget's 429
 means "try the next candidate", a 404 counts as released, a cap that could not be written
 is neither recorded nor credited). The shell that carries intents out is
@@ -32,7 +32,7 @@ class EvictionAnswer:
     """An eviction's result with what the server said about retrying (``Retry-After``,
     seconds) when it refused for its own sake (5xx, throttling 429). ``unanswered``: a
     ``failed`` that is no answer in time: the request goes on in the background and may
-    still evict the pod (the engine then counts it, ``executors.unanswered``)."""
+    still evict the pod (the engine then counts it, ``engine.unanswered``)."""
 
     result: EvictionResult
     retry_after: float | None = None

@@ -2,7 +2,7 @@
 
 ``ActionRecord`` is what a tick reports, logs, counts and turns into an Event; it is
 built with keywords only, so a record reads as what it says. ``ThrottleRecord`` is one
-cap the node holds across ticks (``executors.state``).
+cap the node holds across ticks (``engine.state``).
 """
 
 from __future__ import annotations

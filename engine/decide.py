@@ -1,10 +1,10 @@
 """One node's decision for one sample, as a pure function of plain data.
 
 ``decide`` takes what a tick knows (the sample, the node's pods, the policies, the
-settings) and the node's memory, and returns a plan (``executors.intents.Plan``): it
+settings) and the node's memory, and returns a plan (``engine.intents.Plan``): it
 yields what it wants done and ends with the tick's report and the node's memory after
 it. It settles the evictions answered late, analyzes the sample (rules -> waterlines ->
-gaps) and plans the actions (``executors.engine``), all on a copy of the memory: nothing
+gaps) and plans the actions (``engine.plan``), all on a copy of the memory: nothing
 it is handed changes, and it calls no actuator. The live loop and `simulate` drive it
 with actuators (``agent.node.tick.NodeBrain``); ``executors.drive.assume_done`` reads it
 with none.
@@ -28,12 +28,12 @@ from agent.model.objects import Pod
 from agent.model.policy import Action
 from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
 from agent.model.usage import PodUsage, within_cpu_limit
-from agent.node.analyzer import ACTION_TYPES, analyze
-from executors.engine import plan_actions
-from executors.intents import Plan
-from executors.records import ActionRecord, IsolationChange, LateEviction
-from executors.state import NodeState
-from executors.work import TickContext, TickInput
+from engine.analyzer import ACTION_TYPES, analyze
+from engine.intents import Plan
+from engine.plan import plan_actions
+from engine.records import ActionRecord, IsolationChange, LateEviction
+from engine.state import NodeState
+from engine.work import TickContext, TickInput
 
 __all__ = ["Decision", "Strategy", "TickInput", "TickReport", "decide"]
 
@@ -47,7 +47,7 @@ class TickReport:
     actions: list[ActionRecord]
     usage: dict[str, float] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
-    #: The safety limit that stopped an eviction round this tick (executors.limits).
+    #: The safety limit that stopped an eviction round this tick (engine.limits).
     limited: str | None = None
     #: Seconds the node's eviction rounds now wait after an API fault this tick.
     eviction_backoff: float | None = None

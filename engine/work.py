@@ -1,4 +1,4 @@
-"""One tick's working set, shared by the phases of the engine (``executors.phases``).
+"""One tick's working set, shared by the phases of the engine (``engine.phases``).
 
 ``TickInput`` is what a tick is given, built once by whoever ticks and passed whole;
 ``TickContext`` is what the phases decide on: that input and what the decision derived
@@ -20,12 +20,12 @@ from agent.model.policy import Action, PolicySet, never_candidate_reason, never_
 from agent.model.registry import MetricSpec
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
-from executors.gaps import Gaps
-from executors.intents import Intent
-from executors.limits import RoundLimits
-from executors.records import ActionRecord, IsolationChange
-from executors.sorters import SORTERS, Candidate
-from executors.state import NodeState
+from engine.gaps import Gaps
+from engine.intents import Intent
+from engine.limits import RoundLimits
+from engine.records import ActionRecord, IsolationChange
+from engine.sorters import SORTERS, Candidate
+from engine.state import NodeState
 
 #: The work of one phase: yields intents, is sent their answers.
 Steps = Generator[Intent, Any, None]
@@ -64,7 +64,7 @@ class TickInput:
 @dataclass(frozen=True, slots=True)
 class TickContext:
     """What the phases decide on: the tick's input, whole, and what the decision derived
-    from it (``agent.node.decide``)."""
+    from it (``engine.decide``)."""
 
     tick: TickInput
     pods: Mapping[str, Pod]  # the node's pods by namespace/name
