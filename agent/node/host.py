@@ -12,7 +12,7 @@ import structlog
 from agent.model.settings import AgentSettings
 from agent.node.dryrun import dry_run_isolator, dry_run_throttler
 from agent.node.sampling import CountingLog, HostCollector
-from executors.actuators import Actuator
+from executors.actuators import Actuator, Holder
 from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
@@ -43,6 +43,11 @@ class HostParts:
     actuators: tuple[Actuator, ...]
     throttler: CgroupThrottler | None = None
     isolator: CgroupIsolator | None = None
+
+    @property
+    def holders(self) -> tuple[Holder, ...]:
+        """The writers that hold something on the host (what an uninstall hands back)."""
+        return tuple(h for h in (self.throttler, self.isolator) if h is not None)
 
 
 def build_host_parts(

@@ -132,5 +132,4 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
         server = MetricsServer(args.metrics_addr, metrics, health)
-    holders = [h for h in (throttler, isolator) if h is not None]  # none in a dry run
-    return Agent(loop, holders, metrics, health, server, stop_source, uninstalled)
+    return Agent(loop, host.holders, metrics, health, server, stop_source, uninstalled)
