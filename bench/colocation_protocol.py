@@ -16,8 +16,8 @@ alone p99 was its own CFS throttling. Here:
   (the LC pod's own gain), not counted as protection. A *busy alone* control (web beside
   one idle-class spinner) measures what a busy CPU's wake-ups cost web.
 * **Steady windows.** Every window has the same warm-up, then a measured window at a
-  steady batch demand of at least one core; before each warm-up web's queue must have
-  drained (every request that arrived has been answered).
+  steady batch demand of at least one core; in the pause before each warm-up web's queue
+  must have emptied (``drained``).
 * **Order rotated.** The windows of a round run in an order rotated by one each round
   (a cyclic Latin square), so no window always follows the same one or runs last.
 """
@@ -110,12 +110,15 @@ def rotated(keys: Sequence[str], round_: int) -> list[str]:
     return [*keys[k:], *keys[:k]]
 
 
-def drained(records: Sequence[tuple[float, float]], at: float) -> bool:
-    """Whether web's queue was empty at ``at``: the last request that arrived before it
-    (requests are served in arrival order) was answered by then. ``records`` are
-    (arrival, response) pairs sorted by arrival."""
-    i = bisect.bisect_left(records, at, key=lambda r: r[0])
-    if i == 0:
-        return True
-    arrival, response = records[i - 1]
-    return arrival + response <= at
+def drained(records: Sequence[tuple[float, float]], since: float, until: float) -> bool:
+    """Whether web's queue emptied at least once in [since, until) (the pause before a
+    warm-up): some request arriving then found the server idle (the one before it was
+    answered by its arrival), or none arrived and the last one before was answered by
+    ``until``. ``records`` are (arrival, response) pairs sorted by arrival; requests are
+    served in arrival order. An instant's check would fail whenever a request happens to
+    be in service, a third of the time at web's load."""
+    lo = bisect.bisect_left(records, since, key=lambda r: r[0])
+    hi = bisect.bisect_left(records, until, key=lambda r: r[0])
+    if lo == hi:
+        return lo == 0 or sum(records[lo - 1]) <= until
+    return any(i == 0 or sum(records[i - 1]) <= records[i][0] for i in range(lo, hi))

@@ -21,6 +21,7 @@ Why these choices (issue 29):
 
 from __future__ import annotations
 
+import bisect
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -90,26 +91,61 @@ def bootstrap(rounds: int, statistic: Callable[[Sequence[int]], float], *, seed:
     return Interval(value, nearest_rank(draws, 0.025), nearest_rank(draws, 0.975), rounds)
 
 
-def quantile_ratio(window: Sequence[Sequence[float]], base: Sequence[Sequence[float]], q: float,
-                   **kw: int) -> Interval:  # fmt: skip
+class Pool:
+    """Per-round sorted samples, ready for the pooled percentile of any multiset of rounds
+    (a bootstrap resample) without pooling them again: a binary search over the union's
+    values, counting each round's samples at or below with ``bisect`` (about 0.1 ms a
+    resample of ten rounds of 15,000 requests, where sorting the pool takes 50)."""
+
+    def __init__(self, rounds: Sequence[Sequence[float]]) -> None:
+        self.rounds = [sorted(r) for r in rounds]
+        self.union = sorted(v for r in self.rounds for v in r)
+
+    def at(self, q: float, idx: Sequence[int]) -> float:
+        """The nearest-rank ``q`` percentile of the rounds ``idx`` pooled (with repeats)."""
+        counts: dict[int, int] = {}
+        for i in idx:
+            counts[i] = counts.get(i, 0) + 1
+        total = sum(c * len(self.rounds[i]) for i, c in counts.items())
+        if not total:
+            return math.nan
+        k = max(1, math.ceil(q * total - 1e-9))
+        lo, hi = 0, len(self.union) - 1
+        while lo < hi:  # the least value with at least k samples at or below it
+            mid = (lo + hi) // 2
+            v = self.union[mid]
+            if sum(c * bisect.bisect_right(self.rounds[i], v) for i, c in counts.items()) >= k:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.union[lo]
+
+
+Rounds = Pool | Sequence[Sequence[float]]
+
+
+def _pool(rounds: Rounds) -> Pool:
+    return rounds if isinstance(rounds, Pool) else Pool(rounds)
+
+
+def quantile_ratio(window: Rounds, base: Rounds, q: float, **kw: int) -> Interval:
     """The pooled ``q`` percentile of ``window`` over that of ``base`` (lists per round,
     the same rounds in the same order) with its interval."""
-    if len(window) != len(base):
-        raise ValueError(f"paired rounds: {len(window)} windows against {len(base)} baselines")
+    top, bottom = _pool(window), _pool(base)
+    if len(top.rounds) != len(bottom.rounds):
+        raise ValueError(f"paired rounds: {len(top.rounds)} windows against {len(bottom.rounds)} baselines")
 
     def ratio(idx: Sequence[int]) -> float:
-        top = nearest_rank(pooled([window[i] for i in idx]), q)
-        bottom = nearest_rank(pooled([base[i] for i in idx]), q)
-        return top / bottom if bottom > 0 else math.nan
+        b = bottom.at(q, idx)
+        return top.at(q, idx) / b if b > 0 else math.nan
 
-    return bootstrap(len(window), ratio, **kw)
+    return bootstrap(len(top.rounds), ratio, **kw)
 
 
-def quantile(rounds: Sequence[Sequence[float]], q: float, **kw: int) -> Interval:
+def quantile(rounds: Rounds, q: float, **kw: int) -> Interval:
     """The pooled ``q`` percentile of per-round samples, with its interval."""
-    return bootstrap(
-        len(rounds), lambda idx: nearest_rank(pooled([rounds[i] for i in idx]), q), **kw
-    )
+    pool = _pool(rounds)
+    return bootstrap(len(pool.rounds), lambda idx: pool.at(q, idx), **kw)
 
 
 def share(top: Sequence[float], bottom: Sequence[float], **kw: int) -> Interval:

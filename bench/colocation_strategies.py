@@ -1,24 +1,28 @@
-"""The strategies the co-location benchmark compares, as node brains for the real loop.
+"""The windows the co-location benchmark compares: the strategies, as policies and node
+brains for the real loop, and the baselines they are judged against.
 
-All of them run the product's own loop, collectors, analyzer, engine and CFS-quota
-throttler; they differ only in the rule they watch and in how much they act:
+All of them run the product's own loop, collectors, decision (``agent.node.decide``),
+quota throttler and CPU isolator; they differ only in the policy and in a small *hook*
+that reshapes what the decision is given (never a copy of the decision):
 
 * ``none``: no policy (the agent measures, and does nothing);
 * ``waterline-cpu``: Waterline on a node CPU waterline (``cpu_total_usage``);
 * ``waterline-lc``: Waterline on what the victim suffers (``lc_cpu_wait_ratio``);
 * ``floor-all``: the same CPU rule, but every candidate is throttled to its floor as soon
-  as it triggers (crane-agent before its precise-execution proposal);
+  as it triggers (crane-agent before its precise-execution proposal): the hook shows
+  ``decide`` a metric above its line as a gap no pod can close;
 * ``one-per-tick``: the same CPU rule, one more pod throttled to its floor a tick (the
-  kubelet's pace: one pod at a time, then measure again);
+  kubelet's pace): the hook also shows ``decide`` only the pods already throttled and the
+  next candidate;
 * ``idle``: no rule at all: the batch pods in the idle class (``cpu.idle`` on their pod
   cgroups, ``spec.cpuIsolation.idle``): who runs first rather than how much;
 * ``idle-burst``: the same, and CPU burst (100% of the quota) for the latency-critical
-  pod, so that a pod near its own limit borrows what it left unused instead of waiting
-  for the next period.
+  pod.
 
-The two reference strategies reuse the analyzer and the engine: the throttle-down gap is
-made bigger than any pod (the engine then caps each candidate at its floor), and for one
-pod a tick the engine sees only the pods already throttled plus the next candidate.
+The baselines (``BASELINES``): web alone; web alone with burst (the baseline of
+``idle-burst``: a strategy that changes web's own settings is judged against web alone
+with the same settings, and what burst does for web alone is reported apart); web beside
+one idle-class spinner (``busy-alone``, a control: what a busy CPU's wake-ups cost web).
 Throttle-up is Waterline's for all.
 """
 
@@ -28,20 +32,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from agent.model.analysis import THROTTLE_DOWN
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
-from agent.model.policy import Action, PolicySet
-from agent.model.registry import derive_utilization
+from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
-from agent.node.analyzer import ACTION_TYPES, analyze
-from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuIsolator, CpuThrottler, Evictor
+from agent.node.decide import Decision, TickInput, TickReport, decide
+from agent.node.tick import NodeBrain
+from executors.actuators import CpuIsolator, CpuThrottler, Evictor, NoIsolation
 from executors.caps import throttle_floor
 from executors.drive import Hands, drive
-from executors.engine import plan_actions
 from executors.sorters import SORTERS, Candidate
-from executors.work import TickContext
+from executors.state import NodeState
 
 QOS = "qos.waterline.io/v1alpha1"
 LC_LABEL = "qos.waterline.io/latency-critical"
@@ -70,70 +71,95 @@ def rules(metric: str, value: float, min_ratio: int, step_ratio: int) -> list[di
     return [policy, action]
 
 
-class ReferenceBrain(NodeBrain):
-    """NodeBrain's tick with the throttle-down gap made whole; ``one_at_a_time`` shows
-    the engine one unthrottled candidate a tick."""
+#: What a strategy changes in a tick's input before ``decide`` sees it.
+Hook = Callable[[TickInput, NodeState], TickInput]
 
-    def __init__(self, one_at_a_time: bool) -> None:
+
+def unchanged(tick: TickInput, _state: NodeState) -> TickInput:
+    return tick
+
+
+def _above(tick: TickInput) -> list[str]:
+    """The metrics above a rule's line this tick (the rules of these strategies trigger at
+    the first sample above: avoidanceThreshold 1)."""
+    return [r.metric for r in tick.policies.rules_for_node(tick.node.labels)
+            if tick.metrics.get(r.metric, 0.0) > r.value]  # fmt: skip
+
+
+def floor_all(tick: TickInput, _state: NodeState) -> TickInput:
+    """A metric above its line shown as a gap no pod can close: the engine then caps
+    every candidate at its floor at once."""
+    above = _above(tick)
+    if not above:
+        return tick
+    return replace(tick, metrics={**tick.metrics, **dict.fromkeys(above, WHOLE)})
+
+
+def one_per_tick(tick: TickInput, state: NodeState) -> TickInput:
+    """``floor_all``, with only the pods already throttled and the first candidate a cap
+    would lower shown to the decision."""
+    if not _above(tick):
+        return tick
+    rules_ = tick.policies.rules_for_node(tick.node.labels)
+    action = next((tick.policies.actions[r.action_name] for r in rules_
+                   if r.action_name in tick.policies.actions), None)  # fmt: skip
+    if action is None or action.throttle is None:
+        return floor_all(tick, state)
+    throttle = action.throttle
+    free = [Candidate(p, tick.usage.get(p.key, PodUsage()), tick.now) for p in tick.pods
+            if p.key not in state.throttled and action.scope.admits(p, tick.namespace_labels(p.namespace))]  # fmt: skip
+    lowerable = [c for c in free if c.usage.cpu is not None
+                 and c.usage.cpu > throttle_floor(c.pod, throttle, tick.node) + EPSILON]  # fmt: skip
+    keep = {c.key for c in SORTERS["cpu"].sort(lowerable)[:1]} | set(state.throttled)
+    return floor_all(replace(tick, pods=[p for p in tick.pods if p.key in keep]), state)
+
+
+class HookedBrain(NodeBrain):
+    """The product's NodeBrain, with the tick's input passed through a strategy's hook
+    before ``agent.node.decide.decide`` (the one decision, not a copy of it)."""
+
+    def __init__(self, hook: Hook = unchanged) -> None:
         super().__init__()
-        self.one_at_a_time = one_at_a_time
-
-    def _visible(self, pods: Sequence[Pod], usage: Mapping[str, PodUsage], action: Action | None,
-                 labels: Callable[[str], Mapping[str, str]], node: Node, now: float) -> list[Pod]:  # fmt: skip
-        """The pods already throttled, and the first candidate a throttle would lower."""
-        if not self.one_at_a_time or action is None or action.throttle is None:
-            return list(pods)
-        throttle = action.throttle
-        free = [Candidate(p, usage.get(p.key, PodUsage()), now) for p in pods
-                if p.key not in self.state.throttled and action.scope.admits(p, labels(p.namespace))]  # fmt: skip
-        lowerable = [c for c in free if c.usage.cpu is not None
-                     and c.usage.cpu > throttle_floor(c.pod, throttle, node) + EPSILON]  # fmt: skip
-        first = SORTERS["cpu"].sort(lowerable)[:1]
-        keep = {c.key for c in first} | set(self.state.throttled)
-        return [p for p in pods if p.key in keep]
+        self.hook = hook
 
     def tick(self, *, now: float, node: Node, pods: Sequence[Pod], metrics: Mapping[str, float],
              usage: Mapping[str, PodUsage], policies: PolicySet,
              namespace_labels: Callable[[str], Mapping[str, str]], evictor: Evictor,
              throttler: CpuThrottler, isolator: CpuIsolator | None = None, brake: bool = False,
-             evictions_take_effect: bool = True) -> TickReport:  # fmt: skip
-        """NodeBrain's tick for throttling only (these strategies evict nothing, so the
-        cluster brake has nothing to stop, and set no CPU isolation class: ``isolator``
-        is never used)."""
-        rules_ = policies.rules_for_node(node.labels)
-        actions = {r.action_name: policies.actions[r.action_name] for r in rules_
-                   if r.action_name in policies.actions}  # fmt: skip
-        full = derive_utilization(metrics, node.allocatable)
-        analysis = analyze(rules_, actions, self.state.trackers, full)
-        self.state.observe(analysis.trackers)
-        down = analysis.gaps[THROTTLE_DOWN]
-        if down:
-            gaps = {**analysis.gaps, THROTTLE_DOWN: {m: WHOLE for m in down}}
-            analysis = replace(analysis, gaps=gaps)
-        action = next(iter(actions.values()), None)
-        visible = self._visible(pods, usage, action, namespace_labels, node, now) if down else pods
-        ctx = TickContext(now=now, node=node, pods={p.key: p for p in visible}, usage=usage,
-                          analysis=analysis, actions=actions, namespace_labels=namespace_labels,
-                          settings=self.settings)  # fmt: skip
-        execution = drive(plan_actions(ctx, self.state), Hands(evictor, throttler))
-        self.state = execution.state
-        records = execution.records
-        return TickReport(
-            at=now, rules=dict(analysis.rules),
-            waterlines={t: {m: w.value for m, w in analysis.waterlines[t].items()}
-                        for t in ACTION_TYPES},
-            gaps={t: dict(analysis.gaps[t]) for t in ACTION_TYPES},
-            actions=records, usage=dict(full), missing=list(analysis.missing),
-        )  # fmt: skip
+             evictions_take_effect: bool = True, provisional: bool = False) -> TickReport:  # fmt: skip
+        hands = Hands(evictor, throttler, isolator or NoIsolation())
+        tick = TickInput(now=now, node=node, pods=pods, metrics=metrics, usage=usage,
+                         policies=policies, namespace_labels=namespace_labels,
+                         settings=self.settings, brake=brake,
+                         evictions_take_effect=evictions_take_effect,
+                         support=hands.isolator.support, provisional=provisional)  # fmt: skip
+        decision: Decision = drive(decide(self.hook(tick, self.state), self.state), hands)
+        self.state = decision.state
+        return decision.report
+
+
+#: The batch pods' steady demand in a contended window (batch-1, batch-2, batch-3), cores:
+#: 1.5 together, above the protocol's one core; and the busy-alone control's one spinner.
+CONTENDED = (0.6, 0.5, 0.4)
+SPINNER = (0.0, 0.0, 1.0)
+ALONE = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
 class Strategy:
+    """One window kind: its policy, its hook, the batch demand beside web, and the window
+    it is judged against (None: it is a baseline)."""
+
     key: str
     label: str
     #: (node CPU waterline, wait line) -> the policy manifests
     rules: Callable[[float, float], list[dict[str, Any]]]
-    brain: Callable[[], NodeBrain]
+    hook: Hook = unchanged
+    demand: tuple[float, float, float] = CONTENDED
+    baseline: str | None = "alone"
+
+    def brain(self) -> NodeBrain:
+        return HookedBrain(self.hook)
 
 
 MIN_RATIO, STEP_RATIO = 5, 10
@@ -163,12 +189,32 @@ def isolation(burst: bool) -> list[dict[str, Any]]:
              "spec": {"cpuIsolation": section}}]  # fmt: skip
 
 
+def _burst_only(_line: float, _wait: float) -> list[dict[str, Any]]:
+    return [{"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "bench"},
+             "spec": {"cpuIsolation": {"burst": {"quotaPercent": 100}}}}]  # fmt: skip
+
+
+def _nothing(_line: float, _wait: float) -> list[dict[str, Any]]:
+    return []
+
+
 STRATEGIES: tuple[Strategy, ...] = (
-    Strategy("none", "no agent", lambda _l, _w: [], NodeBrain),
-    Strategy("waterline-cpu", "Waterline, node CPU line", _cpu, NodeBrain),
-    Strategy("waterline-lc", "Waterline, lc_cpu_wait_ratio", _wait, NodeBrain),
-    Strategy("floor-all", "every candidate to its floor", _cpu, lambda: ReferenceBrain(False)),
-    Strategy("one-per-tick", "one pod per tick (to floor)", _cpu, lambda: ReferenceBrain(True)),
-    Strategy("idle", "batch idle", lambda _l, _w: isolation(burst=False), NodeBrain),
-    Strategy("idle-burst", "batch idle + burst for web", lambda _l, _w: isolation(burst=True), NodeBrain),
+    Strategy("none", "no agent", _nothing),
+    Strategy("waterline-cpu", "Waterline, node CPU line", _cpu),
+    Strategy("waterline-lc", "Waterline, lc_cpu_wait_ratio", _wait),
+    Strategy("floor-all", "every candidate to its floor", _cpu, floor_all),
+    Strategy("one-per-tick", "one pod per tick (to floor)", _cpu, one_per_tick),
+    Strategy("idle", "batch idle", lambda _l, _w: isolation(burst=False)),
+    Strategy("idle-burst", "batch idle + burst for web", lambda _l, _w: isolation(burst=True),
+             baseline="alone-burst"),
 )
+#: The strategies of a full run (the ones the goal is about, and the no-agent run every
+#: batch figure is measured against): a full run must fit about two hours.
+FULL_STRATEGIES = ("none", "idle", "idle-burst")
+BASELINES: tuple[Strategy, ...] = (
+    Strategy("alone", "web alone", _nothing, demand=ALONE, baseline=None),
+    Strategy("alone-burst", "web alone, burst", _burst_only, demand=ALONE, baseline=None),
+    Strategy("busy-alone", "web beside an idle spinner", lambda _l, _w: isolation(burst=False),
+             demand=SPINNER, baseline="alone"),
+)
+WINDOWS = {s.key: s for s in (*BASELINES, *STRATEGIES)}

@@ -57,9 +57,10 @@ def test_the_order_is_a_latin_square() -> None:
     assert rotated(keys, 3) == keys and rotated([], 2) == []
 
 
-def test_the_queue_drained_when_the_last_arrival_before_was_answered_by_then() -> None:
-    records = [(1.0, 0.002), (2.0, 0.5), (3.0, 0.001)]
-    assert drained(records, 0.5)  # nothing arrived yet
-    assert drained(records, 1.5)
-    assert not drained(records, 2.2)  # the request of t=2 answered at 2.5
-    assert drained(records, 2.6)
+def test_the_queue_drained_when_a_request_found_the_server_idle_in_the_pause() -> None:
+    backlog = [(1.0, 0.5), (1.1, 0.45), (1.2, 0.4)]  # each waits for the one before
+    assert not drained(backlog, 1.05, 1.3)
+    assert drained([*backlog, (1.6, 0.001)], 1.05, 1.7)  # the one of t=1.2 done at 1.6
+    assert drained([(1.0, 0.002), (1.5, 0.002)], 1.2, 1.4)  # none arrived, the last answered
+    assert not drained([(1.0, 0.5)], 1.2, 1.4)  # none arrived, the last still in service
+    assert drained([], 0.0, 1.0)

@@ -95,3 +95,17 @@ def test_a_goal_of_several_figures_fails_on_any_and_meets_on_all() -> None:
     assert combine([meets, unsure, fails]) == fails
     assert combine([meets, unsure]) == unsure
     assert combine([]).word == UNDECIDED
+
+
+def test_the_pool_of_a_resample_is_the_sorted_pool_of_its_rounds_with_repeats() -> None:
+    from random import Random
+
+    from bench.colocation_stats import Pool, pooled
+
+    rng = Random(3)
+    rounds = [[rng.choice([1.0, 2.0, 2.0, 3.5, 7.0, rng.random()]) for _ in range(n)] for n in (5, 40, 1, 17)]
+    pool = Pool(rounds)
+    for idx in ([0, 1, 2, 3], [1, 1, 3], [2], [0, 0, 0, 2]):
+        flat = pooled([rounds[i] for i in idx])
+        for q in (0.01, 0.5, 0.9, 0.99, 0.999, 1.0):
+            assert pool.at(q, idx) == nearest_rank(flat, q)
