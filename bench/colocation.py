@@ -57,7 +57,7 @@ WEB_LIMIT = 0.6
 SIZING_RATE = 100.0
 
 #: The run's length, in full and for ``--quick`` (a smoke run: figures not to quote).
-FULL = {"rounds": 10, "window": 60, "warmup": 8, "settle": 2.0, "sizing": 30.0}
+FULL = {"rounds": 10, "window": 60, "warmup": 5, "settle": 2.0, "sizing": 30.0}
 QUICK = {"rounds": 2, "window": 5, "warmup": 2, "settle": 0.5, "sizing": 5.0}
 
 

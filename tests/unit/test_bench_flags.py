@@ -67,7 +67,7 @@ def test_colocation_refuses_bad_flags_with_one_line(
 def test_colocation_takes_its_documented_short_settings() -> None:
     args = parse_args(["--rounds", "1", "--window", "8", "--strategies", "idle,idle-burst", "--cases", "burstable"])
     assert (args.rounds, args.window, args.strategies, args.cases) == (1, 8, "idle,idle-burst", "burstable")
-    assert (args.warmup, args.settle, args.sizing, args.rate) == (8, 2.0, 30.0, None)  # the full run's
+    assert (args.warmup, args.settle, args.sizing, args.rate) == (5, 2.0, 30.0, None)  # the full run's
 
 
 def test_colocation_full_run_follows_the_protocol_and_quick_is_short() -> None:
