@@ -132,7 +132,7 @@ def write_pictures(directory: str, run: dict[str, Any], windows: Sequence[dict[s
     if browser is None:
         return [*lines, "no PNG: no chromium here (the HTML is self-contained)"]
     shot = os.path.join(directory, "colocation.png")
-    height = 120 + 2 * H * len(run["cases"]) + 40
+    height = 140 + (2 * H + 140) * len(run["cases"])
     try:
         subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",  # noqa: S603
                         f"--screenshot={shot}", f"--window-size={W + 260},{height}", f"file://{os.path.abspath(path)}"],
