@@ -4,41 +4,37 @@ how much batch work does it take away to do so? (``python -m bench colocation``)
 On this host's real cgroup v1 hierarchies (root only; skipped with the reason elsewhere),
 a kubelet-shaped tree (cgroupfs driver, kubelet's ``cpu.shares`` and quotas) stands for a
 node of one CPU: every pod's processes are pinned to that CPU, so the contention is real
-and the rest of the machine is left to the agent and to whoever else shares it.
+and the rest of the machine is left to the agent, the load's bookkeeping and whoever else
+shares it.
 
 * ``web``: a latency-critical pod, an open-loop Poisson request generator
-  (``devtools.demo.load``, which the demo's third phase runs too): fixed CPU work per request, every response time recorded,
-  queueing included. Three cases of it (``bench.colocation_cases``): Guaranteed, Burstable,
-  and Guaranteed with a limit close to its use; one server process, moved into the case's
-  pod cgroup (the kubelet's shares written for that case) before the case's turn.
-  Measured alone first in every round of every case (the baseline).
+  (``devtools.demo.load``): fixed CPU work per request, every response time recorded,
+  queueing included. Three cases of it (``bench.colocation_cases``). Its rate is sized from
+  a measure: web's CPU per request alone with no limit (``--sizing`` seconds, 30 in a full
+  run), the rate then set so that it uses 45% of its 0.6 core limit.
 * ``batch-1``, ``batch-2`` (Burstable, 0.15 core requested each) and ``batch-3``
-  (BestEffort): one busy worker each, whose demand steps up and down along a timeline.
+  (BestEffort): one busy worker each, at a steady demand (1.5 cores together) in the
+  contended windows.
 
-The same timeline runs under each strategy (``bench.colocation_strategies``), interleaved
-(round 1: case 1: A B C ..., case 2: A B C ..., round 2: ...), each with the product's own
-loop, collectors, engine, quota writes and CPU isolator, one tick a second. The agent's
-node CPU is the sum of the bench pods (``--node-cpu pods``): the benchmark is confined to
-the cgroups it makes.
+The protocol (``bench.colocation_protocol``): every round runs, per case, every window
+(``bench.colocation_strategies``: the baselines, the busy-alone control and the
+strategies) in an order rotated each round; each window is the same warm-up, then a
+measured window at steady demand, then the caps and marks released and a pause for web's
+queue to drain (checked afterwards on the records). Each runs the product's own loop,
+collectors, decision (``engine.decide``), quota writes and CPU isolator, one tick a
+second. The agent's node CPU is the sum of the bench pods (``--node-cpu pods``).
 
-Reported per case and strategy, medians over the rounds [min-max]: the web pod's p50 /
-p99 / p99.9 response time as a ratio to the baseline (the median of the case's baselines:
-a noise burst in one baseline must not turn every ratio of its round); seconds above the
-node CPU line and above the wait line (the kernel's per-tick figures); best-effort CPU kept
-(cpuacct.usage, core-seconds, and as a share of the no-agent run of the round); CPU taken
-beyond what was needed to close the gap (the room left under the CPU line, while a cap was
-in force, that the capped pods wanted: core-seconds); the node's utilization (the bench
-pods' CPU over the one-core node); how often web's own quota throttled it. Then the
-kernel's figures beside the agent's, and the issue's goal for the idle strategies (p99
-within 1.2x of alone, p99.9 within 1.5x, batch CPU at least 95% of no agent's). The noise
-of the machine is printed first: the baseline's own spread, and how much of the bench CPU
-other processes took. ``--quick`` is a smoke run of a few minutes; its figures are noise.
+The records are kept (``--out DIR``: ``run.json``, ``windows.jsonl`` with every response
+time and every tick) and the report, its verdicts and its pictures are made from them
+only (``bench.colocation_report``, ``bench.colocation_plot``): ``--replot DIR`` makes them
+again. ``--quick`` is a smoke run of a few minutes: its verdicts are undecided, by design.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -49,43 +45,40 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.colocation_cases import BURSTABLE, Case, chosen_cases
+from bench.colocation_cases import BURSTABLE, FULL_CASES, Case, chosen_cases
 from devtools.demo.load import load_argv
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = "bench-node"
 NAMESPACE = "bench"
-#: (fraction of the phase, demand of batch-1, batch-2, batch-3 in cores)
-TIMELINE = (
-    (0.0, (0.10, 0.10, 0.10)),
-    (1 / 6, (0.60, 0.50, 0.40)),
-    (7 / 12, (0.25, 0.25, 0.25)),
-    (3 / 4, (0.10, 0.10, 0.10)),
-)
+#: The limit of the cases the rate is sized for (guaranteed, burstable).
+WEB_LIMIT = 0.6
+#: The rate web's CPU per request is measured at (requests a second), before sizing.
+SIZING_RATE = 100.0
 
-
-#: The run's length: (rounds, seconds per phase, baseline seconds, settle seconds), in full
-#: and for ``--quick`` (a smoke run: every case and strategy once, figures not to quote).
-FULL = {"rounds": 3, "phase": 24.0, "baseline": 8.0, "settle": 3.0}
-QUICK = {"rounds": 1, "phase": 6.0, "baseline": 3.0, "settle": 0.5}
+#: The run's length, in full and for ``--quick`` (a smoke run: figures not to quote).
+FULL = {"rounds": 10, "window": 60, "warmup": 5, "settle": 2.0, "sizing": 30.0}
+QUICK = {"rounds": 2, "window": 5, "warmup": 2, "settle": 0.5, "sizing": 5.0}
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench colocation", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true",
-                   help="a smoke run of a few minutes: 1 round, 6 s phases, 3 s baselines, 0.5 s "
-                   "settles (unless given); its figures are noise, not a measurement")
-    p.add_argument("--rounds", type=int, default=None, help=f"interleaved rounds (default {FULL['rounds']})")
-    p.add_argument("--phase", type=float, default=None, metavar="S",
-                   help=f"seconds of the timeline per strategy (default {FULL['phase']:g})")
-    p.add_argument("--baseline", type=float, default=None, metavar="S",
-                   help=f"seconds of the web pod alone per round and case (default {FULL['baseline']:g})")
+                   help="a smoke run of a few minutes: 2 rounds of 5 s windows after 2 s warm-ups, "
+                   "sized over 5 s (unless given); its verdicts are undecided")
+    p.add_argument("--rounds", type=int, default=None, help=f"rounds (default {FULL['rounds']})")
+    p.add_argument("--window", type=int, default=None, metavar="S",
+                   help=f"seconds of a measured window (default {FULL['window']})")
+    p.add_argument("--warmup", type=int, default=None, metavar="S",
+                   help=f"seconds of warm-up before every window, at the window's demand (default {FULL['warmup']})")
     p.add_argument("--settle", type=float, default=None, metavar="S",
-                   help=f"pause between phases: caps and marks released, backlog drained (default {FULL['settle']:g})")
-    p.add_argument("--rate", type=float, default=300.0,
-                   help="requests per second: 300 x 1 ms is about 60%% of web's 0.6 core (default %(default)s)")
+                   help=f"pause after a window: caps and marks released, web's queue drained (default {FULL['settle']:g})")
+    p.add_argument("--sizing", type=float, default=None, metavar="S",
+                   help=f"seconds web's CPU per request is measured alone, unlimited (default {FULL['sizing']:g})")
+    p.add_argument("--rate", type=float, default=None,
+                   help="requests per second (default: sized so web uses 45%% of its 0.6 core limit)")
     p.add_argument("--work-ms", type=float, default=1.0,
-                   help="CPU work per request, ms on an idle CPU (default %(default)s)")
+                   help="CPU work per request, ms on an idle CPU (default %(default)s; the cost is measured)")
     p.add_argument("--line", type=float, default=0.8,
                    help="node CPU waterline, cores of the one-CPU node (default %(default)s)")
     p.add_argument("--wait-line", type=float, default=20.0,
@@ -95,17 +88,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    help="cpu.shares of the bench's top cgroup against each process outside it, as "
                    "kubepods outweighs a real node's system daemons (default %(default)s)")
     p.add_argument("--strategies", default=None, metavar="A,B",
-                   help="only these strategies (keys: none, waterline-cpu, waterline-lc, "
-                   "floor-all, one-per-tick, idle, idle-burst; default all; 'none' is always run)")
+                   help="only these strategies (keys: none, waterline-cpu, waterline-lc, floor-all, "
+                   "one-per-tick, idle, idle-burst; default: none,idle,idle-burst, all with --quick; "
+                   "'none' and the baselines always run)")
     p.add_argument("--cases", default=None, metavar="A,B",
                    help="only these latency-critical pods (keys: guaranteed, burstable, near-limit; "
-                   "default all)")
-    p.add_argument("--trace", action="store_true", help="also print every tick of every phase")
+                   f"default {FULL_CASES}, all with --quick)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where the records, the report and the pictures go (default: a new "
+                   "directory under bench-out/)")
+    p.add_argument("--replot", default=None, metavar="DIR",
+                   help="no run: the report and the pictures made again from DIR's records")
     p.add_argument("--seed", type=int, default=7)
     args = p.parse_args(list(argv))  # fmt: skip
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
+    if args.strategies is None and not args.quick:
+        from bench.colocation_strategies import FULL_STRATEGIES
+
+        args.strategies = ",".join(FULL_STRATEGIES)
+    if args.cases is None and not args.quick:
+        args.cases = FULL_CASES
     problem = check_args(args)
     if problem:
         p.error(problem)  # one line, exit 2
@@ -115,10 +119,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 #: (flag, the attribute, the test it must pass, what that test says)
 LIMITS: tuple[tuple[str, str, Callable[[float], bool], str], ...] = (
     ("--rounds", "rounds", lambda v: v >= 1, "must be >= 1"),
-    ("--phase", "phase", lambda v: v > 0, "must be > 0 seconds"),
-    ("--baseline", "baseline", lambda v: v > 0, "must be > 0 seconds"),
+    ("--window", "window", lambda v: v >= 1, "must be >= 1 second"),
+    ("--warmup", "warmup", lambda v: v >= 1, "must be >= 1 second"),
     ("--settle", "settle", lambda v: v >= 0, "must be >= 0 seconds"),
-    ("--rate", "rate", lambda v: v > 0, "must be > 0 requests a second"),
+    ("--sizing", "sizing", lambda v: v >= 1, "must be >= 1 second"),
+    ("--rate", "rate", lambda v: v is None or v > 0, "must be > 0 requests a second"),
     ("--work-ms", "work_ms", lambda v: v > 0, "must be > 0 ms"),
     ("--line", "line", lambda v: v > 0, "must be > 0 cores"),
     ("--wait-line", "wait_line", lambda v: 0 < v <= 100, "must be in (0, 100] %"),
@@ -128,6 +133,9 @@ LIMITS: tuple[tuple[str, str, Callable[[float], bool], str], ...] = (
 
 def check_args(args: argparse.Namespace) -> str | None:
     """What is wrong with the flags, before any cgroup is made; None when nothing is."""
+    if args.replot is not None:
+        return None if os.path.isfile(os.path.join(args.replot, "run.json")) else (
+            f"--replot: no run.json in {args.replot}")  # fmt: skip
     for flag, attr, ok, need in LIMITS:
         if not ok(getattr(args, attr)):
             return f"{flag} {need}, got {getattr(args, attr)}"
@@ -246,6 +254,8 @@ class KernelTick:
     throttled_s: dict[str, float]
     wait: float | None  # the web server's run-queue wait, % of the tick (schedstat)
     cpu_busy: float  # the bench CPU's busy share over the tick, all processes (/proc/stat)
+    steal: float = 0.0  # the bench CPU's share stolen by the hypervisor over the tick
+    other_busy: float = 0.0  # the other CPUs' mean busy share over the tick
 
 
 class Kernel:
@@ -261,14 +271,18 @@ class Kernel:
         fields = dict(line.split() for line in text.splitlines())
         return int(fields["nr_periods"]), int(fields["nr_throttled"]), int(fields["throttled_time"])
 
-    def _cpu_line(self) -> tuple[int, int]:
+    def _cpu_lines(self) -> dict[int, tuple[int, int, int]]:
+        """Per CPU: (busy, total, steal) jiffies from /proc/stat."""
+        out = {}
         with open("/proc/stat", encoding="ascii") as f:
             for line in f:
-                if line.startswith(f"cpu{self.cpu} "):
-                    v = [int(x) for x in line.split()[1:9]]
-                    busy = v[0] + v[1] + v[2] + v[5] + v[6]
-                    return busy, busy + v[3] + v[4] + v[7]
-        return 0, 1
+                name, *rest = line.split()
+                if not name.startswith("cpu") or name == "cpu":
+                    continue
+                v = [int(x) for x in rest[:8]]
+                busy = v[0] + v[1] + v[2] + v[5] + v[6]
+                out[int(name[3:])] = (busy, busy + v[3] + v[4] + v[7], v[7])
+        return out
 
     def read(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -279,7 +293,7 @@ class Kernel:
             path = f"/proc/{self.server_pid}/schedstat"
             with contextlib.suppress(OSError), open(path, encoding="ascii") as f:
                 delay = int(f.read().split()[1]) / 1e9
-        return {"at": now, "usage": usage, "stats": stats, "delay": delay, "cpu": self._cpu_line()}
+        return {"at": now, "usage": usage, "stats": stats, "delay": delay, "cpu": self._cpu_lines()}
 
     def tick(self) -> KernelTick | None:
         now = self.read()
@@ -290,7 +304,14 @@ class Kernel:
         wait = None
         if now["delay"] is not None and last["delay"] is not None:
             wait = (now["delay"] - last["delay"]) / dt * 100.0
-        (busy1, total1), (busy0, total0) = now["cpu"], last["cpu"]
+        cpus1, cpus0 = now["cpu"], last["cpu"]
+
+        def shares(cpu: int) -> tuple[float, float]:
+            (b1, t1, s1), (b0, t0, s0) = cpus1[cpu], cpus0[cpu]
+            total = max(1, t1 - t0)
+            return (b1 - b0) / total, (s1 - s0) / total
+
+        others = [shares(c)[0] for c in cpus1 if c != self.cpu and c in cpus0]
         return KernelTick(
             at=now["at"],
             dt=dt,
@@ -299,36 +320,68 @@ class Kernel:
             throttled={k: v[1] - last["stats"][k][1] for k, v in now["stats"].items()},
             throttled_s={k: (v[2] - last["stats"][k][2]) / 1e9 for k, v in now["stats"].items()},
             wait=wait,
-            cpu_busy=(busy1 - busy0) / max(1, total1 - total0),
+            cpu_busy=shares(self.cpu)[0],
+            steal=shares(self.cpu)[1],
+            other_busy=sum(others) / len(others) if others else 0.0,
         )
 
 
-# -- one phase ---------------------------------------------------------------------------
+# -- one window --------------------------------------------------------------------------
 
 
 @dataclass
-class Phase:
-    strategy: str
+class Window:
+    """One measured window as it ran: the kernel's and the agent's ticks from the start of
+    its warm-up (the first ``warmup`` ticks are the warm-up)."""
+
+    key: str
     case: str
     round: int
-    start: float
-    end: float
+    slot: int
+    warm_start: float
     kernel: list[KernelTick] = field(default_factory=list)
     agent: list[Any] = field(default_factory=list)  # TickOutcome
-    demand: list[dict[str, float]] = field(default_factory=list)  # per tick, pod -> cores
+    iterations: dict[str, int] = field(default_factory=dict)
 
 
-def demand_at(elapsed: float, phase: float) -> tuple[float, float, float]:
-    out = TIMELINE[0][1]
-    for frac, demands in TIMELINE:
-        if elapsed >= frac * phase:
-            out = demands
-    return out
+def window_record(w: Window, warmup: int, records: Sequence[tuple[float, float]], batch: Sequence[str],
+                  drained: bool) -> dict[str, Any]:  # fmt: skip
+    """The JSON record of a window: every response time of a request that arrived in the
+    measured window (microseconds), and every tick, warm-up included (``in_window``)."""
+    import bisect
+
+    start = w.kernel[warmup - 1].at if warmup <= len(w.kernel) else w.warm_start
+    end = w.kernel[-1].at if w.kernel else start
+    lo = bisect.bisect_left(records, start, key=lambda r: r[0])
+    hi = bisect.bisect_left(records, end, key=lambda r: r[0])
+    ticks = []
+    for i, (k, outcome) in enumerate(zip(w.kernel, w.agent, strict=True)):
+        report = outcome.report
+        ticks.append({
+            "t": round(k.at - w.warm_start, 3), "dt": round(k.dt, 4), "in_window": i >= warmup,
+            "web": round(k.cpu["web"], 5), "batch": {b: round(k.cpu[b], 5) for b in batch},
+            "busy": round(k.cpu_busy, 5), "steal": round(k.steal, 5), "other_busy": round(k.other_busy, 5),
+            "wait": None if k.wait is None else round(k.wait, 3),
+            "web_periods": k.periods["web"], "web_throttled": k.throttled["web"],
+            "batch_periods": sum(k.periods[b] for b in batch),
+            "batch_throttled": sum(k.throttled[b] for b in batch),
+            "batch_throttled_s": round(sum(k.throttled_s[b] for b in batch), 5),
+            "agent_batch": round(sum((u.cpu or 0.0) for key, u in outcome.usage.items()
+                                     if key.split("/", 1)[1] in batch), 5),
+            "agent_wait": None if report is None else report.usage.get("lc_cpu_wait_ratio"),
+            "agent_node": None if report is None else report.usage.get("cpu_total_usage"),
+            "actions": 0 if report is None else len(report.actions),
+            "caps": {key.split("/", 1)[1]: round(v, 4) for key, v in outcome.caps.items()},
+        })  # fmt: skip
+    return {
+        "case": w.case, "window": w.key, "round": w.round, "slot": w.slot,
+        "start": round(start - w.warm_start, 4), "seconds": round(end - start, 4),
+        "drained": drained, "iterations": w.iterations,
+        "latency_us": [round(r * 1e6) for _, r in records[lo:hi]], "ticks": ticks,
+    }  # fmt: skip
 
 
-def steps_for(index: int, phase: float) -> str:
-    steps = [f"{frac * phase:.3f}:{d[index]:g}" for frac, d in TIMELINE]
-    return ",".join([*steps, f"{phase:.3f}:0"])
+# -- the bench ---------------------------------------------------------------------------
 
 
 @dataclass
@@ -343,22 +396,18 @@ class Bench:
     throttler: Any
     isolator: Any
     cpu: int
+    state: str
     kernel: Kernel | None = None
     server: Any = None
-    #: The cases as run (sized where the case says: ``Bench.prepare``).
+    #: The cases as run (sized where the case says).
     cases: list[Case] = field(default_factory=list)
 
-    def prepare(self, case: Case) -> Case:
-        """The case ready to run: sized from the web server's use alone where the case
-        asks (measured in the case's own cgroup, unlimited, for ``--baseline`` seconds;
-        then its quota written as the kubelet would), and the objects the agent reads."""
+    def prepare(self, case: Case, cpu_per_request: float, rate: float) -> Case:
+        """The case sized where it asks (its quota written as the kubelet would), and the
+        objects the agent reads for it."""
         web = self.webs[case.key]
         if case.near_use is not None:
-            assert self.server is not None
-            move_into(self.tree, self.server.pid, web)
-            before, t0 = self.tree.cpu_seconds(web), time.monotonic()
-            time.sleep(self.args.baseline)
-            case = case.sized((self.tree.cpu_seconds(web) - before) / (time.monotonic() - t0))
+            case = case.sized(cpu_per_request, rate)
             web = replace(web, cpu_limit=case.limit)
             self.webs[case.key] = web
             self.tree.add_pod(web)  # the cgroups are there: this writes the quota
@@ -387,19 +436,27 @@ class Bench:
         objects = Objects(store.nodes[NODE], tuple(store.pods), policies)
         return lambda: objects
 
-    def run_phase(self, strategy: Any, case: Case, round_: int) -> Phase:
+    def run_window(self, window: Any, case: Case, round_: int, slot: int) -> Window:
+        """The same warm-up, then the measured window, at the window's steady batch demand,
+        under its policy; then every cap and mark released and a pause."""
         from agent.node.dryrun import ReportingEvictor
         from agent.node.loop import NodeLoop
 
         args, kernel = self.args, self.kernel
         assert kernel is not None
-        start = time.monotonic() + 0.2
-        for i, pod in enumerate(self.batch):
-            start_process(self.tree, pod, pod.name, load_argv("worker", self.cpu, start, steps_for(i, args.phase)))
-        phase = Phase(strategy.key, case.key, round_, start, start + args.phase)
+        seconds = args.warmup + args.window
+        warm_start = time.monotonic() + 0.2
+        counts = {}
+        for pod, demand in zip(self.batch, window.demand, strict=True):
+            if demand > 0:
+                counts[pod.name] = os.path.join(self.state, f"{pod.name}.count")
+                steps = f"0:{demand:g},{seconds + 0.3:.3f}:0"
+                start_process(self.tree, pod, pod.name,
+                              load_argv("worker", self.cpu, warm_start, steps, counts[pod.name]))  # fmt: skip
+        out = Window(window.key, case.key, round_, slot, warm_start)
         loop = NodeLoop(
-            node_name=NODE, source=self.source(case, strategy.rules(args.line, args.wait_line)),
-            collector=self.collector, brain=strategy.brain(), evictor=ReportingEvictor("bench"),
+            node_name=NODE, source=self.source(case, window.rules(args.line, args.wait_line)),
+            collector=self.collector, brain=window.brain(), evictor=ReportingEvictor("bench"),
             throttler=self.throttler, interval=1.0, evictions_performed=False,
             isolator=self.isolator,
         )  # fmt: skip
@@ -407,20 +464,27 @@ class Bench:
         def record(outcome: Any) -> None:
             tick = kernel.tick()
             if outcome.seq == 1 or tick is None:
-                return  # the first tick runs at the phase's start: it only sets the counters
-            phase.kernel.append(tick)
-            phase.agent.append(outcome)
-            demands = demand_at(tick.at - start, args.phase)
-            phase.demand.append({p.name: d for p, d in zip(self.batch, demands, strict=True)})
+                return  # the first tick runs at the warm-up's start: it only sets the counters
+            out.kernel.append(tick)
+            out.agent.append(outcome)
 
         loop.publishers.append(record)
-        time.sleep(max(0.0, start - time.monotonic()))
-        loop.run(ticks=round(args.phase) + 1)
+        time.sleep(max(0.0, warm_start - time.monotonic()))
+        loop.run(ticks=seconds + 1)
         for pod in self.batch:
+            proc = self.tree.procs.get(pod.name)
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=5)
             self.tree.stop(pod.name)
+        for name, path in counts.items():
+            with contextlib.suppress(OSError, ValueError), open(path, encoding="ascii") as f:
+                out.iterations[name] = int(f.read().strip())
+            with contextlib.suppress(OSError):
+                os.unlink(path)
         self.release()
         time.sleep(args.settle)
-        return phase
+        return out
 
     def release(self) -> None:
         """Every cap and mark handed back, as the local agent does when it exits."""
@@ -460,6 +524,7 @@ def bench_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Iter
     try:
         batch = batch_pods()
         webs = {case.key: web_pod(case) for case in chosen_cases(args.cases)}
+        webs[SIZING] = web_pod(SIZING_CASE)
         for pod in [*webs.values(), *batch]:
             tree.add_pod(pod)
         parts = build_host_parts(
@@ -475,7 +540,7 @@ def bench_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Iter
         if len(cpus) > 1:  # the agent and this process keep off the bench CPU
             os.sched_setaffinity(0, set(cpus) - {cpu})
         bench = Bench(args, tree, batch, webs, {}, parts.collector, parts.throttler,
-                      parts.isolator, cpu)  # fmt: skip
+                      parts.isolator, cpu, state)  # fmt: skip
         yield bench
     finally:
         if bench is not None:
@@ -494,51 +559,99 @@ def calibrate(cpu: int, work_ms: float) -> int:
     return int(out.stdout.strip())
 
 
-def run(args: argparse.Namespace, bench: Bench) -> tuple[list[Phase], list[Phase], str]:
-    """Every case and strategy, interleaved round by round; the baselines, the phases and
-    the file of the web server's records."""
-    strategies, cases = chosen(args), chosen_cases(args.cases)
+#: The unlimited pod web's CPU per request is measured in, alone.
+SIZING = "sizing"
+SIZING_CASE = Case(SIZING, "web alone, no limit", WEB_LIMIT, 0.0)
+
+
+def measure(bench: Bench, rate: float, iterations: int, seconds: float) -> Any:
+    """Web's CPU per request, alone and unlimited, over ``seconds``: its pod's cpuacct
+    over the requests that arrived meanwhile (a server of its own, stopped after)."""
+    from bench.colocation_protocol import Sizing
+    from devtools.demo.load import read_records
+
+    web = bench.webs[SIZING]
+    path = os.path.join(bench.state, "sizing.records")
+    kubelet_shares(bench.tree, SIZING_CASE, web, bench.batch, bench.args.weight)
+    start_process(bench.tree, web, SIZING, load_argv("lc", bench.cpu, rate, iterations, bench.args.seed, path))
+    time.sleep(1.0)  # the server's start-up is nobody's work per request
+    before, t0 = bench.tree.cpu_seconds(web), time.monotonic()
+    time.sleep(seconds)
+    used, t1 = bench.tree.cpu_seconds(web) - before, time.monotonic()
+    bench.tree.stop(SIZING)
+    requests = sum(1 for a, _ in read_records(path) if t0 <= a < t1)
+    os.unlink(path)
+    return Sizing(seconds=t1 - t0, requests=requests, cpu_s=used)
+
+
+def run(args: argparse.Namespace, bench: Bench, out: str) -> dict[str, Any]:
+    """Sizing, then every round: per case, every window in the round's rotated order.
+    Writes ``windows.jsonl`` as it goes and returns the run's description."""
+    from bench.colocation_protocol import rate_for, rotated
+    from bench.colocation_strategies import BASELINES
+    from devtools.demo.load import read_records
+
+    started = time.monotonic()
+    windows = [*BASELINES, *chosen(args)]
     iterations = calibrate(bench.cpu, args.work_ms)
-    records = tempfile.NamedTemporaryFile(prefix="waterline-bench-lc-", delete=False)  # noqa: SIM115
-    records.close()
+    progress(f"sizing: web alone, no limit, {args.sizing:g} s")
+    sizing = measure(bench, SIZING_RATE, iterations, args.sizing)
+    rate = args.rate or rate_for(sizing.cpu_per_request, WEB_LIMIT)
+    cases = bench.cases = [bench.prepare(c, sizing.cpu_per_request, rate) for c in chosen_cases(args.cases)]
+    path = os.path.join(bench.state, "web.records")
     bench.use_case(cases[0])
     first = bench.webs[cases[0].key]
-    bench.server = start_process(bench.tree, first, first.name,
-                                 load_argv("lc", bench.cpu, args.rate, iterations, args.seed, records.name))  # fmt: skip
+    bench.server = start_process(bench.tree, first, "web",
+                                 load_argv("lc", bench.cpu, rate, iterations, args.seed, path))  # fmt: skip
+    bench.kernel.server_pid = bench.server.pid  # type: ignore[union-attr]
     time.sleep(1.0)  # the server's start-up is nobody's latency
-    cases = bench.cases = [bench.prepare(case) for case in cases]
-    baselines: list[Phase] = []
-    phases: list[Phase] = []
-    total = args.rounds * len(cases) * len(strategies)
+    ran: list[Window] = []
+    total = args.rounds * len(cases) * len(windows)
     for round_ in range(args.rounds):
         for case in cases:
             bench.use_case(case)
-            assert bench.kernel is not None
-            start = time.monotonic()
-            base = Phase("baseline", case.key, round_, start, start + args.baseline)
-            bench.kernel.tick()
-            time.sleep(args.baseline)
-            tick = bench.kernel.tick()
-            if tick is not None:
-                base.kernel.append(tick)
-            baselines.append(base)
-            for strategy in strategies:
-                progress(f"round {round_ + 1}/{args.rounds}, {case.key}: {strategy.label} "
-                         f"({len(phases) + 1}/{total})")  # fmt: skip
-                phases.append(bench.run_phase(strategy, case, round_))
-    bench.tree.stop(first.name)
-    return baselines, phases, records.name
+            for slot, key in enumerate(rotated([w.key for w in windows], round_)):
+                window = next(w for w in windows if w.key == key)
+                progress(f"round {round_ + 1}/{args.rounds}, {case.key}: {window.label} ({len(ran) + 1}/{total})")
+                ran.append(bench.run_window(window, case, round_, slot))
+    bench.tree.stop("web")
+    records = read_records(path)
+    os.unlink(path)
+    from bench.colocation_protocol import drained
+
+    with open(os.path.join(out, "windows.jsonl"), "w", encoding="utf-8") as f:
+        for w in ran:
+            rec = window_record(w, args.warmup, records, [p.name for p in bench.batch],
+                                drained(records, w.warm_start - args.settle - 0.2, w.warm_start))  # fmt: skip
+            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+    return {
+        "mode": "quick" if args.quick else "tree", "args": {k: v for k, v in vars(args).items()},
+        "cpu": bench.cpu, "rate": rate, "rate_sized": args.rate is None, "web_limit": WEB_LIMIT,
+        "sizing": {"seconds": sizing.seconds, "requests": sizing.requests, "cpu_s": sizing.cpu_s},
+        "cases": [{"key": c.key, "label": c.label, "request": c.request, "limit": c.limit,
+                   "qos": c.qos, "near_limit": c.near_use is not None} for c in cases],
+        "windows": [{"key": w.key, "label": w.label, "baseline": w.baseline,
+                     "batch_cores": sum(w.demand)} for w in windows],
+        "batch": [p.name for p in bench.batch],
+        "minutes": (time.monotonic() - started) / 60,
+        "machine": machine(),
+    }  # fmt: skip
+
+
+def machine() -> dict[str, Any]:
+    """What the figures ran on: the kernel, the CPUs and the load when the run ended."""
+    return {"kernel": os.uname().release, "cpus": os.cpu_count(), "loadavg": os.getloadavg(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
 
 
 def chosen(args: argparse.Namespace) -> list[Any]:
+    """The strategies to run, in the registry's order ('none' always: the batch figures are
+    measured against it)."""
     from bench.colocation_strategies import STRATEGIES
 
     if not args.strategies:
         return list(STRATEGIES)
     keys = {"none", *args.strategies.split(",")}
-    unknown = keys - {s.key for s in STRATEGIES}
-    if unknown:
-        raise SystemExit(f"unknown strategies: {sorted(unknown)}")
     return [s for s in STRATEGIES if s.key in keys]
 
 
@@ -549,23 +662,25 @@ def progress(text: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv or [])
+    from bench.colocation_report import render
+
+    if args.replot is not None:
+        render(args.replot)
+        return
     found = preflight()
     if isinstance(found, str):
         print(f"skipped: {found}")
         return
     from agent.logs import configure_logging
-    from bench.colocation_report import report
-    from devtools.demo.load import read_records
 
     configure_logging("console", "error")  # the agent's per-action lines would drown the table
-    started = time.monotonic()
+    out = args.out or os.path.join(ROOT, "bench-out", time.strftime("colocation-%Y%m%d-%H%M%S"))
+    os.makedirs(out, exist_ok=True)
     with bench_setup(args, *found) as bench:
-        baselines, phases, path = run(args, bench)
-        batch = [p.name for p in bench.batch]
-        cpu, cases = bench.cpu, bench.cases
-    records = read_records(path)
-    os.unlink(path)
-    report(args, cpu, cases, baselines, phases, records, batch, time.monotonic() - started)
+        described = run(args, bench, out)
+    with open(os.path.join(out, "run.json"), "w", encoding="utf-8") as f:
+        json.dump(described, f, indent=1)
+    render(out)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,14 @@ Where the web pod sits in the kubelet's tree decides what a CPU class can do for
 * ``burstable``: a Burstable pod (0.2 core requested, 0.6 limit) sits in ``burstable``,
   a sibling of the Burstable batch pods, which by their requests (0.15 core each) weigh
   more than it together: idle batch pods yield to it at once.
-* ``near-limit``: a Guaranteed pod sized close to its use: its request and limit are 1.2x
-  the CPU the web server was measured to use alone, at the start of the run (300 requests
-  of 1 ms are 0.3 core on a quiet machine, more where another process shares the core's
-  caches). Its own quota throttles it in the busier periods, whatever the batch pods do:
-  what CPU burst is for. Sized from a measure, not a constant, so that it is close to its
-  use on any machine, and never below it (its queue would grow without end).
+* ``near-limit``: a Guaranteed pod sized close to its use: its request and limit are set
+  so that web, at the run's rate and its measured CPU per request, uses 85% of them
+  (``bench.colocation_protocol.NEAR_LIMIT_USE``). Its own quota throttles it in the
+  busier periods, whatever the batch pods do: what CPU burst is for. It is its own
+  labelled case, judged apart from the goal's Guaranteed and Burstable pods.
+
+Every case but ``near-limit`` has a 0.6 core limit; the run's rate is set so that web
+uses 45% of it (``bench.colocation_protocol``).
 """
 
 from __future__ import annotations
@@ -32,27 +34,33 @@ class Case:
     #: The web pod's CPU request and limit, cores (0 until ``sized`` where ``near_use``).
     request: float
     limit: float
-    #: Request and limit = this many times the web server's measured use (None: fixed).
+    #: Sized so that web uses this share of its limit (None: fixed, sized by the rate).
     near_use: float | None = None
 
     @property
     def qos(self) -> str:
         return GUARANTEED if self.request >= self.limit else BURSTABLE
 
-    def sized(self, use: float) -> Case:
-        """The case for a web server measured to use ``use`` cores alone."""
+    def sized(self, cpu_per_request: float, rate: float) -> Case:
+        """The case for web at ``rate`` costing ``cpu_per_request`` CPU-seconds each."""
         if self.near_use is None:
             return self
-        cores = round(use * self.near_use, 2)
+        from bench.colocation_protocol import near_limit
+
+        cores = near_limit(cpu_per_request, rate, self.near_use)
         return replace(self, request=cores, limit=cores,
-                       label=f"Guaranteed web near its limit ({cores:g} core, {self.near_use:g}x its use)")  # fmt: skip
+                       label=f"Guaranteed web near its limit ({cores:g} core, {self.near_use:.0%} used)")  # fmt: skip
 
 
 CASES: tuple[Case, ...] = (
     Case("guaranteed", "Guaranteed web (0.6 core)", 0.6, 0.6),
     Case("burstable", "Burstable web (0.2 core requested, 0.6 limit)", 0.2, 0.6),
-    Case("near-limit", "Guaranteed web near its limit", 0.0, 0.0, near_use=1.2),
+    Case("near-limit", "Guaranteed web near its limit", 0.0, 0.0, near_use=0.85),
 )
+
+
+#: The cases of a full run: the goal's two (near-limit is judged apart: ``--cases near-limit``).
+FULL_CASES = "guaranteed,burstable"
 
 
 def chosen_cases(keys: str | None) -> list[Case]:

@@ -1,260 +1,310 @@
-"""The co-location benchmark's figures and its printed tables (see ``bench.colocation``).
+"""The co-location benchmark's report, made from its records only (``run.json`` and
+``windows.jsonl``, see ``bench.colocation``), so that ``--replot DIR`` says exactly what
+the run said.
 
-Per phase, from the kernel's per-tick reads (cpuacct.usage, cpu.stat, schedstat,
-/proc/stat) and the agent's ticks; per strategy, the median over the rounds and the
-spread (min-max). Ratios are to the same round's baseline (the web pod alone) and to the
-same round's no-agent run, so slow drift of the shared machine cancels out. The baseline
-is the median over the rounds of the web pod's figures alone: on a shared machine one
-baseline can catch a burst of someone else's work, and would then skew its whole round.
-
-"Beyond the need": while a cap was in force, the room under the node CPU line that the
-capped pods wanted and did not get (their demand, from the timeline, minus what the kernel
-counted), in core-seconds. An agent that takes exactly the gap leaves the node at the line
-and this at 0; one that takes more leaves the node under the line with batch work waiting.
+Per case, for every window kind: web's pooled p50 / p99 / p99.9 (nearest rank over every
+request of every round), the ratio of its p99 and p99.9 to its own baseline's (web alone;
+web alone with burst for a window that gives web burst) with a 95% interval from a block
+bootstrap over rounds, the batch pods' kernel CPU as a share of the spare capacity (the
+node's core minus web's use minus other processes) and of the no-agent window, the batch
+iterations done against the no-agent window, and the window's conditions (steal, the
+other CPU's busy share, web's CPU per request, its throttled periods, the queue drained).
+Then the kernel's figures beside the agent's, and the verdicts on the goal (p99 <= 1.2x,
+p99.9 <= 1.5x, batch CPU kept >= 95%): meets, fails or undecided with the reason; no
+verdict at all where the protocol's checks say the baseline cannot carry one.
 """
 
 from __future__ import annotations
 
-import argparse
+import json
 import math
-import statistics
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-NAMESPACE = "bench"
+from bench.colocation_protocol import (
+    FULL_ROUNDS,
+    MIN_BATCH_CORES,
+    Sizing,
+    alone_throttled,
+    sizing_problems,
+    window_problems,
+)
+from bench.colocation_stats import (
+    RESAMPLES,
+    Interval,
+    Pool,
+    Verdict,
+    combine,
+    judge,
+    nearest_rank,
+    quantile,
+    quantile_ratio,
+    share,
+    thin_tail,
+)
+
+#: The issue's goal: (p99 x alone, p99.9 x alone, batch CPU kept % of no agent).
+GOAL = (1.2, 1.5, 95.0)
+QUANTILES = (("p50", 0.50), ("p99", 0.99), ("p999", 0.999))
+STRATEGY_KEYS = ("none", "waterline-cpu", "waterline-lc", "floor-all", "one-per-tick", "idle", "idle-burst")
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+def load(directory: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    with open(os.path.join(directory, "run.json"), encoding="utf-8") as f:
+        run = json.load(f)
+    with open(os.path.join(directory, "windows.jsonl"), encoding="utf-8") as f:
+        windows = [json.loads(line) for line in f if line.strip()]
+    return run, windows
 
 
-def latencies(records: list[tuple[float, float]], start: float, end: float) -> list[float]:
-    return [r for a, r in records if start <= a < end]
+def in_window(w: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for t in w["ticks"] if t["in_window"]]
 
 
-def phase_figures(phase: Any, records: list[tuple[float, float]], args: argparse.Namespace,
-                  batch: list[str]) -> dict[str, float]:  # fmt: skip
-    """One phase's figures; per-tick rates are weighed by the tick's own length."""
-    lat = latencies(records, phase.start, phase.end)
-    ticks = list(zip(phase.kernel, phase.agent, phase.demand, strict=True))
-    node = [sum(k.cpu.values()) for k, _, _ in ticks]
-    seconds = sum(k.dt for k, _, _ in ticks)
-    beyond = 0.0
-    caps_before: dict[str, float] = {}
-    for (k, outcome, demand), used in zip(ticks, node, strict=True):
-        capped = [b for b in batch if f"{NAMESPACE}/{b}" in caps_before]
-        unmet = sum(max(0.0, demand[b] - k.cpu[b]) for b in capped)
-        beyond += min(max(0.0, args.line - used), unmet) * k.dt
-        caps_before = dict(outcome.caps)
-    reports = [(k, o.report) for k, o, _ in ticks if o.report is not None]
-    agent_wait = [w for _, r in reports if (w := r.usage.get("lc_cpu_wait_ratio")) is not None]
-    periods = sum(k.periods[b] for k, _, _ in ticks for b in batch)
-    throttled = sum(k.throttled[b] for k, _, _ in ticks for b in batch)
-    waits = [(k.wait, k.dt) for k, _, _ in ticks if k.wait is not None]
+def window_figures(w: dict[str, Any]) -> dict[str, float]:
+    """One window's figures from its ticks (rates weighed by each tick's length)."""
+    ticks = in_window(w)
+    seconds = sum(t["dt"] for t in ticks)
+    web = sum(t["web"] * t["dt"] for t in ticks)
+    batch = sum(sum(t["batch"].values()) * t["dt"] for t in ticks)
+    foreign = sum(max(0.0, t["busy"] - t["web"] - sum(t["batch"].values())) * t["dt"] for t in ticks)
+    periods = sum(t["web_periods"] for t in ticks)
+    requests = len(w["latency_us"])
+    waits = [(t["wait"], t["dt"]) for t in ticks if t["wait"] is not None]
+    agent_waits = [t["agent_wait"] for t in ticks if t["agent_wait"] is not None]
+    mean = (lambda xs: sum(xs) / len(xs) if xs else math.nan)  # noqa: E731
     return {
-        "requests": len(lat),
-        "p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99), "p999": percentile(lat, 0.999),
-        "over_line": sum(k.dt for (k, _, _), u in zip(ticks, node, strict=True) if u > args.line),
-        "over_line_agent": sum(k.dt for k, r in reports
-                               if r.usage.get("cpu_total_usage", 0.0) > args.line),
-        "over_wait": sum(dt for w, dt in waits if w > args.wait_line),
-        "be_kernel": sum(k.cpu[b] * k.dt for k, _, _ in ticks for b in batch),
-        "be_agent": sum((o.usage[f"{NAMESPACE}/{b}"].cpu or 0.0) * k.dt for k, o, _ in ticks
-                        for b in batch if f"{NAMESPACE}/{b}" in o.usage),
-        "beyond": beyond,
-        "util": sum(u * k.dt for (k, _, _), u in zip(ticks, node, strict=True)) / seconds * 100
-        if seconds else float("nan"),
-        "be_throttled_pct": throttled / periods * 100.0 if periods else 0.0,
-        "web_throttled_pct": _web_throttled(ticks),
-        "be_throttled_s": sum(k.throttled_s[b] for k, _, _ in ticks for b in batch),
-        "wait_kernel": statistics.fmean([w for w, _ in waits]) if waits else float("nan"),
-        "wait_agent": statistics.fmean(agent_wait) if agent_wait else float("nan"),
-        "actions": sum(len(r.actions) for _, r in reports),
-        "foreign": statistics.fmean([max(0.0, k.cpu_busy - sum(k.cpu.values())) for k, _, _ in ticks])
-        * 100.0 if ticks else float("nan"),
+        "seconds": seconds, "requests": requests, "web_cpu_s": web, "batch_cpu_s": batch,
+        "foreign_s": foreign, "spare_s": max(0.0, seconds - web - foreign),
+        "web_cpu_per_request_ms": web / requests * 1e3 if requests else math.nan,
+        "web_periods": periods, "web_throttled": sum(t["web_throttled"] for t in ticks),
+        "web_throttled_pct": sum(t["web_throttled"] for t in ticks) / periods * 100 if periods else 0.0,
+        "steal_pct": sum(t["steal"] * t["dt"] for t in ticks) / seconds * 100 if seconds else math.nan,
+        "other_busy_pct": sum(t["other_busy"] * t["dt"] for t in ticks) / seconds * 100 if seconds else math.nan,
+        "foreign_pct": foreign / seconds * 100 if seconds else math.nan,
+        "util_pct": (web + batch) / seconds * 100 if seconds else math.nan,
+        "iterations": float(sum(w["iterations"].values())),
+        "batch_agent_s": sum(t["agent_batch"] * t["dt"] for t in ticks),
+        "batch_thr_pct": sum(t["batch_throttled"] for t in ticks) / max(1, sum(t["batch_periods"] for t in ticks)) * 100,
+        "wait_kernel": mean([v for v, _ in waits]), "wait_agent": mean(agent_waits),
+        "actions": float(sum(t["actions"] for t in ticks)),
     }  # fmt: skip
 
 
-def _web_throttled(ticks: list[Any]) -> float:
-    periods = sum(k.periods.get("web", 0) for k, _, _ in ticks)
-    return sum(k.throttled.get("web", 0) for k, _, _ in ticks) / periods * 100.0 if periods else 0.0
+@dataclass
+class Row:
+    key: str
+    label: str
+    baseline: str | None
+    ms: dict[str, Interval]
+    ratio: dict[str, Interval]
+    requests: int
+    kept: Interval  # batch kernel CPU, % of the no-agent window's
+    spare: Interval  # batch kernel CPU, % of the spare capacity
+    iterations: Interval  # batch iterations, % of the no-agent window's
+    figures: dict[str, float]  # medians over the rounds of window_figures
+    undrained: int
+    verdict: Verdict | None = None
 
 
-def latency_figures(lat: list[float]) -> dict[str, float]:
-    return {"p50": percentile(lat, 0.50), "p99": percentile(lat, 0.99), "p999": percentile(lat, 0.999)}
+@dataclass
+class CaseSummary:
+    key: str
+    label: str
+    near_limit: bool
+    rounds: int
+    rows: list[Row]
+    #: Why no verdict is printed for the case (empty: verdicts are printed).
+    refused: list[str] = field(default_factory=list)
+    #: Why every verdict of the case is undecided, whatever the intervals say.
+    unsure: list[str] = field(default_factory=list)
 
 
-def spread(values: Sequence[float], fmt: str = "{:.2f}") -> str:
-    known = [v for v in values if not math.isnan(v)]
-    if not known:
-        return "-"
-    mid = fmt.format(statistics.median(known))
-    if len(known) == 1:
-        return mid
-    return f"{mid} ({fmt.format(min(known))}-{fmt.format(max(known))})"
+def _median(values: Sequence[float]) -> float:
+    known = sorted(v for v in values if not math.isnan(v))
+    return nearest_rank(known, 0.5) if known else math.nan
 
 
-def median(values: Sequence[float]) -> float:
-    known = [v for v in values if not math.isnan(v)]
-    return statistics.median(known) if known else float("nan")
+def summarize(run: dict[str, Any], windows: Sequence[dict[str, Any]],
+              resamples: int = RESAMPLES) -> list[CaseSummary]:  # fmt: skip
+    """The report's figures and verdicts, per case, from the records (``resamples``: of
+    each bootstrap; fewer only where the intervals do not matter)."""
+    kw = {"resamples": resamples}
+    kinds = {w["key"]: w for w in run["windows"]}
+    sizing = Sizing(**run["sizing"])
+    out = []
+    for case in run["cases"]:
+        mine = [w for w in windows if w["case"] == case["key"]]
+        rounds = sorted({w["round"] for w in mine})
+        by = {(w["window"], w["round"]): w for w in mine}
+        complete = [r for r in rounds if all((k, r) in by for k in kinds)]
+        lat = {k: Pool([by[(k, r)]["latency_us"] for r in complete]) for k in kinds}
+        figs = {k: [window_figures(by[(k, r)]) for r in complete] for k in kinds}
+        rows = []
+        for key, kind in kinds.items():
+            base = kind["baseline"]
+            against = base or ("alone" if key == "alone-burst" and "alone" in kinds else None)
+            ms = {q: _scaled(quantile(lat[key], p, **kw), 1e-3) for q, p in QUANTILES}
+            ratio = {q: quantile_ratio(lat[key], lat[against], p, **kw) for q, p in QUANTILES} if against else {}
+            col = lambda name, k=key, figs=figs: [f[name] for f in figs[k]]  # noqa: E731
+            rows.append(Row(
+                key, kind["label"], base, ms, ratio, len(lat[key].union),
+                share(col("batch_cpu_s"), col("batch_cpu_s", "none"), **kw) if "none" in kinds else _nan(),
+                share(col("batch_cpu_s"), col("spare_s"), **kw),
+                share(col("iterations"), col("iterations", "none"), **kw) if "none" in kinds else _nan(),
+                {name: _median(col(name)) for name in (figs[key][0] if figs[key] else {})},
+                sum(1 for r in complete if not by[(key, r)]["drained"]),
+            ))  # fmt: skip
+        summary = CaseSummary(case["key"], case["label"], case["near_limit"], len(complete), rows)
+        _checks(summary, run, sizing, case, figs)
+        for row in rows:
+            if row.key in STRATEGY_KEYS and row.baseline:
+                row.verdict = _verdict(row, summary, {k: len(lat[k].union) for k in kinds})
+        out.append(summary)
+    return out
 
 
-def _ms(value: float) -> str:
-    return f"{value * 1000:.1f}"
+def _nan() -> Interval:
+    return Interval(math.nan, math.nan, math.nan, 0)
 
 
-Figures = dict[tuple[str, int], dict[str, float]]
-QUANTILES = ("p50", "p99", "p999")
+def _scaled(i: Interval, k: float) -> Interval:
+    return Interval(i.value * k, i.low * k, i.high * k, i.rounds)
 
 
-def report(args: argparse.Namespace, cpu: int, cases: Sequence[Any], baselines: Sequence[Any],
-           phases: Sequence[Any], records: list[tuple[float, float]], batch: list[str],
-           seconds: float) -> None:  # fmt: skip
-    from bench.colocation import chosen
-
-    strategies = chosen(args)
-    _header(args, cpu, len(strategies), len(cases), seconds)
-    for case in cases:
-        mine = [b for b in baselines if b.case == case.key]
-        rounds_base = [latency_figures(latencies(records, b.start, b.end)) for b in mine]
-        baseline = {q: median([f[q] for f in rounds_base]) for q in QUANTILES}
-        figures = {(p.strategy, p.round): phase_figures(p, records, args, batch)
-                   for p in phases if p.case == case.key}  # fmt: skip
-        print(f"\n=== {case.label} ===")
-        _noise(case, mine, rounds_base)
-        _protection(strategies, figures, baseline, args.rounds)
-        _kernel_beside_agent(strategies, figures, args.rounds)
-        _response_times(strategies, figures, baseline, args.rounds)
-        _goal(strategies, figures, baseline, args.rounds)
-    requests = [phase_figures(p, records, args, batch)["requests"] for p in phases]
-    print(f"\nrequests per phase: {median(requests):.0f}; "
-          "x = ratio to the case's baseline; BE kept % = of the round's no-agent run; "
-          "beyond need and BE in core-seconds; util % = the bench pods' CPU on the one-core node; "
-          "web thr % = periods in which web's own quota throttled it; others % = the bench CPU "
-          "used by other processes")
-    print("anchor: Heracles (ISCA 2015) kept latency SLOs at 90% average server utilization")
-    if args.quick:
-        print("--quick: one short round; these figures are a smoke test, not a measurement")
-    if args.trace:
-        for phase in phases:
-            trace(phase, records, batch)
+def _checks(summary: CaseSummary, run: dict[str, Any], sizing: Sizing, case: dict[str, Any],
+            figs: dict[str, list[dict[str, float]]]) -> None:  # fmt: skip
+    """The protocol's checks: a throttled or ill-sized baseline refuses the case's
+    verdicts; short windows, thin batch demand, too few rounds or an undrained queue leave
+    them undecided."""
+    alone = figs.get("alone", [])
+    periods = sum(int(f["web_periods"]) for f in alone)
+    throttled = sum(int(f["web_throttled"]) for f in alone)
+    if not case["near_limit"]:
+        summary.refused += sizing_problems(sizing, run["rate"], case["limit"])
+        why = alone_throttled(periods, throttled)
+        if why:
+            summary.refused.append(why)
+    args = run["args"]
+    demand = max((w["batch_cores"] for w in run["windows"] if w["key"] in STRATEGY_KEYS), default=0.0)
+    summary.unsure += window_problems(float(args["window"]), demand if demand else MIN_BATCH_CORES)
+    if summary.rounds < FULL_ROUNDS:
+        summary.unsure.append(f"{summary.rounds} rounds < {FULL_ROUNDS}")
+    undrained = sum(r.undrained for r in summary.rows)
+    if undrained:
+        summary.unsure.append(f"web's queue had not drained before {undrained} windows")
 
 
-def _header(args: argparse.Namespace, cpu: int, strategies: int, cases: int, seconds: float) -> None:
-    print(f"co-location on real cgroup v1, CPU {cpu} as a one-core node: {args.rounds} rounds x "
-          f"{cases} latency-critical pods x {strategies} strategies x {args.phase:g} s, "
-          f"interleaved ({seconds / 60:.1f} min)")
-    print(f"web (latency-critical): {args.rate:g} req/s Poisson, {args.work_ms:g} ms of CPU each; "
-          "batch: 2 Burstable (0.15 core requested) + 1 BestEffort, demand 0.3 -> 1.5 -> 0.75 -> "
-          "0.3 cores")
-    print(f"lines: node CPU {args.line:g} cores; lc_cpu_wait_ratio {args.wait_line:g}%; "
-          f"ticks of 1 s; throttle step 10% of the node, floor 5% (or the request); idle: the "
-          f"batch pods' pod cgroups; burst: 100% of web's quota; the bench's cgroup weighs "
-          f"{args.weight} against each process outside it")
-
-
-#: The issue's goal for the idle strategies: (p99 x, p99.9 x, batch CPU kept %).
-GOAL = (1.2, 1.5, 95.0)
-
-
-def _goal(strategies: Sequence[Any], figures: Figures, baseline: dict[str, float], rounds: int) -> None:
-    """The goal, said plainly per idle strategy, on the medians over the rounds."""
+def _verdict(row: Row, summary: CaseSummary, sizes: dict[str, int]) -> Verdict:
     p99, p999, kept = GOAL
-    for strategy in strategies:
-        if not strategy.key.startswith("idle"):
-            continue
-        rows = [figures[(strategy.key, r)] for r in range(rounds)]
-        r99 = median([f["p99"] / baseline["p99"] for f in rows])
-        r999 = median([f["p999"] / baseline["p999"] for f in rows])
-        be = median([rows[r]["be_kernel"] / figures[("none", r)]["be_kernel"] * 100 for r in range(rounds)])
-        misses = [what for what, ok in (
-            (f"p99 {r99:.2f}x > {p99}x", r99 <= p99), (f"p99.9 {r999:.2f}x > {p999}x", r999 <= p999),
-            (f"batch kept {be:.0f}% < {kept:.0f}%", be >= kept)) if not ok]  # fmt: skip
-        verdict = "meets the goal" if not misses else "falls short: " + "; ".join(misses)
-        print(f"goal (p99 <= {p99}x, p99.9 <= {p999}x alone, batch >= {kept:.0f}% of no agent): "
-              f"{strategy.label}: {verdict}")
+    unsure = "; ".join(summary.unsure) or None
+    base = row.baseline or "alone"
+    verdicts = [
+        judge(row.ratio["p99"], p99, unsure=unsure or thin_tail([sizes[row.key], sizes[base]], 0.99)),
+        judge(row.ratio["p999"], p999, unsure=unsure or thin_tail([sizes[row.key], sizes[base]], 0.999)),
+    ]
+    if row.key != "none":
+        verdicts.append(judge(row.kept, kept, at_most=False, unsure=unsure))
+    return combine(verdicts)
 
 
-def _noise(case: Any, baselines: Sequence[Any], rounds_base: list[dict[str, float]]) -> None:
-    alone = [b.kernel[0] for b in baselines if b.kernel]
-    waits = [k.wait for k in alone if k.wait is not None]
-    foreign = [max(0.0, k.cpu_busy - sum(k.cpu.values())) * 100 for k in alone]
-    print("\nnoise of the machine (the web pod alone, per round):")
-    print(f"  latency p50 {spread([f['p50'] * 1e3 for f in rounds_base], '{:.2f}')} ms, "
-          f"p99 {spread([f['p99'] * 1e3 for f in rounds_base], '{:.1f}')} ms, "
-          f"p99.9 {spread([f['p999'] * 1e3 for f in rounds_base], '{:.1f}')} ms; "
-          f"run-queue wait {spread(waits, '{:.1f}')}%; "
-          f"web used {spread([k.cpu['web'] for k in alone], '{:.2f}')} cores; "
-          f"other processes on the bench CPU {spread(foreign, '{:.0f}')}%")
-    used = median([k.cpu["web"] for k in alone])
-    if case.near_use is None and used > 0.8 * case.limit:
-        print(f"  note: alone, web uses {used / case.limit:.0%} of its {case.limit:g} core limit: its "
-              "own quota throttles it (a request costs more CPU here than on a quiet machine), "
-              "so this case is a near-limit one too")
+# -- the text ----------------------------------------------------------------------------
 
 
-def _protection(strategies: Sequence[Any], figures: Figures, baseline: dict[str, float],
-                rounds: int) -> None:  # fmt: skip
-    print("\nprotection and cost, median (min-max) over the rounds:")
-    print(f"{'strategy':<30}{'p50 x':>17}{'p99 x':>19}{'p99.9 x':>19}{'s>CPU':>14}"
-          f"{'s>wait':>14}{'BE core-s':>18}{'BE kept %':>16}{'beyond need':>18}{'util %':>16}"
-          f"{'web thr %':>16}")
-    for strategy in strategies:
-        rows = [figures[(strategy.key, r)] for r in range(rounds)]
-        ratio = {q: [row[q] / baseline[q] for row in rows] for q in QUANTILES}
-        kept = [rows[r]["be_kernel"] / figures[("none", r)]["be_kernel"] * 100 for r in range(rounds)]
-        print(f"{strategy.label:<30}{spread(ratio['p50']):>17}{spread(ratio['p99'], '{:.1f}'):>19}"
-              f"{spread(ratio['p999'], '{:.1f}'):>19}"
-              f"{spread([f['over_line'] for f in rows], '{:.0f}'):>14}"
-              f"{spread([f['over_wait'] for f in rows], '{:.0f}'):>14}"
-              f"{spread([f['be_kernel'] for f in rows], '{:.1f}'):>18}"
-              f"{spread(kept, '{:.0f}'):>16}"
-              f"{spread([f['beyond'] for f in rows], '{:.2f}'):>18}"
-              f"{spread([f['util'] for f in rows], '{:.0f}'):>16}"
-              f"{spread([f['web_throttled_pct'] for f in rows], '{:.0f}'):>16}")
+def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
+    lines = _header(run)
+    for s in summaries:
+        lines += ["", f"=== {s.label}{' (judged apart: near its own limit)' if s.near_limit else ''}; "
+                  f"{s.rounds} rounds ==="]  # fmt: skip
+        lines.append(f"{'window':<30}{'req':>8}{'p50 ms':>22}{'p99 ms':>22}{'p99.9 ms':>22}"
+                     f"{'p99 x':>20}{'p99.9 x':>20}")  # fmt: skip
+        for r in s.rows:
+            ratio = (lambda q, r=r: r.ratio[q].text() if q in r.ratio else "(baseline)")  # noqa: E731
+
+            lines.append(f"{r.label:<30}{r.requests:>8}{r.ms['p50'].text('{:.2f}'):>22}"
+                         f"{r.ms['p99'].text('{:.1f}'):>22}{r.ms['p999'].text('{:.1f}'):>22}"
+                         f"{ratio('p99'):>20}{ratio('p999'):>20}")  # fmt: skip
+        lines += ["", f"{'window':<30}{'BE kept % (kernel)':>22}{'BE % of spare':>22}{'BE iter %':>22}"
+                  f"{'util %':>8}{'web ms/req':>11}{'web thr %':>10}{'steal %':>8}{'other CPU %':>12}"
+                  f"{'others %':>9}{'undrained':>10}"]  # fmt: skip
+        for r in s.rows:
+            f = r.figures
+            lines.append(f"{r.label:<30}{r.kept.text('{:.0f}'):>22}{r.spare.text('{:.0f}'):>22}"
+                         f"{r.iterations.text('{:.0f}'):>22}{f.get('util_pct', math.nan):>8.0f}"
+                         f"{f.get('web_cpu_per_request_ms', math.nan):>11.2f}"
+                         f"{f.get('web_throttled_pct', math.nan):>10.1f}{f.get('steal_pct', math.nan):>8.1f}"
+                         f"{f.get('other_busy_pct', math.nan):>12.0f}{f.get('foreign_pct', math.nan):>9.1f}"
+                         f"{r.undrained:>10}")  # fmt: skip
+        lines += ["", "the kernel's figures beside the agent's (medians over the rounds):",
+                  f"{'window':<30}{'BE core-s kernel':>18}{'agent':>8}{'web wait % kernel':>19}"
+                  f"{'agent':>8}{'BE periods thr %':>18}{'actions':>9}"]  # fmt: skip
+        for r in s.rows:
+            f = r.figures
+            lines.append(f"{r.label:<30}{f.get('batch_cpu_s', math.nan):>18.1f}"
+                         f"{f.get('batch_agent_s', math.nan):>8.1f}{f.get('wait_kernel', math.nan):>19.1f}"
+                         f"{f.get('wait_agent', math.nan):>8.1f}{f.get('batch_thr_pct', math.nan):>18.1f}"
+                         f"{f.get('actions', math.nan):>9.0f}")  # fmt: skip
+        lines += [""] + _verdict_lines(s)
+    lines += ["", "x = ratio of pooled nearest-rank percentiles to the window's own baseline; "
+              "[low-high] = 95% interval, block bootstrap over rounds; BE kept % = batch kernel "
+              "CPU (cpuacct) of the no-agent window's; BE % of spare = of the node's core minus "
+              "web's CPU minus other processes'; BE iter % = batch iterations of the no-agent "
+              "window's; others % = the bench CPU used by processes outside the bench"]  # fmt: skip
+    if run["mode"] == "quick":
+        lines.append("--quick: a smoke run; its verdicts are undecided by design, its figures are not a measurement")
+    return "\n".join(lines) + "\n"
 
 
-def _kernel_beside_agent(strategies: Sequence[Any], figures: Figures, rounds: int) -> None:
-    print("\nthe kernel's figures beside the agent's (medians):")
-    print(f"{'strategy':<30}{'BE core-s kernel':>18}{'agent':>8}{'s>CPU kernel':>14}{'agent':>8}"
-          f"{'BE periods thr %':>18}{'BE thr s':>10}{'web wait % kernel':>19}{'agent':>8}"
-          f"{'actions':>9}{'others %':>10}")
-    for strategy in strategies:
-        rows = [figures[(strategy.key, r)] for r in range(rounds)]
-
-        def m(key: str, rows: list[dict[str, float]] = rows) -> float:
-            return median([f[key] for f in rows])
-
-        print(f"{strategy.label:<30}{m('be_kernel'):>18.1f}{m('be_agent'):>8.1f}"
-              f"{m('over_line'):>14.0f}{m('over_line_agent'):>8.0f}{m('be_throttled_pct'):>18.1f}"
-              f"{m('be_throttled_s'):>10.1f}{m('wait_kernel'):>19.1f}{m('wait_agent'):>8.1f}"
-              f"{m('actions'):>9.0f}{m('foreign'):>10.0f}")
-
-
-def _response_times(strategies: Sequence[Any], figures: Figures, baseline: dict[str, float],
-                    rounds: int) -> None:  # fmt: skip
-    print("\nthe web pod's response times, ms (median over the rounds):")
-    print(f"{'strategy':<30}{'p50':>8}{'p99':>8}{'p99.9':>8}")
-    print(f"{'alone (baseline)':<30}" + "".join(f"{_ms(baseline[q]):>8}" for q in QUANTILES))
-    for strategy in strategies:
-        rows = [figures[(strategy.key, r)] for r in range(rounds)]
-        print(f"{strategy.label:<30}"
-              + "".join(f"{_ms(median([f[q] for f in rows])):>8}" for q in QUANTILES))
+def _header(run: dict[str, Any]) -> list[str]:
+    a, sz = run["args"], run["sizing"]
+    cpr = sz["cpu_s"] / sz["requests"] * 1e3 if sz["requests"] else math.nan
+    m = run.get("machine", {})
+    return [
+        f"co-location ({run['mode']}) on real cgroup v1, CPU {run['cpu']} as a one-core node: "
+        f"{a['rounds']} rounds x {len(run['cases'])} cases x {len(run['windows'])} windows "
+        f"({a['warmup']} s warm-up + {a['window']} s measured each, order rotated each round); "
+        f"{run['minutes']:.1f} min; {m.get('date', '')}, load average {m.get('loadavg', ['?'])[0]}",
+        f"sizing: web alone, no limit, {sz['seconds']:.0f} s: {cpr:.3f} ms of CPU a request; "
+        f"rate {run['rate']:.0f} req/s ({'sized' if run['rate_sized'] else 'given'}: "
+        f"{cpr * run['rate'] / 1e3 / run['web_limit']:.0%} of a {run['web_limit']:g} core limit)",
+        "batch: 2 Burstable (0.15 core requested) + 1 BestEffort, steady demand 1.5 cores in the "
+        "contended windows; busy alone: one BestEffort idle-class spinner at 1 core",
+    ]  # fmt: skip
 
 
-def trace(phase: Any, records: list[tuple[float, float]], batch: list[str]) -> None:
-    """Every tick of a phase: demand, the kernel's figures, the web pod's latency, caps."""
-    print(f"\n{phase.strategy}, round {phase.round + 1}: t demand node BE web-wait% "
-          "p50ms p99ms caps")
-    last = phase.start
-    for k, outcome, demand in zip(phase.kernel, phase.agent, phase.demand, strict=True):
-        lat = latencies(records, last, k.at)
-        last = k.at
-        caps = " ".join(f"{key.split('/')[1]}={cap:.2f}" for key, cap in sorted(outcome.caps.items()))
-        wait = "-" if k.wait is None else f"{k.wait:.0f}"
-        print(f"  {k.at - phase.start:5.1f} {sum(demand.values()):4.2f} {sum(k.cpu.values()):4.2f} "
-              f"{sum(k.cpu[b] for b in batch):4.2f} {wait:>4} {_ms(percentile(lat, 0.5)):>6} "
-              f"{_ms(percentile(lat, 0.99)):>6} {caps}")
+def _verdict_lines(s: CaseSummary) -> list[str]:
+    """The LC pod's own gain from burst and the busy-alone control (figures, printed in
+    every case), then the verdicts or why there are none."""
+    p99, p999, kept = GOAL
+    out = []
+    own = next((r for r in s.rows if r.key == "alone-burst" and r.ratio), None)
+    busy = next((r for r in s.rows if r.key == "busy-alone" and r.ratio), None)
+    if own is not None:
+        out.append(f"web's own gain from burst, alone (not protection): p99 {own.ratio['p99'].text()}x, "
+                   f"p99.9 {own.ratio['p999'].text()}x of web alone without burst")  # fmt: skip
+    if busy is not None:
+        out.append(f"control, web beside an idle spinner: p99 {busy.ratio['p99'].text()}x, "
+                   f"p99.9 {busy.ratio['p999'].text()}x of web alone")  # fmt: skip
+    goal = f"goal (p99 <= {p99}x, p99.9 <= {p999}x of its baseline, batch >= {kept:.0f}% of no agent)"
+    if s.refused:
+        return [*out, f"{goal}: no verdict for this case: " + "; ".join(s.refused)]
+    return [*out, *(f"{goal}: {r.label}: {r.verdict.text()}" for r in s.rows if r.verdict is not None)]
+
+
+def render(directory: str, png: bool = True) -> list[CaseSummary]:
+    """The report printed and written beside the records (``report.txt``), and the
+    pictures (``colocation.html``, and with ``png`` ``colocation.png`` where chromium
+    runs)."""
+    from bench.colocation_plot import write_pictures
+
+    run, windows = load(directory)
+    summaries = summarize(run, windows)
+    report = text(run, summaries)
+    with open(os.path.join(directory, "report.txt"), "w", encoding="utf-8") as f:
+        f.write(report)
+    print(report, end="")
+    for line in write_pictures(directory, run, windows, report, png):
+        print(line)
+    return summaries

@@ -1,25 +1,28 @@
-"""The strategies the co-location benchmark compares, as node brains for the real loop.
+"""The windows the co-location benchmark compares: the strategies, as policies and node
+brains for the real loop, and the baselines they are judged against.
 
-All of them run the product's own loop, collectors, analyzer, engine and CFS-quota
-throttler; they differ only in the rule they watch and in how much they act:
+All of them run the product's own loop, collectors, decision (``engine.decide``),
+quota throttler and CPU isolator; they differ only in the policy and in a small *hook*
+that reshapes what the decision is given (never a copy of the decision):
 
 * ``none``: no policy (the agent measures, and does nothing);
 * ``waterline-cpu``: Waterline on a node CPU waterline (``cpu_total_usage``);
 * ``waterline-lc``: Waterline on what the victim suffers (``lc_cpu_wait_ratio``);
 * ``floor-all``: the same CPU rule, but every candidate is throttled to its floor as soon
-  as it triggers (crane-agent before its precise-execution proposal);
+  as it triggers (crane-agent before its precise-execution proposal): the hook makes the
+  throttle-down gap one no pod can close;
 * ``one-per-tick``: the same CPU rule, one more pod throttled to its floor a tick (the
-  kubelet's pace: one pod at a time, then measure again);
+  kubelet's pace): the hook also shows the engine only the pods already throttled and the
+  next candidate;
 * ``idle``: no rule at all: the batch pods in the idle class (``cpu.idle`` on their pod
   cgroups, ``spec.cpuIsolation.idle``): who runs first rather than how much;
 * ``idle-burst``: the same, and CPU burst (100% of the quota) for the latency-critical
-  pod, so that a pod near its own limit borrows what it left unused instead of waiting
-  for the next period.
+  pod.
 
-The two reference strategies run the product's decision itself with a strategy
-(``engine.decide.Strategy``, no copy of it): the throttle-down gap is made bigger than any
-pod (the engine then caps each candidate at its floor), and for one pod a tick the engine
-sees only the pods already throttled plus the next candidate.
+The baselines (``BASELINES``): web alone; web alone with burst (the baseline of
+``idle-burst``: a strategy that changes web's own settings is judged against web alone
+with the same settings, and what burst does for web alone is reported apart); web beside
+one idle-class spinner (``busy-alone``, a control: what a busy CPU's wake-ups cost web).
 Throttle-up is Waterline's for all.
 """
 
@@ -34,6 +37,7 @@ from agent.model.numbers import EPSILON
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain
 from engine.caps import throttle_floor
+from engine.decide import Strategy as EngineStrategy
 from engine.sorters import SORTERS, Candidate
 from engine.state import NodeState
 from engine.work import TickContext
@@ -66,8 +70,8 @@ def rules(metric: str, value: float, min_ratio: int, step_ratio: int) -> list[di
 
 
 def floor_all(ctx: TickContext, state: NodeState) -> TickContext:
-    """The throttle-down gaps made whole: every candidate is capped at its floor
-    (``engine.decide.Strategy``)."""
+    """The throttle-down gaps made whole (a gap no pod can close): the engine then caps
+    every candidate at its floor at once (``engine.decide.Strategy``)."""
     down = ctx.analysis.gaps[THROTTLE_DOWN]
     if not down:
         return ctx
@@ -91,22 +95,29 @@ def one_per_tick(ctx: TickContext, state: NodeState) -> TickContext:
     return replace(whole, pods={k: p for k, p in ctx.pods.items() if k in keep})
 
 
-class ReferenceBrain(NodeBrain):
-    """The product's decision with a reference strategy (``engine.decide.Strategy``):
-    every candidate to its floor at once, or ``one_at_a_time``, one more a tick."""
-
-    def __init__(self, one_at_a_time: bool) -> None:
-        super().__init__(strategy=one_per_tick if one_at_a_time else floor_all)
-        self.one_at_a_time = one_at_a_time
+#: The batch pods' steady demand in a contended window (batch-1, batch-2, batch-3), cores:
+#: 1.5 together, above the protocol's one core; and the busy-alone control's one spinner.
+CONTENDED = (0.6, 0.5, 0.4)
+SPINNER = (0.0, 0.0, 1.0)
+ALONE = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
 class Strategy:
+    """One window kind: its policy, its hook, the batch demand beside web, and the window
+    it is judged against (None: it is a baseline)."""
+
     key: str
     label: str
     #: (node CPU waterline, wait line) -> the policy manifests
     rules: Callable[[float, float], list[dict[str, Any]]]
-    brain: Callable[[], NodeBrain]
+    #: what the strategy changes in the engine's context (``engine.decide.Strategy``)
+    hook: EngineStrategy | None = None
+    demand: tuple[float, float, float] = CONTENDED
+    baseline: str | None = "alone"
+
+    def brain(self) -> NodeBrain:
+        return NodeBrain(strategy=self.hook)
 
 
 MIN_RATIO, STEP_RATIO = 5, 10
@@ -136,12 +147,32 @@ def isolation(burst: bool) -> list[dict[str, Any]]:
              "spec": {"cpuIsolation": section}}]  # fmt: skip
 
 
+def _burst_only(_line: float, _wait: float) -> list[dict[str, Any]]:
+    return [{"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "bench"},
+             "spec": {"cpuIsolation": {"burst": {"quotaPercent": 100}}}}]  # fmt: skip
+
+
+def _nothing(_line: float, _wait: float) -> list[dict[str, Any]]:
+    return []
+
+
 STRATEGIES: tuple[Strategy, ...] = (
-    Strategy("none", "no agent", lambda _l, _w: [], NodeBrain),
-    Strategy("waterline-cpu", "Waterline, node CPU line", _cpu, NodeBrain),
-    Strategy("waterline-lc", "Waterline, lc_cpu_wait_ratio", _wait, NodeBrain),
-    Strategy("floor-all", "every candidate to its floor", _cpu, lambda: ReferenceBrain(False)),
-    Strategy("one-per-tick", "one pod per tick (to floor)", _cpu, lambda: ReferenceBrain(True)),
-    Strategy("idle", "batch idle", lambda _l, _w: isolation(burst=False), NodeBrain),
-    Strategy("idle-burst", "batch idle + burst for web", lambda _l, _w: isolation(burst=True), NodeBrain),
+    Strategy("none", "no agent", _nothing),
+    Strategy("waterline-cpu", "Waterline, node CPU line", _cpu),
+    Strategy("waterline-lc", "Waterline, lc_cpu_wait_ratio", _wait),
+    Strategy("floor-all", "every candidate to its floor", _cpu, floor_all),
+    Strategy("one-per-tick", "one pod per tick (to floor)", _cpu, one_per_tick),
+    Strategy("idle", "batch idle", lambda _l, _w: isolation(burst=False)),
+    Strategy("idle-burst", "batch idle + burst for web", lambda _l, _w: isolation(burst=True),
+             baseline="alone-burst"),
 )
+#: The strategies of a full run (the ones the goal is about, and the no-agent run every
+#: batch figure is measured against): a full run must fit about two hours.
+FULL_STRATEGIES = ("none", "idle", "idle-burst")
+BASELINES: tuple[Strategy, ...] = (
+    Strategy("alone", "web alone", _nothing, demand=ALONE, baseline=None),
+    Strategy("alone-burst", "web alone, burst", _burst_only, demand=ALONE, baseline=None),
+    Strategy("busy-alone", "web beside an idle spinner", lambda _l, _w: isolation(burst=False),
+             demand=SPINNER, baseline="alone"),
+)
+WINDOWS = {s.key: s for s in (*BASELINES, *STRATEGIES)}

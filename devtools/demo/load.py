@@ -11,7 +11,8 @@ inside the pods' cgroups (``python -m devtools.demo.load ROLE ...``, from the ch
 * ``worker``: one busy worker of a best-effort pod. Its demand (cores) follows a
   timeline of steps from a start time: in each 10 ms window it burns ``demand x 10 ms``
   of its own CPU time, then sleeps to the window's end; a window it could not finish in
-  time is not made up later (a batch job does not owe CPU).
+  time is not made up later (a batch job does not owe CPU). Given a file, it writes there
+  the spin rounds it completed when it exits: the batch work done, not only the CPU used.
 
 Both pin themselves to the CPU given (sched affinity) before they start, so the
 contention is real on a 2-core machine shared with other work.
@@ -87,8 +88,10 @@ def read_records(path: str) -> list[tuple[float, float]]:
     return [(data[i], data[i + 1]) for i in range(0, len(data) - 1, 2)]
 
 
-def work(start: float, steps: list[tuple[float, float]]) -> None:
-    """Follow ``steps`` = [(seconds after start, demand cores)]; exit after the last."""
+def work(start: float, steps: list[tuple[float, float]]) -> int:
+    """Follow ``steps`` = [(seconds after start, demand cores)]; return after the last, with
+    the spin rounds done (of 2,000 iterations each)."""
+    done = 0
     end = start + steps[-1][0]
     window = max(time.monotonic(), start)
     while window < end:
@@ -99,12 +102,14 @@ def work(start: float, steps: list[tuple[float, float]]) -> None:
             burn = demand * WINDOW
             while time.thread_time() - t0 < burn:
                 spin(2_000)
+                done += 1
         window += WINDOW
         now = time.monotonic()
         if window > now:
             time.sleep(window - now)
         else:
             window = now  # behind: the missed windows are not made up
+    return done
 
 
 def parse_steps(text: str) -> list[tuple[float, float]]:
@@ -122,7 +127,10 @@ def main(argv: list[str]) -> None:
     if argv[0] == "lc":
         serve(float(argv[2]), int(argv[3]), int(argv[4]), argv[5])
     elif argv[0] == "worker":
-        work(float(argv[2]), parse_steps(argv[3]))
+        done = work(float(argv[2]), parse_steps(argv[3]))
+        if len(argv) > 4:
+            with open(argv[4], "w", encoding="ascii") as f:
+                f.write(str(done))
     elif argv[0] == "calibrate":
         print(calibrate(float(argv[2])))
     else:

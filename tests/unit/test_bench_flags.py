@@ -45,7 +45,8 @@ def test_defrag_e2e_refuses_bad_flags_with_one_line_before_any_cluster_starts(
     ("flags", "message"),
     [
         (["--rounds", "0"], "--rounds must be >= 1, got 0"),
-        (["--phase", "-1"], "--phase must be > 0 seconds, got -1.0"),
+        (["--window", "0"], "--window must be >= 1 second, got 0"),
+        (["--replot", "/nonexistent"], "--replot: no run.json in /nonexistent"),
         (["--rate", "0"], "--rate must be > 0 requests a second, got 0.0"),
         (["--line", "-1"], "--line must be > 0 cores, got -1.0"),
         (["--wait-line", "150"], "--wait-line must be in (0, 100] %, got 150.0"),
@@ -64,13 +65,15 @@ def test_colocation_refuses_bad_flags_with_one_line(
 
 
 def test_colocation_takes_its_documented_short_settings() -> None:
-    args = parse_args(["--rounds", "1", "--phase", "8", "--strategies", "idle,idle-burst", "--cases", "burstable"])
-    assert (args.rounds, args.phase, args.strategies, args.cases) == (1, 8.0, "idle,idle-burst", "burstable")
-    assert (args.baseline, args.settle) == (8.0, 3.0)  # the full run's
+    args = parse_args(["--rounds", "1", "--window", "8", "--strategies", "idle,idle-burst", "--cases", "burstable"])
+    assert (args.rounds, args.window, args.strategies, args.cases) == (1, 8, "idle,idle-burst", "burstable")
+    assert (args.warmup, args.settle, args.sizing, args.rate) == (5, 2.0, 30.0, None)  # the full run's
 
 
-def test_colocation_quick_is_a_short_run_whose_given_flags_win() -> None:
-    quick = parse_args(["--quick", "--rounds", "2"])
-    assert (quick.rounds, quick.phase, quick.baseline, quick.settle) == (2, 6.0, 3.0, 0.5)
+def test_colocation_full_run_follows_the_protocol_and_quick_is_short() -> None:
     full = parse_args([])
-    assert (full.rounds, full.phase, full.baseline, full.settle, full.cases) == (3, 24.0, 8.0, 3.0, None)
+    assert (full.rounds, full.window, full.sizing) == (10, 60, 30.0)  # >= 10 rounds, >= 60 s, >= 30 s
+    assert (full.cases, full.strategies) == ("guaranteed,burstable", "none,idle,idle-burst")
+    quick = parse_args(["--quick", "--rounds", "3"])
+    assert (quick.rounds, quick.window, quick.warmup, quick.settle, quick.sizing) == (3, 5, 2, 0.5, 5.0)
+    assert (quick.cases, quick.strategies) == (None, None)  # every case and strategy

@@ -1,7 +1,8 @@
 """The co-location benchmark's strategies do what their names say, with the product's
 analyzer and engine: every candidate to its floor at once, or one more pod to its floor a
 tick (never a pod a cap would not lower); the batch pods idle, with or without burst for
-the latency-critical pod."""
+the latency-critical pod. The reference strategies are hooks on the product's decide(),
+not copies of it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ from agent.model.usage import PodUsage
 from agent.node.dryrun import ReportingEvictor
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
-from bench.colocation_strategies import STRATEGIES, ReferenceBrain, rules
+from bench.colocation_strategies import (
+    STRATEGIES,
+    WINDOWS,
+    floor_all,
+    one_per_tick,
+    rules,
+)
 from tests import builders as b
 
 OBJECTS = [
@@ -48,13 +55,13 @@ def test_waterline_takes_the_gap_from_the_first_candidates_only() -> None:
 
 
 def test_floor_all_caps_every_candidate_at_its_floor_at_once() -> None:
-    assert run(ReferenceBrain(one_at_a_time=False), 1) == [
+    assert run(NodeBrain(strategy=floor_all), 1) == [
         {"default/batch-1": 0.15, "default/batch-2": 0.15}  # batch-3 is below its floor
     ]
 
 
 def test_one_per_tick_caps_one_more_pod_a_tick_never_the_latency_critical_one() -> None:
-    assert run(ReferenceBrain(one_at_a_time=True), 3) == [
+    assert run(NodeBrain(strategy=one_per_tick), 3) == [
         {"default/batch-1": 0.15},
         {"default/batch-1": 0.15, "default/batch-2": 0.15},
         {"default/batch-1": 0.15, "default/batch-2": 0.15},
@@ -83,14 +90,17 @@ def test_the_idle_strategies_hold_the_batch_pods_idle_and_give_web_burst_and_cap
         assert isolator.burst == bursting and brain.caps() == {}
 
 
-def test_every_strategy_has_a_distinct_key_and_the_reference_brains_take_an_isolator() -> None:
+def test_every_window_has_a_distinct_key_a_baseline_and_the_hooked_brains_take_an_isolator() -> None:
     keys = [s.key for s in STRATEGIES]
     assert len(set(keys)) == len(keys) == 7 and {"idle", "idle-burst"} <= set(keys)
+    # every window is judged against a baseline that exists, with web's own settings alike
+    assert all(w.baseline is None or w.baseline in WINDOWS for w in WINDOWS.values())
+    assert WINDOWS["idle-burst"].baseline == "alone-burst" and WINDOWS["idle"].baseline == "alone"
     store = ObjectStore.from_dicts(OBJECTS)
     manifests = rules("cpu_total_usage", 0.8, 5, 10)
     from agent.simulate.actuators import SimulatedIsolator
 
-    report = ReferenceBrain(one_at_a_time=False).tick(  # the loop passes the isolator to every brain
+    report = NodeBrain(strategy=floor_all).tick(  # the loop passes the isolator to every brain
         now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": 0.92},
         usage={k: PodUsage(cpu=v) for k, v in USAGE.items()},
         policies=load_policies([manifests[0]], [manifests[1]]), namespace_labels=lambda ns: {},

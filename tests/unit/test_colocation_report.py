@@ -1,0 +1,119 @@
+"""The co-location benchmark's report is made from its records only: verdicts follow the
+intervals (meets, fails, undecided with the reason), a throttled or ill-sized baseline
+gets no verdict, and ``--replot`` writes the same report and the pictures again."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.colocation_plot import cdf_points
+from bench.colocation_report import render, summarize, window_figures
+from bench.colocation_stats import FAILS, MEETS, UNDECIDED
+
+WINDOWS = [
+    {"key": "alone", "label": "web alone", "baseline": None, "batch_cores": 0.0},
+    {"key": "alone-burst", "label": "web alone, burst", "baseline": None, "batch_cores": 0.0},
+    {"key": "none", "label": "no agent", "baseline": "alone", "batch_cores": 1.5},
+    {"key": "idle", "label": "batch idle", "baseline": "alone", "batch_cores": 1.5},
+    {"key": "idle-burst", "label": "batch idle + burst", "baseline": "alone-burst", "batch_cores": 1.5},
+]
+#: Per window kind: (latency scale, batch cores, web throttled periods of 10 a second)
+#: Bootstrap resamples in these tests: the verdicts here are far from their goals.
+FEW = 200
+SHAPES = {"alone": (1.0, 0.0, 0), "alone-burst": (1.0, 0.0, 0), "none": (3.0, 0.7, 0),
+          "idle": (1.0, 0.69, 0), "idle-burst": (1.02, 0.5, 0)}  # fmt: skip
+
+
+def run_doc(rounds: int, window: int = 60, sizing_s: float = 30.0) -> dict[str, Any]:
+    return {
+        "mode": "tree", "args": {"rounds": rounds, "window": window, "warmup": 2}, "cpu": 1,
+        "rate": 180.0, "rate_sized": True, "web_limit": 0.6,
+        "sizing": {"seconds": sizing_s, "requests": 6000, "cpu_s": 9.0},  # 45% of 0.6 at 180/s
+        "cases": [{"key": "burstable", "label": "Burstable web", "request": 0.2, "limit": 0.6,
+                   "qos": "Burstable", "near_limit": False}],
+        "windows": WINDOWS, "batch": ["batch-1"], "minutes": 1.0, "machine": {},
+    }  # fmt: skip
+
+
+def windows_doc(rounds: int, requests: int, shapes: dict[str, tuple[float, float, int]] = SHAPES,
+                seed: int = 1) -> list[dict[str, Any]]:  # fmt: skip
+    rng = random.Random(seed)
+    out = []
+    for r in range(rounds):
+        for slot, (key, (scale, batch, throttled)) in enumerate(shapes.items()):
+            lat = [round(1000 * scale * (1 + rng.expovariate(1.0))) for _ in range(requests)]
+            ticks = [{"t": float(i + 1), "dt": 1.0, "in_window": i >= 2, "web": 0.27,
+                      "batch": {"batch-1": batch}, "busy": 0.27 + batch + 0.01, "steal": 0.0,
+                      "other_busy": 0.5, "wait": 1.0, "web_periods": 10, "web_throttled": throttled,
+                      "batch_periods": 0, "batch_throttled": 0, "batch_throttled_s": 0.0,
+                      "agent_batch": batch, "agent_wait": 1.0, "agent_node": 0.27 + batch,
+                      "actions": 0, "caps": {}} for i in range(12)]  # fmt: skip
+            out.append({"case": "burstable", "window": key, "round": r, "slot": slot, "start": 2.0,
+                        "seconds": 10.0, "drained": True, "iterations": {"batch-1": int(batch * 1000)},
+                        "latency_us": lat, "ticks": ticks})  # fmt: skip
+    return out
+
+
+def verdicts(summary: Any) -> dict[str, Any]:
+    return {r.key: r.verdict for r in summary.rows if r.verdict is not None}
+
+
+def test_a_sound_run_says_meets_and_fails_from_the_intervals() -> None:
+    (case,) = summarize(run_doc(10), windows_doc(10, 10_000), FEW)
+    assert case.refused == [] and case.unsure == []
+    got = verdicts(case)
+    assert got["none"].word == FAILS  # 3x the latency of web alone
+    assert got["idle"].word == MEETS  # the latency of web alone, 99% of the batch CPU
+    assert got["idle-burst"].word == FAILS  # batch keeps 71%: the latency alone cannot save it
+    idle = next(r for r in case.rows if r.key == "idle")
+    assert idle.ratio["p99"].low <= 1.0 <= idle.ratio["p99"].high
+    assert idle.kept.value == pytest.approx(69 / 70 * 100)
+    # the batch pods' share of the spare core: batch / (1 - web - others)
+    assert idle.spare.value == pytest.approx(0.69 / (1 - 0.27 - 0.01) * 100)
+    assert window_figures(windows_doc(1, 10)[0])["web_cpu_per_request_ms"] == pytest.approx(0.27 / 10 * 1e3 * 10)
+
+
+def test_too_few_rounds_or_too_thin_a_tail_is_undecided_and_says_why() -> None:
+    (few,) = summarize(run_doc(3), windows_doc(3, 40_000), FEW)
+    assert {v.word for v in verdicts(few).values()} == {UNDECIDED}
+    assert verdicts(few)["idle"].why == "3 rounds < 10"
+    (thin,) = summarize(run_doc(10), windows_doc(10, 2_000), FEW)  # 20,000 requests: p99.9 not measured
+    assert verdicts(thin)["idle"].word == UNDECIDED
+    assert "beyond the p99" in verdicts(thin)["idle"].why
+    (short,) = summarize(run_doc(10, window=5), windows_doc(10, 10_000), FEW)
+    assert verdicts(short)["idle"].why.startswith("measured windows of 5 s < 60 s")
+
+
+def test_a_throttled_or_ill_sized_baseline_gets_no_verdict() -> None:
+    throttled = {**SHAPES, "alone": (1.0, 0.0, 1)}  # 1 of 10 periods: 10% > 1%
+    (case,) = summarize(run_doc(10), windows_doc(10, 10_000, throttled), FEW)
+    assert case.refused and "throttled by its own quota in 10.0%" in case.refused[0]
+    (unsized,) = summarize(run_doc(10, sizing_s=5.0), windows_doc(10, 10_000), FEW)
+    assert unsized.refused == ["web's CPU per request measured over 5 s < 30 s"]
+
+
+def test_the_report_is_made_again_from_the_records_with_a_self_contained_page(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    (tmp_path / "run.json").write_text(json.dumps(run_doc(2)))
+    with (tmp_path / "windows.jsonl").open("w") as f:
+        for w in windows_doc(2, 500):
+            f.write(json.dumps(w) + "\n")
+    render(str(tmp_path), png=False)  # `--replot DIR`, without the headless browser
+    printed = capsys.readouterr().out
+    report = (tmp_path / "report.txt").read_text()
+    assert report in printed and "batch idle" in report and "2 rounds < 10" in report
+    page = (tmp_path / "colocation.html").read_text()
+    assert page.count("<svg") == 2 and "<script" not in page and "http" not in page.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_cdf_points_climb_in_nines_as_far_as_the_sample_reaches() -> None:
+    pts = cdf_points([float(v) for v in range(1, 1001)])
+    assert pts[0] == (1.0, 0.0) and pts[-1][1] == pytest.approx(3.0) and pts[-1][0] == 999.0
+    assert all(a[0] <= b[0] for a, b in zip(pts, pts[1:], strict=False))
+    assert cdf_points([]) == []
