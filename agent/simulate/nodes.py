@@ -168,7 +168,8 @@ class SimulatedNode:
 
     def report(self) -> dict[str, Any]:
         """The node's ticks and outcome; ``idle`` and ``burst`` (the pods in each class
-        after the last tick, sorted) only where a policy of the node names the class."""
+        after the last tick, sorted) only where a policy of the node names the class;
+        ``batchCapacity`` only where the node publishes one."""
         out: dict[str, Any] = {
             "ticks": self.ticks,
             "evicted": list(self.evicted),
@@ -177,6 +178,9 @@ class SimulatedNode:
         for kind, pods in self.brain.isolated().items():
             if kind in self.classes or pods:
                 out[kind] = pods
+        published = self.brain.batch_capacity()
+        if published is not None:
+            out["batchCapacity"] = published.to_report()
         return out
 
 
