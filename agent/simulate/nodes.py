@@ -31,7 +31,12 @@ from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
-from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
+from agent.simulate.actuators import (
+    SimulatedEvictionAPI,
+    SimulatedIsolator,
+    SimulatedNodeStatus,
+    SimulatedThrottler,
+)
 from engine.cpu_classes import classes_in_force
 
 #: Caps within this many cores of each other are the same cap (quotas are whole us).
@@ -102,6 +107,7 @@ class SimulatedNode:
         self.brain = NodeBrain(settings)
         self.throttler = SimulatedThrottler()
         self.isolator = SimulatedIsolator()
+        self.status = SimulatedNodeStatus()
         #: The CPU isolation classes some policy of the node names (report keys).
         self.classes: set[str] = set()
         self.last_known: dict[str, PodUsage] = {}
@@ -155,6 +161,7 @@ class SimulatedNode:
             evictor=self.api,
             throttler=self.throttler,
             isolator=self.isolator,
+            actuators=(self.status,),
         )
         self.classes.update(classes_in_force(policies.isolation_for_node(self.node.labels)))
         for record in report.actions:

@@ -1,24 +1,34 @@
 """The batch capacity phase: the figures the node publishes follow its non-batch use
 (DESIGN.md "Batch capacity"; the computation is ``engine.batch_capacity``).
 
-A node no policy gives a ``batchCapacity`` section forgets its window and its figures
-(nothing is published). The phase changes nobody's usage, so it comes after every
-decision about how much.
+The figures are written only when they change (``PublishBatchCapacity``); a write not
+done leaves the node's memory at the figures last written, so the next tick asks again.
+A node no policy gives a ``batchCapacity`` section any more has its figures removed
+(``RemoveBatchCapacity``) and forgets its window. The phase changes nobody's usage, so
+it comes after every decision about how much.
 """
 
 from __future__ import annotations
 
 from engine.batch_capacity import BatchMemory, step
+from engine.intents import PublishBatchCapacity, RemoveBatchCapacity
 from engine.work import Steps, TickWork
 
 
 def batch_capacity(tick: TickWork) -> Steps:
     ctx = tick.ctx
     chosen = ctx.tick.policies.batch_capacity_for_node(ctx.node.labels)
+    held = tick.state.batch
     if chosen is None:
-        tick.state.keep_batch(BatchMemory())
+        if held.published is None or (yield RemoveBatchCapacity()):
+            tick.state.keep_batch(BatchMemory())
         return
     _, section = chosen
-    tick.state.keep_batch(step(section, tick.state.batch, ctx.now, ctx.node.allocatable,
-                               ctx.analysis.usage, ctx.pods.values(), ctx.usage))
-    yield from ()
+    after = step(section, held, ctx.now, ctx.node.allocatable, ctx.analysis.usage,
+                 ctx.pods.values(), ctx.usage)
+    wanted = after.published
+    if wanted is not None and wanted is not held.published:
+        written = yield PublishBatchCapacity(round(wanted.cpu * 1000), int(wanted.memory))
+        if not written:
+            after = BatchMemory(after.window, held.published)
+    tick.state.keep_batch(after)

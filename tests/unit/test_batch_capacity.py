@@ -132,3 +132,91 @@ def test_a_step_keeps_the_window_and_rounds_to_what_a_node_status_holds() -> Non
     # 4 - 1.0004 = 2.9996 cores: 2999 whole millicores; 1000.5 bytes: 1000
     assert memory.published == Published(2.999, 1000.0, 11)
     assert memory.published.to_report() == {"cpu": 2.999, "memory": 1000}
+
+
+# -- the phase: what is asked of the node's status writer -------------------------------------
+class _Status:
+    """A node status writer that answers as told, and remembers what it was asked."""
+
+    def __init__(self, answers: list[bool]) -> None:
+        self.answers = answers
+        self.asked: list[Any] = []
+
+    def __call__(self, intent: Any) -> bool:
+        self.asked.append(intent)
+        return self.answers.pop(0) if self.answers else True
+
+
+def _tick(policies: list[dict[str, Any]], cpu: float, now: float) -> Any:
+    from agent.model.objects import parse_node
+    from engine.decide import TickInput
+    from tests.builders import NOW, node
+
+    return TickInput(now=NOW + now, node=parse_node(node("n1", cpu="8", memory="32Gi")), pods=[],
+                     metrics={"cpu_total_usage": cpu, "memory_total_usage": 0.0}, usage={},
+                     policies=load_policies(policies, []))
+
+
+def _run(state: Any, tick: Any, status: _Status) -> Any:
+    from engine.decide import decide
+
+    plan = decide(tick, state)
+    answer = None
+    try:
+        while True:
+            intent = plan.send(answer)
+            answer = status(intent)
+    except StopIteration as done:
+        return done.value
+
+
+def test_the_phase_writes_only_changes_retries_a_failed_write_and_removes_at_the_end() -> None:
+    from engine.intents import PublishBatchCapacity, RemoveBatchCapacity
+    from engine.state import NodeState
+
+    section = {"marginPercent": 0, "windowSeconds": 0, "hysteresisPercent": 0, "minIntervalSeconds": 0}
+    policies = [_policy(section)]
+    status = _Status([True, False, True, True])
+    state = NodeState()
+    for at, cpu in ((0, 2.0), (1, 2.0), (2, 3.0), (3, 3.0), (4, 3.0)):
+        decision = _run(state, _tick(policies, cpu, at), status)
+        state = decision.state
+    published = state.batch_capacity()
+    assert published is not None and published.cpu == 5.0
+    # at 0 the first figure; at 1 nothing changed: nothing asked; at 2 the write failed,
+    # so at 3 it is asked again; at 4 it is written: nothing asked
+    assert status.asked == [PublishBatchCapacity(6000, 32 * GI), PublishBatchCapacity(5000, 32 * GI),
+                            PublishBatchCapacity(5000, 32 * GI)]
+    assert decision.report.to_report()["batchCapacity"] == {"cpu": 5.0, "memory": 32 * GI}
+    decision = _run(state, _tick([], 3.0, 5), status)  # the policy is gone
+    assert status.asked[-1] == RemoveBatchCapacity()
+    assert decision.state.batch_capacity() is None and "batchCapacity" not in decision.report.to_report()
+    status.asked.clear()
+    _run(decision.state, _tick([], 3.0, 6), status)
+    assert status.asked == []  # nothing published, nothing to remove
+
+
+def test_a_status_write_that_raises_is_counted_and_answered_not_done() -> None:
+    from engine.intents import PublishBatchCapacity
+    from executors.actuators import Guarded, Hands, NodeStatusWriter
+
+    class Refused(NodeStatusWriter):
+        def publish(self, millicores: int, bytes_: int) -> bool:
+            raise OSError("refused")
+
+        def remove(self) -> bool:
+            return True
+
+    class Log:
+        def __init__(self) -> None:
+            self.lines: list[tuple[str, dict[str, Any]]] = []
+
+        def error(self, what: str, **fields: Any) -> None:
+            self.lines.append((what, fields))
+
+    errors: dict[str, int] = {}
+    log = Log()
+    hands = Hands(Guarded(Refused(), errors, log))
+    assert hands.carry(PublishBatchCapacity(1000, 1)) is False
+    assert errors == {"node-status": 1}
+    assert log.lines[0][0] == "batch capacity raised" and "pod" not in log.lines[0][1]
