@@ -32,21 +32,13 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from agent.model.batch import BATCH_CPU, BATCH_MEMORY, BatchCapacity
+from agent.model.batch import BatchCapacity, is_batch_pod
 from agent.model.objects import Pod
 from agent.model.registry import CPU, MEMORY
 from agent.model.usage import PodUsage
 
 CPU_TOTAL = "cpu_total_usage"
 MEMORY_TOTAL = "memory_total_usage"
-
-
-def is_batch_pod(pod: Pod) -> bool:
-    """A pod that requests batch resources and no cpu or memory: BestEffort to Kubernetes,
-    limited by the agent from its batch limits."""
-    requests = pod.requests
-    asks = requests.get(BATCH_CPU, 0.0) > 0 or requests.get(BATCH_MEMORY, 0.0) > 0
-    return asks and not requests.get(CPU) and not requests.get(MEMORY)
 
 
 @dataclass(frozen=True, slots=True)

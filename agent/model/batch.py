@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.model.fields import Fields
+from agent.model.objects import Pod
 from agent.model.quantity import parse_quantity
 
 #: The extended resources a node publishes and batch pods request.
@@ -53,6 +54,14 @@ MAX_MIN_INTERVAL_SECONDS = 3600.0
 
 FIELDS = ("marginPercent", "windowSeconds", "hysteresisPercent", "minIntervalSeconds",
           "min", "max", "idle")
+
+
+def is_batch_pod(pod: Pod) -> bool:
+    """A pod that requests batch resources and no cpu or memory: BestEffort to Kubernetes,
+    limited by the agent from its batch limits."""
+    requests = pod.requests
+    asks = requests.get(BATCH_CPU, 0.0) > 0 or requests.get(BATCH_MEMORY, 0.0) > 0
+    return asks and not requests.get("cpu") and not requests.get("memory")
 
 
 @dataclass(frozen=True, slots=True)

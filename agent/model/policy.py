@@ -16,7 +16,7 @@ from typing import Any
 from agent.errors import InvalidObject
 from agent.model.batch import BatchCapacity, parse_batch_capacity
 from agent.model.fields import Fields, bad, is_number, problem
-from agent.model.isolation import CpuIsolation, parse_cpu_isolation
+from agent.model.isolation import BATCH_IDLE, CpuIsolation, parse_cpu_isolation
 from agent.model.objects import EVICTABLE_ANNOTATION, Pod
 from agent.model.quantity import parse_quantity
 from agent.model.registry import BY_NAME
@@ -275,9 +275,15 @@ class PolicySet:
         return tuple(r for p in self.for_node(node_labels) for r in p.rules)
 
     def isolation_for_node(self, node_labels: Mapping[str, str]) -> tuple[tuple[str, CpuIsolation], ...]:
-        """The CPU isolation sections of the policies selecting the node, by policy name."""
-        return tuple((p.name, p.cpu_isolation) for p in self.for_node(node_labels)
-                     if p.cpu_isolation is not None)
+        """The CPU isolation sections of the policies selecting the node, by policy name;
+        the batch capacity section that decides for the node adds the idle class of its
+        batch pods when its ``idle`` is true (the default)."""
+        out = [(p.name, p.cpu_isolation) for p in self.for_node(node_labels)
+               if p.cpu_isolation is not None]
+        batch = self.batch_capacity_for_node(node_labels)
+        if batch is not None and batch[1].idle:
+            out.append((batch[0], BATCH_IDLE))
+        return tuple(out)
 
     def batch_capacity_for_node(self, node_labels: Mapping[str, str]) -> tuple[str, BatchCapacity] | None:
         """The batch capacity section the node follows, with its policy's name: the first

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agent.errors import InvalidObject
-from agent.model.batch import BATCH_CPU, BATCH_MEMORY, Amounts, BatchCapacity
+from agent.model.batch import BATCH_CPU, BATCH_MEMORY, Amounts, BatchCapacity, is_batch_pod
 from agent.model.objects import Pod, parse_pod
 from agent.model.policy import load_policies, parse_policy
 from agent.model.usage import PodUsage
@@ -17,7 +17,6 @@ from engine.batch_capacity import (
     BatchMemory,
     Published,
     UseSample,
-    is_batch_pod,
     next_published,
     non_batch_use,
     step,
@@ -220,3 +219,17 @@ def test_a_status_write_that_raises_is_counted_and_answered_not_done() -> None:
     assert hands.carry(PublishBatchCapacity(1000, 1)) is False
     assert errors == {"node-status": 1}
     assert log.lines[0][0] == "batch capacity raised" and "pod" not in log.lines[0][1]
+
+
+def test_batch_pods_are_idle_where_the_section_says_so() -> None:
+    from engine.cpu_classes import idle_members
+
+    batch, plain = _pod("b", {BATCH_CPU: "1000"}, qos="BestEffort"), _pod("be", None, qos="BestEffort")
+    pods = {p.key: p for p in (batch, plain)}
+
+    def labels(namespace: str) -> dict[str, str]:
+        return {}
+
+    for idle, members in ((True, ["default/b"]), (False, [])):
+        sections = load_policies([_policy({"idle": idle})], []).isolation_for_node({})
+        assert sorted(idle_members(pods, sections, labels, {})) == members
