@@ -6,6 +6,10 @@ done leaves the node's memory at the figures last written, so the next tick asks
 A node no policy gives a ``batchCapacity`` section any more has its figures removed
 (``RemoveBatchCapacity``) and forgets its window. The phase changes nobody's usage, so
 it comes after every decision about how much.
+
+While the objects are the saved copy of an earlier run (``TickContext.provisional``: a
+start before the API server answered) nothing is written or removed: the copy can be
+older than the policies, and the API server that would take the write is not answering.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ def batch_capacity(tick: TickWork) -> Steps:
     ctx = tick.ctx
     chosen = ctx.tick.policies.batch_capacity_for_node(ctx.node.labels)
     held = tick.state.batch
+    if ctx.provisional:
+        return
     if chosen is None:
         if held.published is None or (yield RemoveBatchCapacity()):
             tick.state.keep_batch(BatchMemory())

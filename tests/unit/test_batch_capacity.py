@@ -233,3 +233,35 @@ def test_batch_pods_are_idle_where_the_section_says_so() -> None:
     for idle, members in ((True, ["default/b"]), (False, [])):
         sections = load_policies([_policy({"idle": idle})], []).isolation_for_node({})
         assert sorted(idle_members(pods, sections, labels, {})) == members
+
+
+def test_nothing_is_written_or_removed_on_the_saved_copy_of_the_objects() -> None:
+    from dataclasses import replace
+
+    from engine.state import NodeState
+
+    section = {"marginPercent": 0, "windowSeconds": 0, "hysteresisPercent": 0, "minIntervalSeconds": 0}
+    status = _Status([])
+    state = NodeState()
+    for policies in ([_policy(section)], []):  # written at once; the copy has no policy
+        decision = _run(state, replace(_tick(policies, 2.0, 0), provisional=True), status)
+        assert status.asked == [] and decision.state.batch == state.batch
+    state = _run(state, _tick([_policy(section)], 2.0, 0), status).state
+    assert len(status.asked) == 1
+    decision = _run(state, replace(_tick([], 2.0, 1), provisional=True), status)
+    assert len(status.asked) == 1 and decision.state.batch_capacity() == state.batch_capacity()
+
+
+def test_the_html_report_shows_the_published_capacity_tick_by_tick() -> None:
+    from pathlib import Path
+
+    from agent.scenario import load_scenario
+    from agent.simulate.html import render_html
+    from agent.simulate.sections import build_report
+
+    scenarios = Path(__file__).resolve().parents[1] / "scenarios"
+    html = render_html(build_report(load_scenario(scenarios / "node-batch-capacity-over-time.yaml")))
+    assert 'id="batch-capacity"' in html
+    assert "<td>30</td><td>3.2</td><td>22,923,764,531</td>" in html
+    plain = render_html(build_report(load_scenario(scenarios / "node-idle-class.yaml")))
+    assert 'id="batch-capacity"' not in plain
