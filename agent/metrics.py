@@ -68,6 +68,8 @@ class NodeSnapshot:
     isolated: Mapping[str, int] = field(default_factory=dict)
     #: CPU isolation class -> whether this host's kernel offers it
     supported: Mapping[str, bool] = field(default_factory=dict)
+    #: The batch capacity the node publishes (cpu: cores, memory: bytes); empty: none.
+    batch_capacity: Mapping[str, float] = field(default_factory=dict)
 
 
 class _SnapshotCollector(Collector):
@@ -174,6 +176,15 @@ class _SnapshotCollector(Collector):
                 supported.add_metric([cls], 1.0 if snap.supported[cls] else 0.0)
         yield isolated
         yield supported
+        batch = GaugeMetricFamily(
+            "waterline_batch_capacity",
+            "The batch capacity this node publishes in its status (waterline.io/batch-cpu, "
+            "waterline.io/batch-memory): cpu in cores, memory in bytes; absent where none is.",
+            labels=["resource"],
+        )
+        for resource, amount in sorted(snap.batch_capacity.items()):
+            batch.add_metric([resource], amount)
+        yield batch
 
 
 class AgentMetrics:

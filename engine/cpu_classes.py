@@ -8,7 +8,8 @@ The policies selecting the node name the classes and their scopes
   protected, system-critical pods: ``never_candidate_reason``);
 * burst: the first policy by name whose burst scope admits the pod sets its percent;
   a pod with no CPU limit on any container has no quota to borrow from and is left out;
-* idle: any idle scope admits the pod, and it is neither given burst nor labelled
+* idle: any idle scope admits the pod (or it is a batch pod and the node's batch
+  capacity section keeps batch pods idle), and it is neither given burst nor labelled
   latency-critical (a latency-critical pod in the idle class would be the victim).
 
 A member whose kubelet is resizing it is still a member: the phase lifts its mark for
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from agent.model.batch import is_batch_pod
 from agent.model.isolation import CpuIsolation
 from agent.model.latency import is_labelled
 from agent.model.objects import Pod
@@ -55,7 +57,10 @@ def idle_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels,
             continue
         for policy, section in sections:
             idle = section.idle
-            if idle is not None and idle.scope.admits(pod, labels(pod.namespace)):
+            if idle is None:
+                continue
+            admitted = is_batch_pod(pod) if idle.batch_pods else idle.scope.admits(pod, labels(pod.namespace))
+            if admitted:
                 out[key] = IsolationMark(policy, pod.uid)
                 break
     return out

@@ -29,6 +29,7 @@ from agent.model.policy import Action
 from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
 from agent.model.usage import PodUsage, within_cpu_limit
 from engine.analyzer import ACTION_TYPES, analyze
+from engine.batch_capacity import Published
 from engine.intents import Plan
 from engine.plan import plan_actions
 from engine.records import ActionRecord, IsolationChange, LateEviction
@@ -58,6 +59,8 @@ class TickReport:
     isolation: list[IsolationChange] = field(default_factory=list)
     #: The classes the kernel offered this tick.
     support: IsolationSupport = field(default_factory=IsolationSupport)
+    #: The batch capacity the node publishes after the tick (None: none).
+    batch_capacity: Published | None = None
 
     def to_report(self, origin: float = 0.0) -> dict[str, Any]:
         at = self.at - origin
@@ -76,6 +79,8 @@ class TickReport:
             out["evictionBackoff"] = round(self.eviction_backoff, 6)
         if self.isolation:
             out["isolation"] = [c.to_report() for c in self.isolation]
+        if self.batch_capacity is not None:
+            out["batchCapacity"] = self.batch_capacity.to_report()
         return out
 
 
@@ -178,5 +183,6 @@ def decide(tick: TickInput, state: NodeState, strategy: Strategy | None = None) 
         late_evictions=late,
         isolation=execution.changes,
         support=tick.support,
+        batch_capacity=after.batch_capacity(),
     )
     return Decision(report, after)

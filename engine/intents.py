@@ -6,7 +6,7 @@ means "try the next candidate", a 404 counts as released, a cap that could not b
 is neither recorded nor credited). The shell that carries intents out is
 ``executors.drive``, with the node's actuators (``executors.actuators``): a new kind of
 act is a new intent here and a writer that carries it, not a branch in the engine nor an
-entry in a table (the idle class and CPU burst are four of them).
+entry in a table (the idle class and CPU burst are four of them, the batch capacity two).
 """
 
 from __future__ import annotations
@@ -132,6 +132,28 @@ class ReleaseBurst(Write):
     UNCARRIED: ClassVar[Any] = True
 
 
-Intent = Evict | WriteCap | RestoreCap | MarkIdle | ReleaseIdle | SetBurst | ReleaseBurst
+@dataclass(frozen=True, slots=True)
+class PublishBatchCapacity(Write):
+    """Write the node's batch capacity in its own Node's status, capacity and allocatable:
+    ``waterline.io/batch-cpu`` in millicores, ``waterline.io/batch-memory`` in bytes
+    (``engine.batch_capacity``). Asked only when the figures change. Answered True when
+    written."""
+
+    millicores: int
+    bytes: int
+    WHAT: ClassVar[str] = "batch capacity"
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveBatchCapacity(Write):
+    """Take the batch resources out of the node's status (no policy asks for them any
+    more). Answered True when they are gone."""
+
+    WHAT: ClassVar[str] = "batch capacity removal"
+    UNCARRIED: ClassVar[Any] = True
+
+
+Intent = (Evict | WriteCap | RestoreCap | MarkIdle | ReleaseIdle | SetBurst | ReleaseBurst
+          | PublishBatchCapacity | RemoveBatchCapacity)
 #: A decision in progress: yields intents, is sent their answers, returns its result.
 Plan = Generator[Intent, Any, T]

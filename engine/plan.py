@@ -46,6 +46,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.intents import Plan
+from engine.phases.batch import batch_capacity
 from engine.phases.caps import reconcile_caps, throttle_down, throttle_up
 from engine.phases.evict import evict
 from engine.phases.isolation import cpu_burst, idle_class
@@ -81,7 +82,8 @@ def plan_actions(ctx: TickContext, state: NodeState) -> Plan[Execution]:
 
 #: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up;
 #: then the CPU isolation classes, which change who runs first and nobody's usage, so
-#: they come after every decision about how much).
+#: they come after every decision about how much; then the batch capacity the node
+#: publishes, which follows what the node used).
 PHASES: tuple[Callable[[TickWork], Steps], ...] = (
-    reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst,
+    reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst, batch_capacity,
 )

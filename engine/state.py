@@ -18,6 +18,8 @@ reads in one place:
   ``forget_isolation``: every mark likewise;
 * ``found_reverted``: what the actuators found undone in the kernel (``engine.records.
   Reverted``): a cap not written back is forgotten, one the kernel holds tighter is the cap;
+* ``keep_batch``: the window of non-batch use and the batch capacity published after a
+  tick (``engine.phases.batch``);
 * ``forget_evictions``: local mode, where an eviction is reported and not performed, so
   nothing terminates and nothing stays released.
 """
@@ -31,6 +33,7 @@ from agent.model.analysis import NORMAL, TRIGGERED, RuleTracker
 from agent.model.objects import Pod
 from agent.model.settings import EvictionRateLimit
 from agent.model.usage import PodUsage
+from engine.batch_capacity import BatchMemory, Published
 from engine.limits import FaultBackoff, TokenBucket
 from engine.records import (
     BURST,
@@ -61,6 +64,8 @@ class NodeState:
     #: Pods held in the idle class, and pods given CPU burst (``engine.phases.isolation``).
     idle: dict[str, IsolationMark] = field(default_factory=dict)
     burst: dict[str, IsolationMark] = field(default_factory=dict)
+    #: The window of non-batch use and the batch capacity published (``engine.phases.batch``).
+    batch: BatchMemory = field(default_factory=BatchMemory)
 
     def copy(self) -> NodeState:
         """A working copy a decision may change without touching this one."""
@@ -74,6 +79,7 @@ class NodeState:
             unanswered=dict(self.unanswered),
             idle=dict(self.idle),
             burst=dict(self.burst),
+            batch=self.batch,
         )
 
     # -- what the node's memory says (for reports, logs and tests) ------------------------------
@@ -97,6 +103,10 @@ class NodeState:
     def isolated(self) -> dict[str, list[str]]:
         """The pods in each CPU isolation class, sorted (``idle``, ``burst``)."""
         return {IDLE: sorted(self.idle), BURST: sorted(self.burst)}
+
+    def batch_capacity(self) -> Published | None:
+        """The batch capacity the node publishes (None: none)."""
+        return self.batch.published
 
     def tokens(self) -> float | None:
         """Eviction tokens in the node's bucket (None before its first sample)."""
@@ -140,6 +150,10 @@ class NodeState:
 
     def _marks(self, kind: str) -> dict[str, IsolationMark]:
         return self.idle if kind == IDLE else self.burst
+
+    def keep_batch(self, memory: BatchMemory) -> None:
+        """The batch capacity's window and figures after this tick."""
+        self.batch = memory
 
     def evicted(self, key: str, usage: PodUsage) -> None:
         """An eviction took effect: the pod terminates, its usage is on its way out."""

@@ -32,8 +32,10 @@ from engine.intents import (
     EvictionAnswer,
     Intent,
     MarkIdle,
+    PublishBatchCapacity,
     ReleaseBurst,
     ReleaseIdle,
+    RemoveBatchCapacity,
     RestoreCap,
     SetBurst,
     WriteCap,
@@ -43,7 +45,7 @@ from engine.state import NodeState
 
 __all__ = [
     "Actuator", "CpuIsolator", "CpuThrottler", "EvictionAnswer", "Evictor", "Guarded",
-    "Hands", "Holder", "Reported", "answer_of",
+    "Hands", "Holder", "NodeStatusWriter", "Reported", "about", "answer_of",
 ]  # fmt: skip
 
 
@@ -132,7 +134,7 @@ class Guarded:
             answer = self.actuator.carry(intent)
         except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
             self._count()
-            self.log.error(f"{intent.WHAT} raised", pod=intent.pod.key, error=repr(err))
+            self.log.error(f"{intent.WHAT} raised", **about(intent), error=repr(err))
             return intent.FAILED
         if answer is False:
             self._count()
@@ -158,8 +160,15 @@ class Reported:
             self.log.info("eviction not performed", pod=intent.pod.key,
                           grace_seconds=intent.grace_seconds, why=self.why)  # fmt: skip
         else:
-            self.log.debug(f"{self.why}: {intent.WHAT} not written", pod=intent.pod.key)
+            self.log.debug(f"{self.why}: {intent.WHAT} not written", **about(intent))
         return intent.DONE
+
+
+def about(intent: Intent) -> dict[str, str]:
+    """What a log line names of an intent: its pod, where it has one (the node's own
+    status has none)."""
+    pod = getattr(intent, "pod", None)
+    return {"pod": pod.key} if isinstance(pod, Pod) else {}
 
 
 # -- the writers' bases: their domain's methods, carried ---------------------------------------
@@ -249,7 +258,30 @@ class CpuIsolator(ABC):
         return _ISOLATE[type(intent)](self, intent)
 
 
+class NodeStatusWriter(ABC):
+    """Writes the node's batch capacity in its own Node's status (``PublishBatchCapacity``,
+    ``RemoveBatchCapacity``): the API server in a cluster (``agent.node.batch_status``),
+    a record in `simulate`."""
+
+    name = "node-status"
+    intents: tuple[type, ...] = (PublishBatchCapacity, RemoveBatchCapacity)
+
+    @abstractmethod
+    def publish(self, millicores: int, bytes_: int) -> bool:
+        """Capacity and allocatable ``waterline.io/batch-cpu`` / ``-memory`` set so."""
+
+    @abstractmethod
+    def remove(self) -> bool:
+        """Both resources out of capacity and allocatable (True when gone)."""
+
+    def carry(self, intent: PublishBatchCapacity | RemoveBatchCapacity) -> bool:
+        if isinstance(intent, PublishBatchCapacity):
+            return self.publish(intent.millicores, intent.bytes)
+        return self.remove()
+
+
 #: Every kind of intent of each writer: what a ``Reported`` stand-in carries.
 EVICTION = (Evict,)
 CAPS = (WriteCap, RestoreCap)
 ISOLATION = (MarkIdle, ReleaseIdle, SetBurst, ReleaseBurst)
+NODE_STATUS = (PublishBatchCapacity, RemoveBatchCapacity)

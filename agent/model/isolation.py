@@ -50,6 +50,9 @@ DEFAULT_BURST_PERCENT = 100.0
 @dataclass(frozen=True, slots=True)
 class IdleClass:
     scope: Scope = IDLE_SCOPE
+    #: The batch pods (``agent.model.batch.is_batch_pod``) instead of a scope: the class
+    #: a ``batchCapacity`` section with ``idle: true`` puts its batch pods in.
+    batch_pods: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,10 @@ class CpuBurst:
 class CpuIsolation:
     idle: IdleClass | None = None
     burst: CpuBurst | None = None
+
+
+#: The idle class of the batch pods of a ``batchCapacity`` section with ``idle: true``.
+BATCH_IDLE = CpuIsolation(idle=IdleClass(batch_pods=True))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.batch import BatchCapacity, parse_batch_capacity
 from agent.model.fields import Fields, bad, is_number, problem
-from agent.model.isolation import CpuIsolation, parse_cpu_isolation
+from agent.model.isolation import BATCH_IDLE, CpuIsolation, parse_cpu_isolation
 from agent.model.objects import EVICTABLE_ANNOTATION, Pod
 from agent.model.quantity import parse_quantity
 from agent.model.registry import BY_NAME
@@ -62,6 +63,8 @@ class Policy:
     rules: tuple[Rule, ...] = ()
     #: The policy's CPU isolation classes for its nodes (``agent.model.isolation``).
     cpu_isolation: CpuIsolation | None = None
+    #: The batch capacity its nodes publish (``agent.model.batch``).
+    batch_capacity: BatchCapacity | None = None
 
     def selects(self, node_labels: Mapping[str, str]) -> bool:
         return self.node_selector.matches(node_labels)
@@ -228,7 +231,7 @@ def _waterline(fields: Fields, raw: object) -> float:
 
 def parse_policy(raw: Mapping[str, Any], actions: Mapping[str, Action] | None = None) -> Policy:
     """Parse a policy. With ``actions`` given, every rule must name one of them. A policy
-    with a ``cpuIsolation`` section may have no rules (a class alone)."""
+    with a ``cpuIsolation`` or ``batchCapacity`` section may have no rules."""
     kind = POLICY_KIND
     name = _name(raw, kind)
     fields = Fields(kind, name)
@@ -237,11 +240,15 @@ def parse_policy(raw: Mapping[str, Any], actions: Mapping[str, Action] | None = 
     isolation = None
     if spec.get("cpuIsolation") is not None:
         isolation = parse_cpu_isolation(spec["cpuIsolation"], fields.child("spec"))
+    batch = None
+    if spec.get("batchCapacity") is not None:
+        batch = parse_batch_capacity(spec["batchCapacity"], fields.child("spec"))
     rules_raw = spec.get("objectiveEnsurances")
-    if rules_raw is None and isolation is not None:
+    if rules_raw is None and (isolation is not None or batch is not None):
         rules_raw = []
     elif not isinstance(rules_raw, list) or not rules_raw:
-        need = "must be a non-empty list" + (" (or spec.cpuIsolation set)" if rules_raw is None else "")
+        need = "must be a non-empty list" + (
+            " (or spec.cpuIsolation or spec.batchCapacity set)" if rules_raw is None else "")
         raise fields.bad("spec.objectiveEnsurances", need, rules_raw)
     rules: list[Rule] = []
     for i, rule_raw in enumerate(rules_raw):
@@ -250,7 +257,7 @@ def parse_policy(raw: Mapping[str, Any], actions: Mapping[str, Action] | None = 
         if any(r.name == rule.name for r in rules):
             raise rule_fields.bad("name", "must be unique among the policy's rules", rule.name)
         rules.append(rule)
-    return Policy(name, node_selector, tuple(rules), isolation)
+    return Policy(name, node_selector, tuple(rules), isolation, batch)
 
 
 @dataclass(frozen=True)
@@ -268,9 +275,23 @@ class PolicySet:
         return tuple(r for p in self.for_node(node_labels) for r in p.rules)
 
     def isolation_for_node(self, node_labels: Mapping[str, str]) -> tuple[tuple[str, CpuIsolation], ...]:
-        """The CPU isolation sections of the policies selecting the node, by policy name."""
-        return tuple((p.name, p.cpu_isolation) for p in self.for_node(node_labels)
-                     if p.cpu_isolation is not None)
+        """The CPU isolation sections of the policies selecting the node, by policy name;
+        the batch capacity section that decides for the node adds the idle class of its
+        batch pods when its ``idle`` is true (the default)."""
+        out = [(p.name, p.cpu_isolation) for p in self.for_node(node_labels)
+               if p.cpu_isolation is not None]
+        batch = self.batch_capacity_for_node(node_labels)
+        if batch is not None and batch[1].idle:
+            out.append((batch[0], BATCH_IDLE))
+        return tuple(out)
+
+    def batch_capacity_for_node(self, node_labels: Mapping[str, str]) -> tuple[str, BatchCapacity] | None:
+        """The batch capacity section the node follows, with its policy's name: the first
+        policy by name that selects the node and has one (None: the node publishes none)."""
+        for p in self.for_node(node_labels):
+            if p.batch_capacity is not None:
+                return p.name, p.batch_capacity
+        return None
 
 
 def load_policies(raw_policies: Iterable[Mapping[str, Any]],

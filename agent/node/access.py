@@ -8,6 +8,8 @@
 * the interference taint: get and patch of nodes (``agent.node.incluster.set_taint``;
   deploy/ also ships an admission policy that limits the patch to the agent's own node
   and to that taint);
+* its node's batch capacity: patch of nodes/status (``agent.node.batch_status``; the same
+  admission policy limits it to the agent's own node and to the two batch resources);
 * evictions (pods/eviction create) and the Events of its actions (create, patch);
 * its own DaemonSet (get, list, watch; only that one, in the Waterline namespace): on
   SIGTERM/SIGHUP, gone or being deleted means an uninstall, and the agent releases every
@@ -41,6 +43,7 @@ def agent_access() -> AccessTable:
             ],
             grant(NODES, "get", why="read the taints before patching them"),
             grant(NODES, "patch", why="the interference taint"),
+            grant(NODES, "patch", "status", why="its node's batch capacity (waterline.io/batch-cpu, -memory)"),
             grant(PODS, "create", "eviction", why="evictions"),
             grant(EVENTS, "create", why="events of its actions"),
             grant(EVENTS, "patch", why="repeated events"),

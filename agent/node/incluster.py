@@ -50,6 +50,7 @@ from agent.model.eviction import EvictionResult
 from agent.model.objects import namespace_labels
 from agent.model.policy import load_policies
 from agent.model.settings import DEFAULT_API_TIME_BUDGET, DEFAULT_EVICTION_ANSWER_SECONDS
+from agent.node.batch_status import ApiNodeStatus
 from agent.node.events import EventIntent, tick_events
 from agent.node.loop import Objects, TickOutcome
 from agent.node.saved import SavedObjects
@@ -194,6 +195,8 @@ class ClusterEffects:
 class ClusterParts:
     source: Callable[[], Objects]
     evictor: Actuator
+    #: The writer of the node's batch capacity in its status (``agent.node.batch_status``).
+    status: ApiNodeStatus
     ready: Callable[[], bool]
     stop: Callable[[], None]
     effects: ClusterEffects
@@ -336,6 +339,7 @@ def start_cluster(
     return ClusterParts(
         source=view_source(view, saved),
         evictor=ReachableEvictor(evictor, reachable),
+        status=ApiNodeStatus(writes, node_name, api),
         ready=lambda: bool(view.synced),
         stop=stop,
         effects=effects,

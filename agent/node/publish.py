@@ -5,6 +5,7 @@ from __future__ import annotations
 from agent.metrics import AgentMetrics, NodeSnapshot, PodFigures
 from agent.node.loop import TickOutcome, action_result
 from agent.serving import Health
+from engine.decide import TickReport
 
 #: The result of an eviction whose answer came after its tick (counted ``failed`` there,
 #: for want of an answer) once the watch shows the pod terminating.
@@ -38,7 +39,13 @@ def snapshot_of(outcome: TickOutcome) -> NodeSnapshot:
         invalid_objects=invalid,
         isolated={cls: len(pods) for cls, pods in outcome.isolated.items()},
         supported={"idle": report.support.idle, "burst": report.support.burst} if report else {},
+        batch_capacity=_batch(report),
     )
+
+
+def _batch(report: TickReport | None) -> dict[str, float]:
+    published = report.batch_capacity if report is not None else None
+    return {} if published is None else {"cpu": published.cpu, "memory": published.memory}
 
 
 class MetricsPublisher:

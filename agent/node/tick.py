@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agent.model.settings import AgentSettings
+from engine.batch_capacity import Published
 from engine.decide import Decision, Strategy, TickInput, TickReport, decide
 from engine.state import NodeState
 from executors.actuators import Actuator, Hands
@@ -47,6 +48,10 @@ class NodeBrain:
     def caps(self) -> dict[str, float]:
         """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
         return self.state.caps()
+
+    def batch_capacity(self) -> Published | None:
+        """The batch capacity the node publishes (None: none)."""
+        return self.state.batch_capacity()
 
     def isolated(self) -> dict[str, list[str]]:
         """The pods in each CPU isolation class (``idle``, ``burst``), sorted."""

@@ -29,7 +29,7 @@ from agent.node.publish import MetricsPublisher
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
 from agent.serving import Health, MetricsServer
-from executors.actuators import Actuator
+from executors.actuators import NODE_STATUS, Actuator, Holder, Reported
 
 if TYPE_CHECKING:
     from agent.kube.watching import WatchArgs
@@ -55,6 +55,9 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     effects: Publisher | None = None
     before_tick: list[Callable[[], None]] = []
     uninstalled: Callable[[], bool | None] | None = None
+    #: The node's batch capacity in its status (none in local mode: no API server).
+    status: tuple[Actuator, ...] = ()
+    holders: tuple[Holder, ...] = ()
     # Local mode's rules, all here: the objects come from files (no API server); an
     # eviction is reported, never performed (ReportingEvictor), so the pod still runs and
     # the brain keeps nothing of it as released (``evictions_performed`` below ->
@@ -83,6 +86,10 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         before_tick.append(parts.budget.start)
         uninstalled = parts.uninstalled
         evictor = ReportingEvictor("--dry-run") if args.dry_run else parts.evictor
+        if args.dry_run:
+            status = (Reported("node-status", NODE_STATUS, "--dry-run"),)
+        else:
+            status, holders = (parts.status,), (parts.status,)
     host = build_host_parts(
         args.cgroup_root,
         args.proc_root,
@@ -120,7 +127,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         source=source,
         collector=collector,
         brain=brain,
-        actuators=(evictor, *host.actuators),
+        actuators=(evictor, *status, *host.actuators),
         interval=args.interval,
         publishers=publishers,
         after_tick=after_tick,
@@ -132,4 +139,4 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
         server = MetricsServer(args.metrics_addr, metrics, health)
-    return Agent(loop, host.holders, metrics, health, server, stop_source, uninstalled)
+    return Agent(loop, (*host.holders, *holders), metrics, health, server, stop_source, uninstalled)

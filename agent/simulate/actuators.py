@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping
 from agent.model.eviction import EvictionResult
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod, PodDisruptionBudget, disruptions_allowed
-from executors.actuators import CpuIsolator, CpuThrottler, Evictor
+from executors.actuators import CpuIsolator, CpuThrottler, Evictor, NodeStatusWriter
 
 
 class SimulatedEvictionAPI(Evictor):
@@ -92,4 +92,23 @@ class SimulatedIsolator(CpuIsolator):
 
     def release_burst(self, pod: Pod) -> bool:
         self.burst.pop(pod.key, None)
+        return True
+
+
+class SimulatedNodeStatus(NodeStatusWriter):
+    """The batch resources a simulated node's status holds (None: none); every write
+    goes through."""
+
+    def __init__(self) -> None:
+        self.batch: tuple[int, int] | None = None
+        self.writes = 0
+
+    def publish(self, millicores: int, bytes_: int) -> bool:
+        self.batch = (millicores, bytes_)
+        self.writes += 1
+        return True
+
+    def remove(self) -> bool:
+        self.batch = None
+        self.writes += 1
         return True

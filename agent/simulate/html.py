@@ -115,6 +115,7 @@ def _node_section(name: str, node: Mapping[str, Any]) -> str:
         [(", ".join(node.get("evicted", [])) or "-",
           ", ".join(f"{k}={v}" for k, v in node.get("throttled", {}).items()) or "-")]))
     parts.extend(_isolation_section(node))
+    parts.extend(_batch_section(node))
     return "\n".join(parts)
 
 
@@ -134,6 +135,17 @@ def _isolation_section(node: Mapping[str, Any]) -> list[str]:
             + _table(["class", "pods after the last tick"], rows),
             _table(["at", "class", "change", "pod", "policy", "reason", "result"], changes)
             if changes else ""]
+
+
+def _batch_section(node: Mapping[str, Any]) -> list[str]:
+    """The batch capacity the node published, tick by tick (where it publishes one)."""
+    rows = [(t["at"], f'{t["batchCapacity"]["cpu"]:g}', f'{t["batchCapacity"]["memory"]:,}')
+            for t in node.get("ticks", []) if "batchCapacity" in t]
+    if not rows:
+        return []
+    return ['<h3 id="batch-capacity">Batch capacity</h3><p class="note">What the node publishes '
+            "in its status (waterline.io/batch-cpu, waterline.io/batch-memory) after each tick."
+            "</p>" + _table(["at", "cpu (cores)", "memory (bytes)"], rows)]
 
 
 def _percent(value: float | None) -> str:

@@ -31,7 +31,12 @@ from agent.model.settings import AgentSettings, parse_agent_settings
 from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
-from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
+from agent.simulate.actuators import (
+    SimulatedEvictionAPI,
+    SimulatedIsolator,
+    SimulatedNodeStatus,
+    SimulatedThrottler,
+)
 from engine.cpu_classes import classes_in_force
 
 #: Caps within this many cores of each other are the same cap (quotas are whole us).
@@ -102,6 +107,7 @@ class SimulatedNode:
         self.brain = NodeBrain(settings)
         self.throttler = SimulatedThrottler()
         self.isolator = SimulatedIsolator()
+        self.status = SimulatedNodeStatus()
         #: The CPU isolation classes some policy of the node names (report keys).
         self.classes: set[str] = set()
         self.last_known: dict[str, PodUsage] = {}
@@ -155,6 +161,7 @@ class SimulatedNode:
             evictor=self.api,
             throttler=self.throttler,
             isolator=self.isolator,
+            actuators=(self.status,),
         )
         self.classes.update(classes_in_force(policies.isolation_for_node(self.node.labels)))
         for record in report.actions:
@@ -168,7 +175,8 @@ class SimulatedNode:
 
     def report(self) -> dict[str, Any]:
         """The node's ticks and outcome; ``idle`` and ``burst`` (the pods in each class
-        after the last tick, sorted) only where a policy of the node names the class."""
+        after the last tick, sorted) only where a policy of the node names the class;
+        ``batchCapacity`` only where the node publishes one."""
         out: dict[str, Any] = {
             "ticks": self.ticks,
             "evicted": list(self.evicted),
@@ -177,6 +185,9 @@ class SimulatedNode:
         for kind, pods in self.brain.isolated().items():
             if kind in self.classes or pods:
                 out[kind] = pods
+        published = self.brain.batch_capacity()
+        if published is not None:
+            out["batchCapacity"] = published.to_report()
         return out
 
 

@@ -28,12 +28,19 @@ def _set(obj: dict[str, Any], path: tuple[Any, ...], value: Any) -> dict[str, An
 
 RULE = ("spec", "objectiveEnsurances", 0)
 ISOLATION = ("spec", "cpuIsolation")
+BATCH = ("spec", "batchCapacity")
 BAD = [
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaPercent"), 0),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaPercent"), 101),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "idle", "scope", "qosClasses"), ["Batch"]),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "idle", "scope", "maxPriority"), 1_000_000_001),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "idel"), {}),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "marginPercent"), 101),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "windowSeconds"), 86401),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "minIntervalSeconds"), -1),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "max", "memory"), "lots"),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "min", "cpu"), "-1"),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "idle"), "yes"),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "name"), "cpu_usage"),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "-1"),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "-0.5"),
@@ -53,6 +60,8 @@ def test_schema_refuses(kind: str, path: tuple[Any, ...], value: Any) -> None:
 GOOD = [
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "0"),
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "512Mi"),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "max", "memory"), "8Gi"),
+    ("NodeQOSEnsurancePolicy", (*BATCH, "min", "cpu"), 2),
     ("AvoidanceAction", ("spec", "scope", "maxPriority"), 1_000_000_000),
     ("AvoidanceAction", ("spec", "eviction", "terminationGracePeriodSeconds"), 1),
     ("AvoidanceAction", ("spec", "eviction", "maxPodsPerRound"), 1000),
@@ -97,9 +106,9 @@ def test_cel_rules() -> None:
     assert _rules("PodMigrationJob")[".spec.podRef"] == ["self == oldSelf"]
     value = ".spec.objectiveEnsurances[].metricRule.value"
     assert _rules("NodeQOSEnsurancePolicy")[value] == ["type(self) != int || self >= 0"]
-    # a policy is rules, a CPU isolation class, or both; a class section names one
+    # a policy is rules, a CPU isolation class, batch capacity, or more; a class section names one
     assert _rules("NodeQOSEnsurancePolicy")[".spec"] == [
-        "has(self.objectiveEnsurances) || has(self.cpuIsolation)"]
+        "has(self.objectiveEnsurances) || has(self.cpuIsolation) || has(self.batchCapacity)"]
     assert _rules("NodeQOSEnsurancePolicy")[".spec.cpuIsolation"] == [
         "has(self.idle) || has(self.burst)"]
 
@@ -124,6 +133,20 @@ def test_policies_show_their_cpu_isolation_classes() -> None:
     columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
     assert columns["Idle"] == ".spec.cpuIsolation.idle.scope.qosClasses[*]"
     assert columns["Burst%"] == ".spec.cpuIsolation.burst.quotaPercent"
+
+
+def test_batch_capacity_defaults_are_the_parsers() -> None:
+    """The schema's defaults, applied as the API server applies them, parse to the
+    parser's own defaults (agent.model.batch)."""
+    from agent.model.batch import BatchCapacity
+    from agent.model.policy import parse_policy
+
+    policy = _validate({"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
+                        "metadata": {"name": "p"}, "spec": {"batchCapacity": {}}})  # fmt: skip
+    assert parse_policy(policy).batch_capacity == BatchCapacity()
+    (version,) = _crds()["NodeQOSEnsurancePolicy"]["spec"]["versions"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns["BatchMargin%"] == ".spec.batchCapacity.marginPercent"
 
 
 def test_disable_scheduling_says_prefer_no_schedule() -> None:

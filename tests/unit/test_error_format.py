@@ -144,7 +144,7 @@ def test_every_refusal_has_the_one_format(parse, base, path, value):
          "lc_cpu_throttled_ratio, lc_cpu_pressure), got ['cpu_total_usage']"),
         (parse_policy, {"metadata": {"name": "p"}, "spec": {}},
          "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances must be a non-empty list (or "
-         "spec.cpuIsolation set), got None"),
+         "spec.cpuIsolation or spec.batchCapacity set), got None"),
         (parse_policy, _with(ISOLATED, ISO, {}),
          "NodeQOSEnsurancePolicy p: spec.cpuIsolation must set idle or burst (or both), got {}"),
         (parse_policy, _with(ISOLATED, f"{ISO}.idle.scope.qosClasses", ["Batch"]),

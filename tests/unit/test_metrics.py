@@ -192,3 +192,25 @@ def test_a_taken_port_is_named_with_the_way_out(served: Any) -> None:
         MetricsServer(addr, AgentMetrics(), Health())
     assert f"cannot serve metrics on {addr!r}" in str(err.value)
     assert "--metrics-addr" in str(err.value)
+
+
+def test_scrape_shows_the_batch_capacity_the_node_publishes(served: Any) -> None:
+    from agent.simulate.actuators import SimulatedNodeStatus
+
+    server, mono = served
+    batch = {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
+             "metadata": {"name": "batch"},
+             "spec": {"batchCapacity": {"marginPercent": 0, "windowSeconds": 0}}}  # fmt: skip
+    status = SimulatedNodeStatus()
+    loop = NodeLoop(
+        node_name="n1", source=lambda: objects_of([node_manifest(), batch]),
+        collector=Scripted([Collection({"cpu_total_usage": 1.5, "memory_total_usage": 2 * 1024**3}, {})]),
+        brain=NodeBrain(), actuators=[status], clock=lambda: 1_700_000_000.0, monotonic=mono,
+        publishers=[MetricsPublisher(server.metrics, server.health)],
+    )  # fmt: skip
+    assert value(scrape(server), "waterline_batch_capacity", resource="cpu") is None
+    loop.tick()
+    m = scrape(server)
+    assert value(m, "waterline_batch_capacity", resource="cpu") == 2.5
+    assert value(m, "waterline_batch_capacity", resource="memory") == 6 * 1024**3
+    assert status.batch == (2500, 6 * 1024**3)
