@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agent.kube.access import AccessTable
 from agent.kube.client import ClientArgs, KubeApi, build_api
 from devtools.cluster.api import write_kubeconfig
 from devtools.cluster.launcher import Cluster, ClusterError, kwok_node
 from devtools.cluster.node import down_all
 from tests.faultproxy import FaultProxy
+from tests.need import need
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".cluster" / "bin"
@@ -46,13 +45,6 @@ NAMESPACE = "waterline-system"
 AGENT_SA = "waterline-agent"
 CONTROLLER_SA = "waterline-controller"
 _NAMES = itertools.count()
-
-
-def need(reason: str) -> None:
-    """Skip here, fail in CI: CI must never pass by not running the cluster's tests."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the real cluster is needed in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def unique(prefix: str) -> str:

@@ -35,8 +35,9 @@ import pytest
 from devtools.cluster.images import default_images, save_images
 from devtools.cluster.launcher import ClusterError
 from devtools.cluster.node import LABELS, PROGRAMS, RealNode, missing_prerequisites
-from tests.cluster import BIN, NAMESPACE, ROOT, RealCluster, need
+from tests.cluster import BIN, NAMESPACE, ROOT, RealCluster
 from tests.e2e.kernel import PodCgroups
+from tests.need import need
 
 OVERLAY = Path(__file__).resolve().parent / "overlay"
 #: The agent's state directory on the host (deploy/daemonset.yaml's hostPath).

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster import BIN, NAMESPACE, need
+from tests.cluster import BIN, NAMESPACE
 from tests.e2e.conftest import (
     AGENT,
     BATCH,
@@ -39,6 +39,7 @@ from tests.e2e.conftest import (
     report,
 )
 from tests.e2e.kernel import CPU, PodCgroups, Sampler, Window, cores_of, read, table
+from tests.need import need
 
 #: The throttle action: caps never below 2% of the pod's limit (or of the node's 2 cores),
 #: handed back 10% a tick. Low floors: on a busy day this shared host leaves the pods a

@@ -69,6 +69,10 @@ def manifests(pods: list[DemoPod], line: float, restore: int) -> list[dict[str, 
     return [node, *(p.manifest() for p in pods), policy, action]
 
 
+#: Seconds of each calibration try, longer each time (about 20 s at most in all).
+CALIBRATION_WINDOWS = (1.5, 3.0, 6.0, 12.0)
+
+
 def start_and_calibrate(
     tree: CgroupTree, pods: list[DemoPod]
 ) -> tuple[KernelMeter, dict[str, float]]:
@@ -77,11 +81,18 @@ def start_and_calibrate(
         tree.start(pod)
     kernel = KernelMeter(tree, pods)
     kernel.sample()
-    time.sleep(1.5)
-    got = kernel.sample()
-    if min(got.values(), default=0.0) < 0.05:
-        pytest.skip(f"the machine is too busy to measure anything: {got}")
-    return kernel, got
+    # On a busy host a BestEffort pod (cpu.shares 2) may get next to nothing in a short
+    # window: measure over longer windows until every pod's share is large enough to set
+    # a waterline in, rather than skip (CI must never pass by not running this).
+    got: dict[str, float] = {}
+    for window in CALIBRATION_WINDOWS:
+        time.sleep(window)
+        got = kernel.sample()
+        if len(got) == len(pods) and min(got.values()) >= 0.05:
+            return kernel, got
+    raise AssertionError(
+        f"the busy pods got {got} cores over {CALIBRATION_WINDOWS[-1]} s: too little to measure"
+    )
 
 
 def busy_pods(

@@ -16,6 +16,7 @@ import pytest
 
 from devtools.demo.cgroups import BUSY, CgroupTree
 from devtools.demo.pods import DemoPod
+from tests.need import need
 
 pytestmark = pytest.mark.integration
 
@@ -78,11 +79,11 @@ def _demo_roots() -> list[str]:
     from devtools.demo.cgroups import v1_roots
 
     if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
+        need("root, to create cgroups")
     try:
         cpu, acct, memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
     except ValueError as err:
-        pytest.skip(str(err))
+        need(f"cgroup v1 cpu and cpuacct hierarchies: {err}")
     return sorted({cpu, acct, memory or cpu})
 
 

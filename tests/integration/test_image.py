@@ -53,6 +53,7 @@ from tests.integration.test_agent_local import (
     manifests,
     state_pods,
 )
+from tests.need import need
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,11 +77,11 @@ def engine() -> str:
         [str(ROOT / "hack/engine")], capture_output=True, text=True, env=_engine_env(), timeout=60
     )
     if found.returncode != 0:
-        pytest.skip(found.stderr.strip())
+        need(f"no container engine (hack/engine): {found.stderr.strip()}")
     name = found.stdout.strip()
     present = run([name, "image", "inspect", IMAGE], check=False)
     if present.returncode != 0:
-        pytest.skip(f"no image {IMAGE} here: run `make image` first")
+        need(f"no image {IMAGE} here: run `make base-image image` first")
     return name
 
 
