@@ -40,7 +40,7 @@ test-latest:
 demo: setup
 	$(BIN)/python -m devtools demo
 
-# The tests talk to a real cluster (tests/cluster.py), render, lint and install the Helm
+# The tests talk to a real cluster (devtools/harness/cluster.py), render, lint and install the Helm
 # chart with the real helm, and join this host as a real node (tests/e2e): their programs
 # are built first (a no-op once built). Where they cannot be built, those tests skip,
 # except in CI (CI=true), where that is a failure.

@@ -101,7 +101,8 @@ class CgroupIsolator:
             self._said_reverted.add((control, uid))  # once per pod and class, not at every reload
             self._log.warning(f"{control} mark found reverted (a systemd daemon-reload?): "
                               "written again; logged once per pod, counted in "
-                              "waterline_caps_reverted_total", pod=key, cgroup=cgroup)  # fmt: skip
+                              "waterline_caps_reverted_total", code="mark-reverted", control=control,
+                              pod=key, cgroup=cgroup)  # fmt: skip
 
     # -- what the kernel offers -------------------------------------------------------
 
@@ -194,7 +195,7 @@ class CgroupIsolator:
             self._log.warning("idle: write failed", pod=pod.key, error=str(err))
             self._persist(record, "idle")  # the mark is not there: neither is its record
             return False
-        self._log.info("idle", pod=pod.key, cgroup=found.path, weight_before=weight)
+        self._log.info("idle", code="idle", pod=pod.key, cgroup=found.path, weight_before=weight)
         return True
 
     def release_idle(self, pod: Pod) -> bool:

@@ -189,7 +189,8 @@ class CgroupThrottler:
                 continue
             written[name] = quota / period
             self._log.info(
-                "throttled", pod=pod.key, container=name, quota_us=quota, period_us=period
+                "throttled", code="throttled", pod=pod.key, container=name, quota_us=quota,
+                period_us=period,
             )
         if written:
             try:
@@ -229,7 +230,7 @@ class CgroupThrottler:
                     self._log.warning("rebuild: quota not written", pod=pod.key,
                                       container=name, error=str(err))
             if wrote:
-                self._log.info("original quota rebuilt from the pod spec", pod=pod.key)
+                self._log.info("original quota rebuilt from the pod spec", code="quota-rebuilt", pod=pod.key)
                 changed.append(pod.key)
         return changed
 
@@ -299,7 +300,7 @@ class CgroupThrottler:
                     )
                     continue
             done.add(name)
-            self._log.info("quota restored", pod=record.key, container=name, quota=saved.original)
+            self._log.info("quota restored", code="quota-restored", pod=record.key, container=name, quota=saved.original)
         try:
             self.state.remove(uid, done)
         except OSError as err:

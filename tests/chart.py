@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from tests.cluster import BIN
+from devtools.harness.cluster import BIN
 from tests.need import need
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -56,7 +56,7 @@ class CapKeeper:
             if not item.rewritten:
                 self.brain.state.drop_cap(item.pod)
                 self.log.error("cap lifted by someone else and not written back: forgotten",
-                               pod=item.pod, container=item.container, found=item.found,
+                               code="cap-lifted-forgotten", pod=item.pod, container=item.container, found=item.found,
                                error=item.error)  # fmt: skip
                 continue
             if item.uid in self._logged:
@@ -65,7 +65,7 @@ class CapKeeper:
             self.log.warning(
                 "cap lifted by someone else (systemd daemon-reload?): written back; "
                 "logged once per pod, counted in waterline_caps_reverted_total",
-                pod=item.pod, container=item.container, cgroup=item.cgroup, found=item.found,
+                code="cap-lifted", pod=item.pod, container=item.container, cgroup=item.cgroup, found=item.found,
                 written=item.wanted, new_original=item.new_original,
             )  # fmt: skip
         held = {r.uid for r in self.brain.state.throttled.values()}

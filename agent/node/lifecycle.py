@@ -40,13 +40,14 @@ class Agent:
             restored = restore_all()
             self.loop.brain.state.forget_caps()
             if restored:
-                structlog.get_logger().info("caps released", why=why, pods=len(restored))
+                structlog.get_logger().info("caps released", code="caps-released", why=why,
+                                            pods=len(restored))
         release_all = getattr(self.isolator, "release_all", None)
         if release_all is not None:
             released = release_all()
             self.loop.brain.state.forget_isolation()
             if released:
-                structlog.get_logger().info("idle and burst marks released", why=why,
+                structlog.get_logger().info("idle and burst marks released", code="marks-released", why=why,
                                             pods=len(released))
 
     def on_exit(self) -> None:
@@ -64,7 +65,7 @@ class Agent:
         elif uninstalled is None:
             log.warning("could not tell a restart from an uninstall (API unreachable): caps "
                         "and marks kept for the next agent; `waterline agent release` hands "
-                        "them back", pods=held, marks=marked)
+                        "them back", code="caps-kept-unsure", pods=held, marks=marked)
         elif held or marked:
             log.info("caps and marks kept for the next agent to adopt (a restart, not an "
-                     "uninstall)", pods=held, marks=marked)
+                     "uninstall)", code="caps-kept", pods=held, marks=marked)

@@ -395,7 +395,7 @@ class NodeLoop:
             if record.action == "evict" and result == "failed":
                 failed.append(record.pod)  # one line for all: an API outage fails them all
                 continue
-            self.log.info(record.label, tick=outcome.seq, outcome=result, **action_fields(record))
+            self.log.info(record.label, code=record.label, tick=outcome.seq, outcome=result, **action_fields(record))
         if failed:
             self.log.warning(
                 "evictions failed; the pods stay candidates",
@@ -433,7 +433,7 @@ class NodeLoop:
             if next_at < now:  # overran: skip the missed slots, keep the phase
                 missed = int((now - next_at) // self.interval) + 1
                 next_at += missed * self.interval
-                self.log.warning("tick overran its interval", skipped=missed)
+                self.log.warning("tick overran its interval", code="tick-overran", skipped=missed)
             self.sleep(max(0.0, next_at - now))
         return done
 

@@ -10,8 +10,8 @@ import pytest
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from devtools.demo.cgroups import CgroupTree, v1_roots
-from tests.cluster import RealCluster
-from tests.integration.agent_env import Pool
+from devtools.harness.agent_env import Pool
+from devtools.harness.cluster import RealCluster
 from tests.integration.controller_env import Made
 from tests.need import need
 

@@ -37,6 +37,8 @@ from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain
 from devtools.demo.cgroups import CgroupTree, KernelMeter
 from devtools.demo.pods import DemoPod
+from devtools.harness.logs import coded
+from devtools.harness.waiting import wait_until
 from executors.cgroup_isolation import CgroupIsolator
 
 pytestmark = pytest.mark.integration
@@ -361,12 +363,14 @@ class Watch:
         return self.seen
 
 
-def wait_for(proc: subprocess.Popen[bytes], log: Path, words: bytes, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while words not in log.read_bytes():
+def wait_for(proc: subprocess.Popen[bytes], log: Path, code: str, seconds: float = 30.0) -> None:
+    """Until the agent's log has an event of ``code``; fails at once if the agent died."""
+
+    def logged() -> bool:
         assert proc.poll() is None, log.read_text()[-2000:]
-        assert time.monotonic() < deadline, f"no {words!r} in {log.read_text()[-2000:]}"
-        time.sleep(0.05)
+        return bool(coded(log.read_bytes(), code))
+
+    wait_until(logged, seconds, what=f"an event {code}", explain=lambda: log.read_text()[-2000:])
 
 
 def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
@@ -388,7 +392,7 @@ def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
         first = subprocess.Popen(agent_command(objects, state, tree.kubelet_root), cwd=ROOT,  # noqa: S603
                                  stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        wait_for(first, first_log, b'"idle"')
+        wait_for(first, first_log, "idle")
         assert cpu_file(tree, batch, "cpu.idle") == "1"
     finally:
         first.kill()  # no clean-up on the way out
@@ -401,7 +405,7 @@ def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
         second = subprocess.Popen(agent_command(objects, state, tree.kubelet_root), cwd=ROOT,  # noqa: S603
                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        wait_for(second, second_log, b"idle and burst marks adopted")
+        wait_for(second, second_log, "marks-adopted")
         time.sleep(1.5)  # three ticks of the adopted mark
         assert watch.stop() == {"1"}, second_log.read_text()[-2000:]
         second.send_signal(signal.SIGTERM)

@@ -11,7 +11,7 @@ the tree lives under its own kubelet cgroup root (``--kubelet-cgroup-root``), so
 writable kubepods subtree moves under it, as it does for a kubelet with ``--cgroup-root``.
 
 ``waterline controller`` runs from the image as deploy/controller.yaml runs it, against the
-real cluster of tests/cluster.py (the host's network: it listens on loopback) with the
+real cluster of devtools/harness/cluster.py (the host's network: it listens on loopback) with the
 controller's ServiceAccount token: once from a kubeconfig, once configured as in a pod
 (the kubelet's environment and a mounted service account). The image ships the
 kubernetes client as bytecode only: these runs are what shows that it still loads and
@@ -42,9 +42,10 @@ from agent import defaults
 from devtools.cluster.api import write_kubeconfig
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.cluster import CONTROLLER_SA, RealCluster, unique
+from devtools.harness.cluster import CONTROLLER_SA, RealCluster, unique
+from devtools.harness.waiting import wait_until
 from tests.deploy_manifests import DEPLOY, HostMount, agent_args, agent_daemonset, agent_mounts
-from tests.integration.controller_env import job_status, lease, migration_job, wait_until
+from tests.integration.controller_env import job_status, lease, migration_job
 
 # The local agent's own integration test: the same pods, objects and bounds, in a container.
 from tests.integration.test_agent_local import (

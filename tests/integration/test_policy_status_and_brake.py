@@ -31,9 +31,10 @@ from agent.kube.patching import merge_patch
 from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, POLICIES, Resource
 from agent.kube.watching import WatchArgs
 from agent.model.timeutil import format_time
-from tests.cluster import RealCluster, unique
-from tests.faultproxy import FaultProxy
-from tests.integration.controller_env import Made, clear_brake, wait_until
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.faultproxy import FaultProxy
+from devtools.harness.waiting import wait_until
+from tests.integration.controller_env import Made, clear_brake
 
 pytestmark = pytest.mark.integration
 

@@ -20,12 +20,12 @@ from agent.model.policy import PolicySet
 from agent.node.loop import Objects
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
+from devtools.harness.fake_cgroups import FakeTree
 from executors.adoption import adopt_marks
 from executors.cgroup_isolation import CgroupIsolator, spec_weight
 from executors.isolation_state import IsolationState
 from executors.state import NodeState
 from tests.builders import node, pod
-from tests.unit.fake_cgroups import FakeTree
 
 KUBEPODS = "kubepods"
 BE_REL = f"{KUBEPODS}/besteffort/podbe"

@@ -28,7 +28,7 @@ from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain
-from tests.unit.fake_cgroups import Clock, FakeTree
+from devtools.harness.fake_cgroups import Clock, FakeTree
 
 # -- builders --------------------------------------------------------------------------
 

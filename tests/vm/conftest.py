@@ -1,7 +1,7 @@
 """The guest, booted once per test run: every check of guest_checks.py runs in that boot.
 
 Where it cannot be had (no qemu, no root to build the image, a failed build) the tests
-skip with the reason on a workstation and fail in CI (``CI=true``), as tests/cluster.py
+skip with the reason on a workstation and fail in CI (``CI=true``), as devtools/harness/cluster.py
 does for the real cluster.
 """
 
