@@ -27,6 +27,7 @@ import yaml
 from devtools.harness.cluster import BIN, NAMESPACE
 from devtools.harness.logs import coded, log_events
 from devtools.harness.waiting import wait_until
+from tests import builders
 from tests.e2e.conftest import (
     AGENT,
     BATCH,
@@ -47,24 +48,17 @@ from tests.need import need
 #: handed back 10% a tick. Low floors: on a busy day this shared host leaves the pods a
 #: few tenths of a core, and the line must be reachable above the floors.
 MIN_RATIO, STEP_RATIO = 2, 10
-GROUP = "qos.waterline.io/v1alpha1"
+#: The node selector of the e2e policies: the real node only.
+REAL_NODE = {"matchLabels": {"waterline.test/real-node": "true"}}
 
 
 def _action(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": GROUP, "kind": "AvoidanceAction", "metadata": {"name": name}, "spec": spec}
+    return builders.action(name, spec=spec)
 
 
 def _policy(name: str, metric: str, value: str, action: str, restore: int = 3) -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"waterline.test/real-node": "true"}},
-            "objectiveEnsurances": [{
-                "name": "high", "metricRule": {"name": metric, "value": value},
-                "avoidanceThreshold": 2, "restoreThreshold": restore, "actionName": action,
-            }],
-        },
-    }  # fmt: skip
+    high = builders.rule("high", metric, value, action, avoidanceThreshold=2, restoreThreshold=restore)
+    return builders.policy(name, [high], REAL_NODE)
 
 
 @contextmanager
@@ -520,14 +514,8 @@ def _uninstalled(real: RealNodeRun, work: Work, test: str, how: str, delete: Any
 
 
 def _idle_policy() -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "e2e-idle"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"waterline.test/real-node": "true"}},
-            "cpuIsolation": {"idle": {"scope": {
-                "qosClasses": ["Burstable"], "podSelector": {"matchLabels": {"role": "resizable"}}}}},
-        },
-    }  # fmt: skip
+    idle = {"scope": {"qosClasses": ["Burstable"], "podSelector": {"matchLabels": {"role": "resizable"}}}}
+    return builders.policy("e2e-idle", None, REAL_NODE, spec={"cpuIsolation": {"idle": idle}})
 
 
 def _resized(pod: dict[str, Any], request: str, limit: str) -> bool:

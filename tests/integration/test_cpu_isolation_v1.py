@@ -40,10 +40,10 @@ from devtools.demo.pods import DemoPod
 from devtools.harness.logs import coded
 from devtools.harness.waiting import wait_until
 from executors.cgroup_isolation import CgroupIsolator
+from tests import builders
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-QOS = "qos.waterline.io/v1alpha1"
 LC = "qos.waterline.io/latency-critical"
 NOT_LC = {"matchExpressions": [{"key": LC, "operator": "NotIn", "values": ["true"]}]}
 
@@ -74,13 +74,11 @@ def policy(idle: bool = False, burst: float | None = None) -> list[dict[str, Any
         isolation["burst"] = {"quotaPercent": burst}
     if not isolation:
         return []
-    return [{"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "colocated"},
-             "spec": {"cpuIsolation": isolation}}]  # fmt: skip
+    return [builders.policy("colocated", spec={"cpuIsolation": isolation})]
 
 
 def node() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "demo-node"},
-            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}  # fmt: skip
+    return builders.node("demo-node", "2", "4Gi")
 
 
 def write_objects(path: Path, docs: list[dict[str, Any]]) -> None:

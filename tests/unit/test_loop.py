@@ -29,17 +29,13 @@ from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain
 from devtools.harness.fake_cgroups import Clock, FakeTree
+from tests import builders
 
 # -- builders --------------------------------------------------------------------------
 
 
 def node_manifest(name: str = "n1", cpu: str = "4") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
-    }
+    return builders.node(name, cpu, "8Gi")
 
 
 def pod_manifest(name: str, uid: str, qos: str = "BestEffort", cid: str = "c1") -> dict[str, Any]:
@@ -77,18 +73,8 @@ def policy_manifests(
         spec["throttle"] = {"cpuThrottle": throttle or {"minCPURatio": 0, "stepCPURatio": 100}}
     if eviction:
         spec["eviction"] = {"terminationGracePeriodSeconds": 5}
-    return [
-        {
-            "apiVersion": "qos.waterline.io/v1alpha1",
-            "kind": "NodeQOSEnsurancePolicy",
-            "metadata": {"name": "guard"},
-            "spec": {"objectiveEnsurances": [{
-                "name": "high", "metricRule": {"name": metric, "value": value},
-                "avoidanceThreshold": avoid, "restoreThreshold": restore, "actionName": "act",
-            }]},
-        },
-        {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction", "metadata": {"name": "act"}, "spec": spec},
-    ]  # fmt: skip
+    high = builders.rule("high", metric, value, "act", avoidanceThreshold=avoid, restoreThreshold=restore)
+    return [builders.policy("guard", [high]), builders.action("act", spec=spec)]
 
 
 def objects_of(manifests: list[dict[str, Any]]) -> Objects:
