@@ -104,8 +104,10 @@ node-down:
 	$(PYTHON) -m devtools.cluster node-down
 
 # charts/waterline's copies of what Helm takes verbatim from deploy/ (the CRDs, the
-# dashboard JSON, the alert rules) and its version (pyproject.toml's): run after editing
-# those in deploy/ or the version (tests/unit/test_chart.py fails until then). The
+# dashboard JSON, the alert rules), its version (pyproject.toml's), and the RBAC rules of
+# deploy/ and the chart from the access tables in code (devtools/rbac.py): run after
+# editing those in deploy/, the version or an access table (tests/unit/test_chart.py
+# fails until then). The
 # templated objects are written in both places; the same test renders the chart and
 # compares it with `kubectl kustomize deploy/`, object by object (charts/waterline/README.md).
 .PHONY: chart
