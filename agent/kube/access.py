@@ -141,7 +141,8 @@ class AccessTable:
             self.refused.append(call)
         raise UndeclaredCall(
             f"{self.program} may not {call} ({method} {path}): the call is not in its access "
-            f"table ({self.declared_in}); declare it there, and `make chart` grants it in RBAC",
+            f"table ({self.declared_in}); declare it there, and `make chart` writes its rule "
+            f"into deploy/rbac.yaml and the chart",
             status=403,
             reason="Forbidden",
         )
