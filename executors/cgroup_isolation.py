@@ -215,7 +215,7 @@ class CgroupIsolator:
             if err.errno != errno.ENOENT:
                 self._log.warning("idle: release failed, will retry", pod=record.key, error=str(err))
                 return False
-        self._log.info("idle released", pod=record.key, weight=saved.original)
+        self._log.info("idle released", code="idle-released", pod=record.key, weight=saved.original)
         try:
             self.state.forget_idle(uid)
         except OSError as err:  # written back already: a stale record is written back again

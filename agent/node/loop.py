@@ -383,9 +383,9 @@ class NodeLoop:
             ticks = self._failing[1] + 1 if same and self._failing is not None else 1
             self._failing = (outcome.error, ticks)
             if ticks == 1 or ticks % 60 == 0:
-                self.log.warning("tick failed", tick=outcome.seq, error=outcome.error, streak=ticks)
+                self.log.warning("tick failed", code="tick-failed", tick=outcome.seq, error=outcome.error, streak=ticks)
         elif self._failing is not None:
-            self.log.info("ticks succeed again", tick=outcome.seq, failed_ticks=self._failing[1])
+            self.log.info("ticks succeed again", code="ticks-succeed-again", tick=outcome.seq, failed_ticks=self._failing[1])
             self._failing = None
         if outcome.report is None:
             return

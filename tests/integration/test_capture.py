@@ -80,8 +80,8 @@ def live_actions(log: str) -> list[list[tuple[str, str, float | None]]]:
         if not line.startswith("{"):
             continue  # the progress line
         entry = json.loads(line)
-        if entry.get("event") in ("throttle", "restore", "restore-step") and "tick" in entry:
-            action = entry["event"].removesuffix("-step")  # the report calls both restore
+        if entry.get("code") in ("throttle", "restore", "restore-step") and "tick" in entry:
+            action = entry["code"].removesuffix("-step")  # the report calls both restore
             ticks[entry["tick"] - 1].append((action, entry["pod"], entry.get("cpu_cap")))
     return ticks
 

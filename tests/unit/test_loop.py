@@ -449,9 +449,9 @@ def test_a_failure_streak_is_logged_when_it_starts_and_ends_not_every_tick() -> 
         loop = make_loop(objs, Scripted(script))
         for _ in range(62):
             loop.tick()
-    failed = [e for e in logs if e["event"] == "tick failed"]
+    failed = [e for e in logs if e.get("code") == "tick-failed"]
     assert [e["streak"] for e in failed] == [1, 60]
-    assert [e["failed_ticks"] for e in logs if e["event"] == "ticks succeed again"] == [61]
+    assert [e["failed_ticks"] for e in logs if e.get("code") == "ticks-succeed-again"] == [61]
 
 
 def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None:
