@@ -67,10 +67,12 @@ def pod(
     phase: str = "Running",
     ready: bool | None = True,
     spec: dict | None = None,
+    container_ids: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Pod owned by a controller (``owner_kind`` None: no owner), one container with
     the given resources unless ``containers`` says otherwise; ``started`` sets its
-    creation and start time (None: neither); ``spec`` adds fields to its spec."""
+    creation and start time (None: neither); ``spec`` adds fields to its spec;
+    ``container_ids``: container name -> the runtime's ID (its containerStatuses)."""
     resources: dict[str, Any] = {}
     if requests:
         resources["requests"] = requests
@@ -99,6 +101,8 @@ def pod(
         status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
     if qos:
         status["qosClass"] = qos
+    if container_ids:
+        status["containerStatuses"] = [{"name": c, "containerID": i} for c, i in container_ids.items()]
     return {
         "apiVersion": "v1",
         "kind": "Pod",

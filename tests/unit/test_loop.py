@@ -39,25 +39,9 @@ def node_manifest(name: str = "n1", cpu: str = "4") -> dict[str, Any]:
 
 
 def pod_manifest(name: str, uid: str, qos: str = "BestEffort", cid: str = "c1") -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if qos == "Guaranteed":
-        resources = {
-            "requests": {"cpu": "1", "memory": "1Gi"},
-            "limits": {"cpu": "1", "memory": "1Gi"},
-        }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": uid,
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                          "name": "rs", "uid": "rs", "controller": True}]},
-        "spec": {"nodeName": "n1", "containers": [{"name": "main", "resources": resources}]},
-        "status": {
-            "phase": "Running",
-            "qosClass": qos,
-            "containerStatuses": [{"name": "main", "containerID": f"containerd://{cid}"}],
-        },
-    }
+    guaranteed = {"cpu": "1", "memory": "1Gi"} if qos == "Guaranteed" else None
+    return builders.pod(name, uid=uid, qos=qos, requests=guaranteed, limits=guaranteed, owner_name="rs",
+                        owner_uid="rs", started=None, ready=None, container_ids={"main": f"containerd://{cid}"})
 
 
 def policy_manifests(
