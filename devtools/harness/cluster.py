@@ -41,7 +41,7 @@ from devtools.cluster.node import down_all
 from devtools.harness.faultproxy import FaultProxy
 from devtools.harness.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".cluster" / "bin"
 NAMESPACE = "waterline-system"
 AGENT_SA = "waterline-agent"
