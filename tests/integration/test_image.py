@@ -330,10 +330,11 @@ def test_the_agent_in_its_container_throttles_to_the_cap_and_restores_exactly(
 
     try:
         # 1. the quotas are written (the image starts, ticks twice, the rule triggers)
-        deadline = time.monotonic() + 30
-        while all(q == "-1" for q in quotas().values()):
-            assert time.monotonic() < deadline and agent.poll() is None, logs()
-            time.sleep(0.2)
+        def written() -> bool:
+            assert agent.poll() is None, logs()
+            return any(q != "-1" for q in quotas().values())
+
+        wait_until(written, 30, "a quota written", interval=0.2, explain=logs)
         # 2. the kernel holds each throttled pod at the cap written, over a second in which
         #    the cap stayed put (within 10%)
         held: dict[str, list[tuple[float, float]]] = {p.key: [] for p in batch}
@@ -358,10 +359,11 @@ def test_the_agent_in_its_container_throttles_to_the_cap_and_restores_exactly(
         tree.stop("web")
         for pod in batch:
             tree.signal(pod.name, signal.SIGSTOP)
-        deadline = time.monotonic() + 30
-        while set(quotas().values()) != {"-1"} or state_pods(tmp_path / "state"):
-            assert time.monotonic() < deadline and agent.poll() is None, logs()
-            time.sleep(0.5)
+        def restored() -> bool:
+            assert agent.poll() is None, logs()
+            return set(quotas().values()) == {"-1"} and not state_pods(tmp_path / "state")
+
+        wait_until(restored, 30, "every quota restored and the state empty", interval=0.5, explain=logs)
         web_quota = tree.read(
             tree.cpu_root, web.container_rel(tree.kubelet_root), "cpu.cfs_quota_us"
         )
