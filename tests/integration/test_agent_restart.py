@@ -333,7 +333,7 @@ def test_the_apiserver_restarted_under_a_running_agent(
     listed = {s.path.split("?")[0] for s in after if s.method == "GET" and not s.watch and s.status == 200}
     assert gone and set(gone) <= listed, (gone, listed)
     relists = [s for s in after if s.method == "GET" and not s.watch and s.path.split("?")[0] in gone]
-    assert log_entries(log.read_bytes(), None, "watch version expired, relisting")
+    assert log_entries(log.read_bytes(), None, "watch-relist")
     assert ready[0] == 200, ready
     # Evictions: no pod asked for twice once it was evicted, none evicted twice.
     asked = evictions(proxy)
