@@ -57,7 +57,7 @@ test-fast: setup
 	$(BIN)/python -m pytest -rs -m "not slow"
 
 lint: setup
-	$(BIN)/ruff check agent collectors executors devtools tests bench
+	$(BIN)/ruff check agent collectors engine executors devtools tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache --no-logo
 

@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 RULE_STATES = ("normal", "triggered", "restored")
 #: The CPU isolation classes (agent.model.isolation), a bounded label.
 CPU_CLASSES = ("idle", "burst")
-#: The safety limits that can stop an eviction round (executors.limits.LIMITS).
+#: The safety limits that can stop an eviction round (engine.limits.LIMITS).
 EVICTION_LIMITS = ("clusterBrake", "maxPodsPerRound", "evictionRateLimit")
 #: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us),
 #: and the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst).

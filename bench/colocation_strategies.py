@@ -16,32 +16,27 @@ throttler; they differ only in the rule they watch and in how much they act:
   pod, so that a pod near its own limit borrows what it left unused instead of waiting
   for the next period.
 
-The two reference strategies reuse the analyzer and the engine: the throttle-down gap is
-made bigger than any pod (the engine then caps each candidate at its floor), and for one
-pod a tick the engine sees only the pods already throttled plus the next candidate.
+The two reference strategies run the product's decision itself with a strategy
+(``engine.decide.Strategy``, no copy of it): the throttle-down gap is made bigger than any
+pod (the engine then caps each candidate at its floor), and for one pod a tick the engine
+sees only the pods already throttled plus the next candidate.
 Throttle-up is Waterline's for all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agent.model.analysis import THROTTLE_DOWN
 from agent.model.numbers import EPSILON
-from agent.model.objects import Node, Pod
-from agent.model.policy import Action, PolicySet
-from agent.model.registry import derive_utilization
 from agent.model.usage import PodUsage
-from agent.node.analyzer import ACTION_TYPES, analyze
-from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuIsolator, CpuThrottler, Evictor
-from executors.caps import throttle_floor
-from executors.drive import Hands, drive
-from executors.engine import plan_actions
-from executors.sorters import SORTERS, Candidate
-from executors.work import TickContext
+from agent.node.tick import NodeBrain
+from engine.caps import throttle_floor
+from engine.sorters import SORTERS, Candidate
+from engine.state import NodeState
+from engine.work import TickContext
 
 QOS = "qos.waterline.io/v1alpha1"
 LC_LABEL = "qos.waterline.io/latency-critical"
@@ -70,61 +65,39 @@ def rules(metric: str, value: float, min_ratio: int, step_ratio: int) -> list[di
     return [policy, action]
 
 
+def floor_all(ctx: TickContext, state: NodeState) -> TickContext:
+    """The throttle-down gaps made whole: every candidate is capped at its floor
+    (``engine.decide.Strategy``)."""
+    down = ctx.analysis.gaps[THROTTLE_DOWN]
+    if not down:
+        return ctx
+    gaps = {**ctx.analysis.gaps, THROTTLE_DOWN: {m: WHOLE for m in down}}
+    return replace(ctx, analysis=replace(ctx.analysis, gaps=gaps))
+
+
+def one_per_tick(ctx: TickContext, state: NodeState) -> TickContext:
+    """As ``floor_all``, the engine shown only the pods already throttled and the first
+    candidate a cap would lower."""
+    whole = floor_all(ctx, state)
+    action = next(iter(ctx.actions.values()), None)
+    if whole is ctx or action is None or action.throttle is None:
+        return whole
+    throttle = action.throttle
+    free = [Candidate(p, ctx.usage.get(k, PodUsage()), ctx.now) for k, p in ctx.pods.items()
+            if k not in state.throttled and action.scope.admits(p, ctx.namespace_labels(p.namespace))]  # fmt: skip
+    lowerable = [c for c in free if c.usage.cpu is not None
+                 and c.usage.cpu > throttle_floor(c.pod, throttle, ctx.node) + EPSILON]  # fmt: skip
+    keep = {c.key for c in SORTERS["cpu"].sort(lowerable)[:1]} | set(state.throttled)
+    return replace(whole, pods={k: p for k, p in ctx.pods.items() if k in keep})
+
+
 class ReferenceBrain(NodeBrain):
-    """NodeBrain's tick with the throttle-down gap made whole; ``one_at_a_time`` shows
-    the engine one unthrottled candidate a tick."""
+    """The product's decision with a reference strategy (``engine.decide.Strategy``):
+    every candidate to its floor at once, or ``one_at_a_time``, one more a tick."""
 
     def __init__(self, one_at_a_time: bool) -> None:
-        super().__init__()
+        super().__init__(strategy=one_per_tick if one_at_a_time else floor_all)
         self.one_at_a_time = one_at_a_time
-
-    def _visible(self, pods: Sequence[Pod], usage: Mapping[str, PodUsage], action: Action | None,
-                 labels: Callable[[str], Mapping[str, str]], node: Node, now: float) -> list[Pod]:  # fmt: skip
-        """The pods already throttled, and the first candidate a throttle would lower."""
-        if not self.one_at_a_time or action is None or action.throttle is None:
-            return list(pods)
-        throttle = action.throttle
-        free = [Candidate(p, usage.get(p.key, PodUsage()), now) for p in pods
-                if p.key not in self.state.throttled and action.scope.admits(p, labels(p.namespace))]  # fmt: skip
-        lowerable = [c for c in free if c.usage.cpu is not None
-                     and c.usage.cpu > throttle_floor(c.pod, throttle, node) + EPSILON]  # fmt: skip
-        first = SORTERS["cpu"].sort(lowerable)[:1]
-        keep = {c.key for c in first} | set(self.state.throttled)
-        return [p for p in pods if p.key in keep]
-
-    def tick(self, *, now: float, node: Node, pods: Sequence[Pod], metrics: Mapping[str, float],
-             usage: Mapping[str, PodUsage], policies: PolicySet,
-             namespace_labels: Callable[[str], Mapping[str, str]], evictor: Evictor,
-             throttler: CpuThrottler, isolator: CpuIsolator | None = None, brake: bool = False,
-             evictions_take_effect: bool = True) -> TickReport:  # fmt: skip
-        """NodeBrain's tick for throttling only (these strategies evict nothing, so the
-        cluster brake has nothing to stop, and set no CPU isolation class: ``isolator``
-        is never used)."""
-        rules_ = policies.rules_for_node(node.labels)
-        actions = {r.action_name: policies.actions[r.action_name] for r in rules_
-                   if r.action_name in policies.actions}  # fmt: skip
-        full = derive_utilization(metrics, node.allocatable)
-        analysis = analyze(rules_, actions, self.state.trackers, full)
-        self.state.observe(analysis.trackers)
-        down = analysis.gaps[THROTTLE_DOWN]
-        if down:
-            gaps = {**analysis.gaps, THROTTLE_DOWN: {m: WHOLE for m in down}}
-            analysis = replace(analysis, gaps=gaps)
-        action = next(iter(actions.values()), None)
-        visible = self._visible(pods, usage, action, namespace_labels, node, now) if down else pods
-        ctx = TickContext(now=now, node=node, pods={p.key: p for p in visible}, usage=usage,
-                          analysis=analysis, actions=actions, namespace_labels=namespace_labels,
-                          settings=self.settings)  # fmt: skip
-        execution = drive(plan_actions(ctx, self.state), Hands(evictor, throttler))
-        self.state = execution.state
-        records = execution.records
-        return TickReport(
-            at=now, rules=dict(analysis.rules),
-            waterlines={t: {m: w.value for m, w in analysis.waterlines[t].items()}
-                        for t in ACTION_TYPES},
-            gaps={t: dict(analysis.gaps[t]) for t in ACTION_TYPES},
-            actions=records, usage=dict(full), missing=list(analysis.missing),
-        )  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
-from executors.caps import ceiling
+from engine.caps import ceiling
+from engine.records import BURST, IDLE, IsolationMark, ThrottleRecord, parse_owner_tag
+from engine.state import NodeState
 from executors.isolation_state import IsolatedPod
 from executors.quota_state import ThrottledPod
-from executors.records import BURST, IDLE, IsolationMark, ThrottleRecord, parse_owner_tag
-from executors.state import NodeState
 
 
 @dataclass(frozen=True, slots=True)

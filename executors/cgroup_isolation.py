@@ -24,8 +24,9 @@ back before it caps the pod, or while the kubelet resizes it.
 
 Every mark is checked against the kernel each time it is asked for (each tick): one that
 something reverted (``systemctl daemon-reload`` puts a systemd unit's properties back) is
-written again, logged once per pod and counted (``count_reverted``, the agent's
-``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``). Where the kernel
+written again and reported (``on_reverted``, an ``engine.records.Reverted``: the
+agent counts it in ``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``
+and says it once per pod, as for the caps, ``agent.node.holding``). Where the kernel
 lacks a file the class is not offered (``support``), said once in the log. Failures are
 logged, never raised.
 """
@@ -46,11 +47,14 @@ from collectors.cgroups import CgroupMounts
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout, kubepods_path
+from engine.records import CPU_BURST, CPU_IDLE, Reverted
+from engine.state import NodeState
+from executors.actuators import CpuIsolator
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
 
 IDLE_FILE = "cpu.idle"
 #: The ``control`` a reverted mark is counted under (agent.metrics' reverted counter).
-IDLE_CONTROL, BURST_CONTROL = "cpu_idle", "cpu_burst"
+IDLE_CONTROL, BURST_CONTROL = CPU_IDLE, CPU_BURST
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +78,12 @@ def spec_weight(version: int, pod: Pod) -> str:
     return str(shares) if version == 1 else str(1 + ((shares - 2) * 9999) // 262142)
 
 
-class CgroupIsolator:
-    """Implements ``executors.actuators.CpuIsolator`` on the host's cgroup tree."""
+class CgroupIsolator(CpuIsolator):
+    """An ``executors.actuators.CpuIsolator`` on the host's cgroup tree, and a ``Holder``
+    of the marks."""
+
+    released = "idle and burst marks released"
+    released_code = "marks-released"
 
     def __init__(self, mounts: CgroupMounts, state: IsolationState,
                  layout: PodCgroupLayout | None = None, kubelet_root: str = "") -> None:
@@ -88,21 +96,14 @@ class CgroupIsolator:
         self.state = state
         self.layout = layout if layout is not None else PodCgroupLayout(root, kubelet_root)
         self._support: IsolationSupport | None = None
-        self._said_reverted: set[tuple[str, str]] = set()
         self._log = structlog.get_logger()
-        #: Called with the control of each mark found reverted and written again (the
-        #: agent counts them); None: not counted.
-        self.count_reverted: Callable[[str], None] | None = None
+        #: Called with each mark found reverted, as it is written again (the agent counts
+        #: and says it); None: nobody is told.
+        self.on_reverted: Callable[[Reverted], None] | None = None
 
     def _reverted(self, control: str, key: str, uid: str, cgroup: str) -> None:
-        if self.count_reverted is not None:
-            self.count_reverted(control)
-        if (control, uid) not in self._said_reverted:
-            self._said_reverted.add((control, uid))  # once per pod and class, not at every reload
-            self._log.warning(f"{control} mark found reverted (a systemd daemon-reload?): "
-                              "written again; logged once per pod, counted in "
-                              "waterline_caps_reverted_total", code="mark-reverted", control=control,
-                              pod=key, cgroup=cgroup)  # fmt: skip
+        if self.on_reverted is not None:
+            self.on_reverted(Reverted(control, uid, key, cgroup))
 
     # -- what the kernel offers -------------------------------------------------------
 
@@ -312,6 +313,9 @@ class CgroupIsolator:
     def release_all(self) -> list[str]:
         """Every mark of the state file released; the uids fully released."""
         return [uid for uid in self.state.pods() if self.release_uid(uid)]
+
+    def forget_all(self, state: NodeState) -> None:
+        state.forget_isolation()
 
     def rebuild_from_specs(self, pods: Iterable[Pod]) -> list[str]:
         """What to do when the records were lost with an unreadable state file: every

@@ -18,12 +18,14 @@ properties back into its cgroup whenever it re-realizes it (``systemctl daemon-r
 which every package install runs; a ``set-property`` on the unit or its slice): a quota
 written straight into ``cpu.max`` is lifted without a word. So every cap the state file
 names is read back each tick; one the kernel no longer holds is written again and
-reported (:class:`Reverted`). Found equal to the saved original, it is a plain revert
+reported (``engine.records.Reverted``: the agent counts it, says it once and its node
+state applies it, ``agent.node.holding``). Found equal to the saved original, it is a plain revert
 (systemd put the unit's property back); found at another value, the container's limit
 was changed under us (a resize, an operator's ``set-property``): that value becomes the
-original a release writes back, and the cap is written over it (never above it). A cap
-that cannot be written back is dropped from the state, so the agent never claims a cap
-the kernel does not hold. Why writes stay direct rather than through systemd's
+original a release writes back, and the cap is written over it (never above it); one
+tighter than the cap is the cap now, reported with the pod's new cap. A cap that cannot
+be written back is dropped from the state file and reported so, and the node's memory
+drops it too: the agent never claims a cap the kernel does not hold. Why writes stay direct rather than through systemd's
 ``CPUQuota=`` property: docs/vm.md.
 
 After a restart the agent adopts the caps the state file names (``executors.adoption``)
@@ -39,7 +41,7 @@ import contextlib
 import errno
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 
 import structlog
 
@@ -48,6 +50,9 @@ from collectors.cgroups import CgroupMounts
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
 from collectors.files import read_bytes
 from collectors.layout import PodCgroupLayout
+from engine.records import CPU_QUOTA, Reverted
+from engine.state import NodeState
+from executors.actuators import CpuThrottler
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
 
 MIN_QUOTA_US = 1000
@@ -69,25 +74,12 @@ def spec_quota(version: int, limit_cores: float | None, period_us: int) -> str:
     return str(quota) if version == 1 else f"{quota} {period_us}"
 
 
-@dataclass(frozen=True, slots=True)
-class Reverted:
-    """A cap found lifted in the kernel, and what was done about it."""
+class CgroupThrottler(CpuThrottler):
+    """An ``executors.actuators.CpuThrottler`` on the host's cgroup tree, and a ``Holder``
+    of the caps."""
 
-    uid: str
-    pod: str  # namespace/name
-    container: str
-    cgroup: str
-    found: str  # the quota file's content found
-    wanted: str  # the cap as written back
-    #: The found value differs from the saved original: it is the new original.
-    new_original: bool
-    #: False: the write back failed, the cap is forgotten (the engine must forget it too).
-    rewritten: bool
-    error: str = ""
-
-
-class CgroupThrottler:
-    """Implements ``executors.actuators.CpuThrottler`` on the host's cgroup tree."""
+    released = "caps released"
+    released_code = "caps-released"
 
     def __init__(
         self,
@@ -240,13 +232,22 @@ class CgroupThrottler:
         left to the usual paths (restore counts it as restored)."""
         reverted: list[Reverted] = []
         for uid, record in self.state.pods().items():
-            for name, saved in record.containers.items():
-                if saved.cap is None:
-                    continue
-                found = self._held(record.key, uid, name, saved)
-                if found is not None:
-                    reverted.append(found)
+            found = [item for name, saved in record.containers.items() if saved.cap is not None
+                     and (item := self._held(record.key, uid, name, saved)) is not None]
+            if found and (cap := self._tighter(record)) is not None:
+                found = [replace(item, cap=cap) for item in found]
+            reverted.extend(found)
         return reverted
+
+    def _tighter(self, before: ThrottledPod) -> float | None:
+        """The pod's cap when the containers' recorded caps sum lower than before."""
+        after = self.state.get(before.uid)
+        if after is None:
+            return None
+        def total(pod: ThrottledPod) -> float:
+            return sum(c.cap for c in pod.containers.values() if c.cap is not None)
+        cap = total(after)
+        return cap if cap > 0 and total(before) - cap > 1e-3 else None
 
     def _held(self, pod: str, uid: str, name: str, saved: ContainerQuota) -> Reverted | None:
         assert saved.cap is not None
@@ -275,11 +276,12 @@ class CgroupThrottler:
         except OSError as err:
             with contextlib.suppress(OSError):  # the kernel does not hold it: say so
                 self.state.set_caps(uid, {name: None})
-            return Reverted(uid, pod, name, saved.cgroup, raw, text, new_original, False, str(err))
+            return Reverted(CPU_QUOTA, uid, pod, saved.cgroup, name, raw, text, new_original,
+                            False, str(err))
         if abs(want / period - saved.cap) * 1000 > 1:  # a tighter new original: the cap now
             with contextlib.suppress(OSError):
                 self.state.set_caps(uid, {name: want / period})
-        return Reverted(uid, pod, name, saved.cgroup, raw, text, new_original, True)
+        return Reverted(CPU_QUOTA, uid, pod, saved.cgroup, name, raw, text, new_original, True)
 
     # -- restart and policy deletion -----------------------------------------------
 
@@ -321,6 +323,12 @@ class CgroupThrottler:
 
     def restore_all(self) -> list[str]:
         return self.restore_where(lambda _record: True)
+
+    def release_all(self) -> list[str]:
+        return self.restore_all()
+
+    def forget_all(self, state: NodeState) -> None:
+        state.forget_caps()
 
     def reconcile(
         self,

@@ -4,7 +4,7 @@ Maps the adapter's outcomes onto ``EvictionAnswer`` (the result, and the server'
 Retry-After when it refused for its own sake) and logs the ones an operator must see: an
 API failure (a 5xx, among them a pod with several disruption budgets, which the API
 refuses to choose between; a throttling 429; a timeout) ends the node's eviction round,
-which then backs off (``executors.limits``).
+which then backs off (``engine.limits``).
 
 The tick evicts before it throttles, so a slow Eviction API must not hold the throttling
 back. Each request is sent on one background worker and the tick waits for its answer at
@@ -35,7 +35,7 @@ from agent.kube.evicting import EvictionOutcome
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 from agent.model.settings import DEFAULT_EVICTION_ANSWER_SECONDS
-from executors.actuators import EvictionAnswer
+from executors.actuators import EvictionAnswer, Evictor
 
 #: What a late answer means, logged beside it.
 LATE_MEANING = {
@@ -61,7 +61,7 @@ def answer_wait(answer_seconds: float, budget_left: float) -> float:
     return max(0.0, min(answer_seconds, budget_left))
 
 
-class ApiEvictor:
+class ApiEvictor(Evictor):
     """``answer_seconds`` and ``budget_left`` are read at each eviction (live settings,
     the current tick's budget); ``worker`` runs the requests (one at a time), ``clock``
     times them; both are injected by tests."""

@@ -6,7 +6,7 @@ counts as released; 409 on our uid precondition = the pod we meant is gone (a ne
 its name), also released; 500 = the pod has several budgets (the API refuses those), or a
 real server error. Those, a throttling 429 and network failures (timeouts included) are
 ``failed``, with the server's ``Retry-After`` when it gave one: the node agent ends its
-eviction round on the first and backs off (``executors.limits``).
+eviction round on the first and backs off (``engine.limits``).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ class MetricSpec:
     unit: str  # cores | bytes | percent
     #: The pod resource whose release relieves this metric (None: nothing is credited).
     resource: str | None
-    #: The candidate order (a name in ``executors.sorters.SORTERS``, its one registry).
+    #: The candidate order (a name in ``engine.sorters.SORTERS``, its one registry).
     sorter: str
     throttle: Relief
     evict: Relief

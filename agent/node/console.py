@@ -26,7 +26,7 @@ from agent.model.analysis import ACTION_TYPES
 from agent.model.registry import BY_NAME
 from agent.node.loop import TickOutcome, action_result
 from agent.node.tick import TickReport
-from executors.records import FAILED, ActionRecord, IsolationChange
+from engine.records import FAILED, ActionRecord, IsolationChange
 
 
 def _unit(metric: str) -> str:

@@ -46,7 +46,7 @@ from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 from agent.model.policy import Rule
 from agent.node.tick import TickReport
-from executors.records import ActionRecord
+from engine.records import ActionRecord
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from agent.files import atomic_write
 from agent.model.numbers import EPSILON
 from agent.node.loop import TickOutcome
 from agent.node.tick import NodeBrain
-from executors.limits import TokenBucket
+from engine.limits import TokenBucket
 
 MEMORY_FILE = "evictions.json"
 FORMAT_VERSION = 1

@@ -1,72 +1,103 @@
-"""Caps that survive systemd: each tick, before the decision, the throttler reads back
-the caps it holds and writes again those someone lifted (``CgroupThrottler.hold``; on a
-systemd-driver node that is ``systemctl daemon-reload``, which every package install runs).
+"""What the agent holds and someone else undid: one keeper for the caps and the marks.
 
-Here the findings are made visible and the engine's memory kept honest:
+Caps and CPU isolation marks are written straight into cgroup files, and on a
+systemd-driver node ``systemctl daemon-reload`` (which every package install runs) puts a
+unit's own properties back. The actuators find it: the throttler reads every cap back
+before each tick (``CgroupThrottler.hold``, this keeper's before-tick call), the isolator
+checks each mark whenever the tick asks for it (``MarkIdle`` and ``SetBurst`` are asked
+every tick); both write it again and report what they found (``engine.records.
+Reverted``) here, where it is
 
-* every lifted cap is counted (``waterline_caps_reverted_total{control="cpu_quota"}``);
-* it is logged once per pod (the first time; a pod whose caps are lifted at every reload
-  would otherwise log at every package install), with what was found and written;
-* a cap that could not be written back is forgotten by the engine too (the pod is then an
-  ordinary candidate again): the agent's state never claims a cap the kernel does not hold.
+* counted (``waterline_caps_reverted_total{control="cpu_quota" | "cpu_idle" | "cpu_burst"}``);
+* applied to the node's memory (``NodeState.found_reverted``: a cap not written back is
+  forgotten, so the pod is an ordinary candidate again and the agent's state never claims
+  a cap the kernel does not hold; a cap the kernel holds tighter is the cap);
+* said once per pod and control (a pod whose caps are lifted at every reload would
+  otherwise log at every package install), with what was found and written; a cap that
+  could not be written back is said every time.
 
-This sits at the actuator's edge on purpose: the decision code does not know about it.
+This sits at the actuators' edge on purpose: the decision code does not know about it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import structlog
 
-from agent.metrics import CPU_QUOTA_CONTROL as CPU_QUOTA
 from agent.node.tick import NodeBrain
-from executors.cgroup_throttle import Reverted
+from engine.records import CPU_QUOTA, Reverted
 
 
 class Holder(Protocol):
     def hold(self) -> list[Reverted]: ...
 
 
-class CapKeeper:
-    """A ``NodeLoop`` before-tick hook: hold the caps, count and log what was lifted."""
+class HeldKeeper:
+    """A ``NodeLoop`` before-tick hook (the caps read back) and the isolator's
+    ``on_reverted`` (the marks): count, apply to the node's memory, say once."""
 
-    def __init__(self, holder: Holder, brain: NodeBrain,
-                 count: Callable[[str, int], None] | None = None,
-                 log: Any | None = None) -> None:  # fmt: skip
-        self.holder = holder
+    def __init__(self, brain: NodeBrain, count: Callable[[str, int], None] | None = None,
+                 log: Any | None = None, caps: Holder | None = None) -> None:  # fmt: skip
         self.brain = brain
         self.count = count
+        self.caps = caps
         self.log = log if log is not None else structlog.get_logger()
-        self._logged: set[str] = set()  # pod uids whose lifted cap was logged
-        #: Lifted caps found since the start (all containers), for tests and the console.
+        self._said: set[tuple[str, str]] = set()  # (control, pod uid) said
+        #: Reverts found since the start (all containers and cgroups), for tests.
         self.reverted = 0
 
     def __call__(self) -> None:
+        if self.caps is None:
+            return
         try:
-            found = self.holder.hold()
+            found = self.caps.hold()
         except Exception as err:  # noqa: BLE001 - the loop never dies
             self.log.error("holding the caps failed", error=repr(err))
             return
-        if found and self.count is not None:
-            self.count(CPU_QUOTA, len(found))
+        self.found(found)
+
+    def reverted_mark(self, item: Reverted) -> None:
+        """The isolator's ``on_reverted``."""
+        self.found([item])
+
+    def found(self, found: Sequence[Reverted]) -> None:
+        if not found:
+            return
+        if self.count is not None:
+            by_control: dict[str, int] = {}
+            for item in found:
+                by_control[item.control] = by_control.get(item.control, 0) + 1
+            for control, n in by_control.items():
+                self.count(control, n)
         self.reverted += len(found)
+        self.brain.state.found_reverted(found)
         for item in found:
-            if not item.rewritten:
-                self.brain.state.drop_cap(item.pod)
-                self.log.error("cap lifted by someone else and not written back: forgotten",
-                               code="cap-lifted-forgotten", pod=item.pod, container=item.container, found=item.found,
-                               error=item.error)  # fmt: skip
-                continue
-            if item.uid in self._logged:
-                continue
-            self._logged.add(item.uid)
+            self._say(item)
+        state = self.brain.state
+        held = {(CPU_QUOTA, r.uid) for r in state.throttled.values()}
+        held |= {(item.control, item.uid) for item in found}
+        self._said = {said for said in self._said if said[0] != CPU_QUOTA or said in held}
+
+    def _say(self, item: Reverted) -> None:
+        if item.control == CPU_QUOTA and not item.rewritten:
+            self.log.error("cap lifted by someone else and not written back: forgotten",
+                           code="cap-lifted-forgotten", pod=item.pod, container=item.container, found=item.found,
+                           error=item.error)  # fmt: skip
+            return
+        if (item.control, item.uid) in self._said:
+            return
+        self._said.add((item.control, item.uid))
+        if item.control == CPU_QUOTA:
             self.log.warning(
                 "cap lifted by someone else (systemd daemon-reload?): written back; "
                 "logged once per pod, counted in waterline_caps_reverted_total",
                 code="cap-lifted", pod=item.pod, container=item.container, cgroup=item.cgroup, found=item.found,
                 written=item.wanted, new_original=item.new_original,
             )  # fmt: skip
-        held = {r.uid for r in self.brain.state.throttled.values()}
-        self._logged &= held | {item.uid for item in found}
+        else:
+            self.log.warning(f"{item.control} mark found reverted (a systemd daemon-reload?): "
+                             "written again; logged once per pod, counted in "
+                             "waterline_caps_reverted_total", code="mark-reverted", control=item.control,
+                             pod=item.pod, cgroup=item.cgroup)  # fmt: skip

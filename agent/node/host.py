@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agent.model.settings import AgentSettings
-from agent.node.dryrun import DryRunIsolator, DryRunThrottler
+from agent.node.dryrun import dry_run_isolator, dry_run_throttler
 from agent.node.sampling import CountingLog, HostCollector
-from executors.actuators import CpuIsolator, CpuThrottler, NoIsolation
+from executors.actuators import Actuator, Holder
 from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
@@ -34,11 +34,20 @@ def host_cgroups(cgroup_root: str, proc_root: str, kubelet_root: str) -> tuple[C
 
 @dataclass(frozen=True, slots=True)
 class HostParts:
-    """The collector and the actuators over this host's cgroup tree and /proc."""
+    """The collector and the actuators over this host's cgroup tree and /proc: the ones
+    the loop carries its intents with (``actuators``: real, or reported in a dry run), and
+    the real cgroup writers among them, which hold caps and marks across ticks and
+    restarts (None in a dry run, or where the host has no cpu controller)."""
 
     collector: HostCollector
-    throttler: CpuThrottler
-    isolator: CpuIsolator
+    actuators: tuple[Actuator, ...]
+    throttler: CgroupThrottler | None = None
+    isolator: CgroupIsolator | None = None
+
+    @property
+    def holders(self) -> tuple[Holder, ...]:
+        """The writers that hold something on the host (what an uninstall hands back)."""
+        return tuple(h for h in (self.throttler, self.isolator) if h is not None)
 
 
 def build_host_parts(
@@ -72,15 +81,13 @@ def build_host_parts(
     )
     node_stats = NodeStatsCollector(proc_root, log=node_log, **clocks)
     collector = HostCollector(pod_stats, node_stats, pod_log, node_log, node_cpu)
-    throttler: CpuThrottler
-    isolator: CpuIsolator
     if dry_run:
-        return HostParts(collector, DryRunThrottler(), DryRunIsolator())
+        return HostParts(collector, (dry_run_throttler(), dry_run_isolator()))
     try:
         throttler = CgroupThrottler(mounts, QuotaState(state_dir), layout)
         isolator = CgroupIsolator(mounts, IsolationState(state_dir), layout)
     except ValueError as err:
         log.error("cannot throttle on this host: quotas and CPU isolation will not be written",
                   error=str(err))
-        throttler, isolator = DryRunThrottler(), NoIsolation()
-    return HostParts(collector, throttler, isolator)
+        return HostParts(collector, (dry_run_throttler(),))  # no isolator: no class offered
+    return HostParts(collector, (throttler, isolator), throttler, isolator)

@@ -47,14 +47,15 @@ from agent.kube.resources import DAEMONSETS
 from agent.kube.taints import read_taints, write_taints
 from agent.kube.watching import WatchArgs
 from agent.model.eviction import EvictionResult
-from agent.model.objects import Pod, namespace_labels
+from agent.model.objects import namespace_labels
 from agent.model.policy import load_policies
 from agent.model.settings import DEFAULT_API_TIME_BUDGET, DEFAULT_EVICTION_ANSWER_SECONDS
 from agent.node.events import EventIntent, tick_events
 from agent.node.loop import Objects, TickOutcome
 from agent.node.saved import SavedObjects
 from agent.node.taint import ADD, KEEP, TAINT, decide_taint, has_taint, note_restored, taints_with
-from executors.actuators import EvictionAnswer, Evictor
+from engine.intents import Evict, EvictionAnswer
+from executors.actuators import Actuator
 
 COMPONENT = "waterline-agent"
 
@@ -76,23 +77,33 @@ def set_taint(api: KubeApi, node_name: str, wanted: bool) -> bool:
 
 
 class ReachableEvictor:
-    """The Eviction API while the API server is reachable; ``failed`` at once while it is
-    not (nothing queued: the next reachable tick decides again)."""
+    """The evictor (a wrapper around its ``carry``) while the API server is reachable;
+    ``failed`` at once while it is not (nothing queued: the next reachable tick decides
+    again)."""
 
-    def __init__(self, evictor: Evictor, reachable: Callable[[], bool], logger: Any = None) -> None:
+    def __init__(self, evictor: Actuator, reachable: Callable[[], bool], logger: Any = None) -> None:
         self.evictor = evictor
         self.reachable = reachable
         self.log = logger or structlog.get_logger("waterline.node.cluster")
         self._skipping = False
 
-    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult | EvictionAnswer:
+    @property
+    def name(self) -> str:
+        return self.evictor.name
+
+    @property
+    def intents(self) -> tuple[type, ...]:
+        return self.evictor.intents
+
+    def carry(self, intent: Evict) -> EvictionAnswer:
         if not self.reachable():
             if not self._skipping:
                 self.log.warning("API server unreachable: evictions skipped, not queued")
             self._skipping = True
-            return EvictionResult.FAILED
+            return EvictionAnswer(EvictionResult.FAILED)
         self._skipping = False
-        return self.evictor.evict(pod, grace_seconds)
+        answer: EvictionAnswer = self.evictor.carry(intent)
+        return answer
 
 
 class ClusterEffects:
@@ -182,7 +193,7 @@ class ClusterEffects:
 @dataclass
 class ClusterParts:
     source: Callable[[], Objects]
-    evictor: Evictor
+    evictor: Actuator
     ready: Callable[[], bool]
     stop: Callable[[], None]
     effects: ClusterEffects

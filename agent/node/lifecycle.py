@@ -8,15 +8,15 @@ agent release`. When the API does not answer, they are kept for the next agent t
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import structlog
 
 from agent.metrics import AgentMetrics
 from agent.node.loop import NodeLoop
 from agent.serving import Health, MetricsServer
-from executors.actuators import CpuIsolator, CpuThrottler, NoIsolation
+from executors.actuators import Holder
 
 
 @dataclass
@@ -24,30 +24,22 @@ class Agent:
     """A built agent: the loop and what must be started and stopped around it."""
 
     loop: NodeLoop
-    throttler: CpuThrottler
+    #: The writers that hold caps and marks on the host (none in a dry run).
+    holders: Sequence[Holder]
     metrics: AgentMetrics
     health: Health
     server: MetricsServer | None = None
     stop_source: Callable[[], None] | None = None
     #: In a cluster: is the agent's own DaemonSet gone or being deleted? (None: unknown)
     uninstalled: Callable[[], bool | None] | None = None
-    isolator: CpuIsolator = field(default_factory=NoIsolation)
 
     def restore_all(self, why: str) -> None:
         """Hand every cap and mark of the state files back (the originals, exactly)."""
-        restore_all = getattr(self.throttler, "restore_all", None)
-        if restore_all is not None:
-            restored = restore_all()
-            self.loop.brain.state.forget_caps()
-            if restored:
-                structlog.get_logger().info("caps released", code="caps-released", why=why,
-                                            pods=len(restored))
-        release_all = getattr(self.isolator, "release_all", None)
-        if release_all is not None:
-            released = release_all()
-            self.loop.brain.state.forget_isolation()
+        for holder in self.holders:
+            released = holder.release_all()
+            holder.forget_all(self.loop.brain.state)
             if released:
-                structlog.get_logger().info("idle and burst marks released", code="marks-released", why=why,
+                structlog.get_logger().info(holder.released, code=holder.released_code, why=why,
                                             pods=len(released))
 
     def on_exit(self) -> None:

@@ -3,7 +3,7 @@
 Everything the loop touches is handed in: where the objects come from (the API caches in
 a cluster, files in local mode), the collector, the decision core (``NodeBrain``, which
 keeps the rule hysteresis, caps, cool-downs and CPU isolation marks across ticks), the
-actuators (evictor, throttler, isolator), the clocks and the sleep. So tests drive it tick by tick with fakes, and the same loop runs in the
+actuators (a list of one shape: ``executors.actuators``), the clocks and the sleep. So tests drive it tick by tick with fakes, and the same loop runs in the
 DaemonSet, in ``--local`` mode and in the demo.
 
 Fail-safe rules (DESIGN.md "Cross-cutting rules"):
@@ -30,13 +30,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from agent.model.eviction import EvictionResult
 from agent.model.objects import Node, Pod
 from agent.model.policy import PolicySet
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain, TickReport
-from executors.actuators import CpuIsolator, CpuThrottler, EvictionAnswer, Evictor, NoIsolation
-from executors.records import ActionRecord
+from engine.decide import TickInput
+from engine.records import ActionRecord
+from executors.actuators import Actuator, Guarded, Hands
 
 
 @dataclass(frozen=True)
@@ -135,78 +135,6 @@ class _Trouble:
             self.add({source: 1})
 
 
-class _Guarded:
-    """Actuators wrapped so that one pod's failure is logged and counted, not fatal."""
-
-    def __init__(self, evictor: Evictor, throttler: CpuThrottler, isolator: CpuIsolator,
-                 log: Any) -> None:
-        self.evictor = evictor
-        self.throttler = throttler
-        self.isolator = isolator
-        self.log = log
-        self.errors: dict[str, int] = {}
-
-    @property
-    def support(self) -> Any:
-        return self.isolator.support
-
-    def _isolate(self, what: str, act: Callable[[], bool], pod: Pod) -> bool:
-        try:
-            done = act()
-        except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
-            self._count("isolator")
-            self.log.error(f"{what} raised", pod=pod.key, error=repr(err))
-            return False
-        if not done:
-            self._count("isolator")
-        return bool(done)
-
-    def mark_idle(self, pod: Pod, owner: str = "") -> bool:
-        return self._isolate("idle mark", lambda: self.isolator.mark_idle(pod, owner), pod)
-
-    def release_idle(self, pod: Pod) -> bool:
-        return self._isolate("idle release", lambda: self.isolator.release_idle(pod), pod)
-
-    def set_burst(self, pod: Pod, percent: float, owner: str = "") -> bool:
-        return self._isolate("burst", lambda: self.isolator.set_burst(pod, percent, owner), pod)
-
-    def release_burst(self, pod: Pod) -> bool:
-        return self._isolate("burst release", lambda: self.isolator.release_burst(pod), pod)
-
-    def _count(self, source: str) -> None:
-        self.errors[source] = self.errors.get(source, 0) + 1
-
-    def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult | EvictionAnswer:
-        try:
-            return self.evictor.evict(pod, grace_seconds)
-        except Exception as err:  # noqa: BLE001 - one pod must not stop the tick
-            self._count("evictor")
-            self.log.error("eviction raised", pod=pod.key, error=repr(err))
-            return EvictionResult.FAILED
-
-    def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
-        try:
-            written = self.throttler.apply(pod, container_caps, owner)
-        except Exception as err:  # noqa: BLE001
-            self._count("throttler")
-            self.log.error("throttle raised", pod=pod.key, error=repr(err))
-            return False
-        if not written:
-            self._count("throttler")
-        return bool(written)
-
-    def restore(self, pod: Pod) -> bool:
-        try:
-            done = self.throttler.restore(pod)
-        except Exception as err:  # noqa: BLE001
-            self._count("throttler")
-            self.log.error("restore raised", pod=pod.key, error=repr(err))
-            return False
-        if not done:
-            self._count("throttler")
-        return bool(done)
-
-
 class NodeLoop:
     def __init__(
         self,
@@ -215,8 +143,9 @@ class NodeLoop:
         source: Callable[[], Objects],
         collector: Collector,
         brain: NodeBrain,
-        evictor: Evictor,
-        throttler: CpuThrottler,
+        actuators: Sequence[Actuator] = (),
+        evictor: Actuator | None = None,
+        throttler: Actuator | None = None,
         interval: float = 1.0,
         publishers: Sequence[Publisher] = (),
         after_tick: Sequence[AfterTick] = (),
@@ -227,7 +156,7 @@ class NodeLoop:
         dry_run: bool = False,
         prepare: Callable[[Objects], bool | None] | None = None,
         before_tick: Sequence[Callable[[], None]] = (),
-        isolator: CpuIsolator | None = None,
+        isolator: Actuator | None = None,
     ) -> None:
         if interval <= 0:
             raise ValueError(f"interval must be > 0 seconds, got {interval}")
@@ -235,10 +164,11 @@ class NodeLoop:
         self.source = source
         self.collector = collector
         self.brain = brain
-        self.evictor = evictor
-        self.throttler = throttler
-        #: None: no CPU isolation class is ever planned.
-        self.isolator: CpuIsolator = isolator or NoIsolation()
+        #: What carries the decisions out, one shape whatever they write (``evictor``,
+        #: ``throttler`` and ``isolator`` are three of them, named; no isolator: no CPU
+        #: isolation class is ever planned).
+        self.actuators: list[Actuator] = [
+            *actuators, *(a for a in (evictor, throttler, isolator) if a is not None)]
         self.interval = interval
         self.publishers = list(publishers)
         self.after_tick = list(after_tick)
@@ -266,7 +196,8 @@ class NodeLoop:
         self.seq += 1
         started = self.monotonic()
         trouble = _Trouble()
-        guarded = _Guarded(self.evictor, self.throttler, self.isolator, self.log)
+        errors: dict[str, int] = {}  # by actuator, one pod's failure each
+        hands = Hands(*(Guarded(a, errors, self.log) for a in self.actuators))
         for hook in self.before_tick:
             hook()
         objects = self._objects(trouble)
@@ -274,8 +205,8 @@ class NodeLoop:
         collection = self._collect(node, objects, trouble) if node is not None and objects else None
         report = None
         if node is not None and objects is not None and collection is not None:
-            report = self._decide(node, objects, collection, guarded, trouble)
-        trouble.add(guarded.errors)
+            report = self._decide(node, objects, collection, hands, trouble)
+        trouble.add(errors)
         outcome = self._outcome(started, objects, collection, report, trouble)
         self._log_outcome(outcome)
         self._hand_on(outcome)
@@ -301,10 +232,10 @@ class NodeLoop:
         trouble.add(collection.errors)
         return collection
 
-    def _decide(self, node: Node, objects: Objects, collection: Collection, guarded: _Guarded,
+    def _decide(self, node: Node, objects: Objects, collection: Collection, hands: Hands,
                 trouble: _Trouble) -> TickReport | None:
         try:
-            return self.brain.tick(
+            tick = TickInput(
                 now=self.clock(),
                 node=node,
                 pods=objects.pods,
@@ -312,13 +243,13 @@ class NodeLoop:
                 usage=collection.usage,
                 policies=objects.policies,
                 namespace_labels=objects.namespace_labels,
-                evictor=guarded,
-                throttler=guarded,
-                isolator=guarded,
+                settings=self.brain.settings,
                 brake=objects.eviction_brake is not None,
                 evictions_take_effect=self.evictions_performed,
+                support=hands.support,
                 provisional=objects.origin != "live",
             )
+            return self.brain.decide(tick, hands)
         except Exception as err:  # noqa: BLE001
             trouble.fail(f"decide: {err!r}", "decision")
             return None

@@ -21,7 +21,7 @@ from agent.node.config_file import ConfigFile
 from agent.node.console import ConsoleView
 from agent.node.dryrun import ReportingEvictor
 from agent.node.eviction_memory import EvictionMemory
-from agent.node.holding import CapKeeper
+from agent.node.holding import HeldKeeper
 from agent.node.host import build_host_parts
 from agent.node.lifecycle import Agent
 from agent.node.loop import AfterTick, NodeLoop, Objects, Publisher
@@ -29,9 +29,7 @@ from agent.node.publish import MetricsPublisher
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
 from agent.serving import Health, MetricsServer
-from executors.actuators import CpuIsolator, CpuThrottler, Evictor
-from executors.cgroup_isolation import CgroupIsolator
-from executors.cgroup_throttle import CgroupThrottler
+from executors.actuators import Actuator
 
 if TYPE_CHECKING:
     from agent.kube.watching import WatchArgs
@@ -51,7 +49,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     config = ConfigFile(args.config) if args.config else None
     settings = config.settings if config is not None else AgentSettings()
     brain = NodeBrain(settings)
-    evictor: Evictor
+    evictor: Actuator
     source_ready: Callable[[], bool] | None = None
     stop_source: Callable[[], None] | None = None
     effects: Publisher | None = None
@@ -96,11 +94,14 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     )
     collector, throttler, isolator = host.collector, host.throttler, host.isolator
     metrics = AgentMetrics()
-    if isinstance(throttler, CgroupThrottler):  # caps that survive systemd: agent.node.holding
-        before_tick.append(CapKeeper(
-            throttler, brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n)))  # fmt: skip
-    if isinstance(isolator, CgroupIsolator):  # marks are held by the isolator itself, each tick
-        isolator.count_reverted = lambda control: metrics.caps_reverted.labels(control).inc()
+    # Caps and marks that survive systemd, one keeper for both (agent.node.holding): the
+    # caps read back before each tick, the marks as each tick asks for them.
+    keeper = HeldKeeper(brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n),
+                        caps=throttler)  # fmt: skip
+    if throttler is not None:
+        before_tick.append(keeper)
+    if isolator is not None:
+        isolator.on_reverted = keeper.reverted_mark
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
@@ -119,27 +120,16 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         source=source,
         collector=collector,
         brain=brain,
-        evictor=evictor,
-        throttler=throttler,
+        actuators=(evictor, *host.actuators),
         interval=args.interval,
         publishers=publishers,
         after_tick=after_tick,
         evictions_performed=not (args.local or args.dry_run),
         dry_run=args.dry_run,
-        prepare=_resume(brain, throttler, isolator),
+        prepare=None if throttler is None and isolator is None else Resume(brain, throttler, isolator),
         before_tick=before_tick,
-        isolator=isolator,
     )
     server = None
     if args.metrics_addr and args.metrics_addr != "off":
         server = MetricsServer(args.metrics_addr, metrics, health)
-    return Agent(loop, throttler, metrics, health, server, stop_source, uninstalled, isolator)
-
-
-def _resume(brain: NodeBrain, throttler: CpuThrottler, isolator: CpuIsolator) -> Resume | None:
-    """What adopts the caps and marks an earlier run left (none in a dry run)."""
-    real_throttler = throttler if isinstance(throttler, CgroupThrottler) else None
-    real_isolator = isolator if isinstance(isolator, CgroupIsolator) else None
-    if real_throttler is None and real_isolator is None:
-        return None
-    return Resume(brain, real_throttler, real_isolator)
+    return Agent(loop, host.holders, metrics, health, server, stop_source, uninstalled)

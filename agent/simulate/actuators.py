@@ -9,9 +9,10 @@ from collections.abc import Iterable, Mapping
 from agent.model.eviction import EvictionResult
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod, PodDisruptionBudget, disruptions_allowed
+from executors.actuators import CpuIsolator, CpuThrottler, Evictor
 
 
-class SimulatedEvictionAPI:
+class SimulatedEvictionAPI(Evictor):
     """policy/v1 Eviction semantics: 404 for a pod that is gone, 500 when more than one
     budget selects the pod, 429 when its budget allows no disruption, else evicted."""
 
@@ -42,7 +43,7 @@ class SimulatedEvictionAPI:
         return EvictionResult.EVICTED
 
 
-class SimulatedThrottler:
+class SimulatedThrottler(CpuThrottler):
     """Remembers the container caps written; restore forgets them."""
 
     def __init__(self) -> None:
@@ -64,14 +65,18 @@ class SimulatedThrottler:
         return sum(caps.values()) if caps else None
 
 
-class SimulatedIsolator:
+class SimulatedIsolator(CpuIsolator):
     """Remembers the pods marked idle and the bursts set (percent of the quota); a host
     whose kernel offers both classes unless ``support`` says otherwise."""
 
     def __init__(self, support: IsolationSupport | None = None) -> None:
-        self.support = support or IsolationSupport()
+        self._support = support or IsolationSupport()
         self.idle: set[str] = set()
         self.burst: dict[str, float] = {}
+
+    @property
+    def support(self) -> IsolationSupport:
+        return self._support
 
     def mark_idle(self, pod: Pod, owner: str = "") -> bool:
         self.idle.add(pod.key)

@@ -32,7 +32,7 @@ from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
-from executors.cpu_classes import classes_in_force
+from engine.cpu_classes import classes_in_force
 
 #: Caps within this many cores of each other are the same cap (quotas are whole us).
 SAME_CAP = 1e-3

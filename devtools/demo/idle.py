@@ -186,9 +186,9 @@ def _loop(phase: IdlePhase, parts: Any, path: str, kernel: KernelMeter, args: An
     settings = AgentSettings()
     return NodeLoop(
         node_name="demo-node", source=FileObjectSource([path], "demo-node", args.proc_root),
-        collector=parts.collector, brain=NodeBrain(settings), evictor=ReportingEvictor("demo"),
-        throttler=parts.throttler, interval=args.interval, publishers=[show],
-        evictions_performed=False, isolator=parts.isolator,
+        collector=parts.collector, brain=NodeBrain(settings),
+        actuators=(ReportingEvictor("demo"), *parts.actuators), interval=args.interval,
+        publishers=[show], evictions_performed=False,
     )  # fmt: skip
 
 

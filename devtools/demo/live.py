@@ -71,8 +71,8 @@ def waterline_for(web: float, batch: float) -> float:
 
 @dataclass
 class Session:
-    """One live run: its arguments, cgroup tree, pods, scratch directory and throttler
-    (which the clean-up must restore, however far the run got)."""
+    """One live run: its arguments, cgroup tree, pods, scratch directory and host parts
+    (whose caps and marks the clean-up must hand back, however far the run got)."""
 
     args: argparse.Namespace
     tree: CgroupTree
@@ -85,7 +85,6 @@ class Session:
             DemoPod("batch-b", "BestEffort", None),
         ]
     )
-    throttler: Any = None
     #: The host parts the loops act with (``agent.node.host.HostParts``).
     parts: Any = None
 
@@ -197,7 +196,7 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
         settings=settings,
         node_cpu="pods",
     )
-    collector, s.throttler, s.parts = parts.collector, parts.throttler, parts
+    collector, s.parts = parts.collector, parts
 
     def show(outcome: TickOutcome) -> None:
         say(render(outcome))
@@ -211,8 +210,7 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
         source=FileObjectSource([objects], "demo-node", s.args.proc_root),
         collector=collector,
         brain=NodeBrain(settings),
-        evictor=ReportingEvictor("demo"),
-        throttler=s.throttler,
+        actuators=(ReportingEvictor("demo"), *parts.actuators),
         interval=s.args.interval,
         publishers=[show],
         evictions_performed=False,
@@ -222,10 +220,9 @@ def _node_loop(s: Session, objects: str, kernel: KernelMeter) -> NodeLoop:
 def _clean_up(s: Session) -> bool:
     """Restore every quota and CPU class, kill every process, remove every cgroup and file;
     whether everything went."""
-    if s.throttler is not None and hasattr(s.throttler, "restore_all"):
-        s.throttler.restore_all()
-    if s.parts is not None and hasattr(s.parts.isolator, "release_all"):
-        s.parts.isolator.release_all()
+    for holder in (s.parts.throttler, s.parts.isolator) if s.parts is not None else ():
+        if holder is not None:
+            holder.release_all()
     left = s.tree.cleanup()
     shutil.rmtree(s.workdir, ignore_errors=True)
     if left:

@@ -43,7 +43,7 @@ from devtools.harness.agent_env import (
 from devtools.harness.cluster import NAMESPACE, ROOT, RealCluster
 from devtools.harness.faultproxy import Fault
 from devtools.harness.waiting import wait_until
-from executors.limits import backoff_delay
+from engine.limits import backoff_delay
 
 pytestmark = pytest.mark.integration
 EVICTIONS = "/eviction"

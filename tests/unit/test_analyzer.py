@@ -2,7 +2,7 @@ import pytest
 
 from agent.model.analysis import NORMAL, RESTORED, TRIGGERED, RuleTracker
 from agent.model.policy import parse_action, parse_policy
-from agent.node.analyzer import analyze
+from engine.analyzer import analyze
 from tests.builders import action, policy, rule
 
 

@@ -1,5 +1,5 @@
 """Caps that survive systemd, on fake trees: ``CgroupThrottler.hold`` and the agent's
-``CapKeeper`` (count, log once per pod, never claim a cap the kernel lost). The same on a
+``HeldKeeper`` (count, log once per pod, never claim a cap the kernel lost). The same on a
 real systemd host, where ``systemctl daemon-reload`` lifts the caps: tests/vm/."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.node.holding import CapKeeper
+from agent.node.holding import HeldKeeper
 from agent.node.tick import NodeBrain
 from devtools.harness.fake_cgroups import FakeTree, ListLogger
+from engine.records import ThrottleRecord
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
-from executors.records import ThrottleRecord
 from tests.unit.test_quota_state import POD, _tree
 
 
@@ -66,6 +66,7 @@ def test_a_new_limit_below_the_cap_is_the_cap_now(tmp_path: Path) -> None:
     _lift(tree, c2, "30000")  # tighter than our 0.5-core cap
     [found] = throttler.hold()
     assert found.new_original and tree.quota(c2) == "30000"
+    assert found.cap == pytest.approx(0.5)  # the pod's cap now: 0.2 + 0.3, not 0.2 + 0.5
     record = throttler.state.get("u-1")
     assert record is not None and record.containers["b"].cap == pytest.approx(0.3)
     assert throttler.hold() == []
@@ -116,7 +117,7 @@ def test_the_keeper_counts_every_revert_logs_once_per_pod_and_forgets_lost_caps(
     brain.state.throttled["default/web"] = ThrottleRecord(0.7, 3.3, "throttle", "cpu", "u-1")
     counted: list[tuple[str, int]] = []
     log = _Log()
-    keeper = CapKeeper(_Holder(throttler), brain, lambda c, n: counted.append((c, n)), log)
+    keeper = HeldKeeper(brain, lambda c, n: counted.append((c, n)), log, caps=_Holder(throttler))
     for _reload in range(2):  # two daemon-reloads: both containers lifted each time
         _lift(tree, container.format("c1"), "max 100000")
         _lift(tree, container.format("c2"), "300000 100000")
@@ -140,3 +141,13 @@ def _refuse(_path: str, _text: str) -> None:
 class _Log(ListLogger):
     def error(self, event: str, **fields: object) -> None:
         self.events.append((event, fields))
+
+
+def test_a_cap_the_kernel_holds_tighter_is_the_cap_in_the_nodes_memory(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 1)
+    brain = NodeBrain()
+    brain.state.throttled["default/web"] = ThrottleRecord(0.7, 3.3, "throttle", "cpu", "u-1")
+    keeper = HeldKeeper(brain, log=_Log(), caps=throttler)
+    _lift(tree, container.format("c2"), "30000")  # a new limit of 0.3 core under our 0.5
+    keeper()
+    assert brain.caps() == {"default/web": pytest.approx(0.5)}  # 0.2 + 0.3, as the kernel holds

@@ -17,14 +17,15 @@ import pytest
 from agent.model.objects import BEST_EFFORT, GUARANTEED, Container, Pod, parse_node, parse_pod
 from agent.model.objects.resize import resize_under_way
 from agent.model.policy import PolicySet
+from agent.node.holding import HeldKeeper
 from agent.node.loop import Objects
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
 from devtools.harness.fake_cgroups import FakeTree
+from engine.state import NodeState
 from executors.adoption import adopt_marks
 from executors.cgroup_isolation import CgroupIsolator, spec_weight
 from executors.isolation_state import IsolationState
-from executors.state import NodeState
 from tests.builders import node, pod
 
 KUBEPODS = "kubepods"
@@ -125,7 +126,8 @@ def test_reverted_marks_are_counted_each_time_and_logged_once_per_pod_and_class(
     tree = tree_with_pods(tmp_path, 2)
     iso = isolator(tree, tmp_path / "state")
     counted: list[str] = []
-    iso.count_reverted = counted.append
+    keeper = HeldKeeper(NodeBrain(), lambda control, n: counted.extend([control] * n))
+    iso.on_reverted = keeper.reverted_mark  # the agent's one keeper counts and says
     assert iso.mark_idle(BE) and iso.set_burst(WEB, 50.0)
     assert iso.mark_idle(BE) and iso.set_burst(WEB, 50.0)  # held: nothing to count
     assert counted == []

@@ -13,6 +13,7 @@ from agent.model.usage import PodUsage
 from agent.node.console import render, result_of
 from agent.node.loop import Collection
 from devtools.harness.fake_cgroups import FakeTree, make_pod
+from executors.actuators import CpuThrottler
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
 from tests.unit.test_loop import (
@@ -26,7 +27,7 @@ from tests.unit.test_loop import (
 )
 
 
-class FailingThrottler:
+class FailingThrottler(CpuThrottler):
     """Every quota write fails (a read-only cgroup, a gone container): returns False."""
 
     def apply(self, pod: Pod, container_caps: Mapping[str, float], owner: str = "") -> bool:
@@ -36,7 +37,7 @@ class FailingThrottler:
         return False
 
 
-class RaiseThenFail:
+class RaiseThenFail(CpuThrottler):
     """The first write (the throttle) succeeds, every later one (raising the cap) fails."""
 
     def __init__(self) -> None:

@@ -12,11 +12,11 @@ from agent.model.eviction import EvictionResult
 from agent.model.objects import parse_node, parse_pod
 from agent.model.policy import load_policies
 from agent.model.usage import PodUsage
-from agent.node.decide import TickInput, decide
+from engine.decide import TickInput, decide
+from engine.intents import Evict, WriteCap
+from engine.state import NodeState
 from executors.actuators import EvictionAnswer
 from executors.drive import assume_done
-from executors.intents import Evict, WriteCap
-from executors.state import NodeState
 from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))

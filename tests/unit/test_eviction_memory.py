@@ -17,7 +17,7 @@ from agent.node.eviction_memory import MEMORY_FILE, EvictionMemory
 from agent.node.loop import TickOutcome
 from agent.node.tick import NodeBrain, TickReport
 from agent.simulate.actuators import SimulatedThrottler
-from executors.actuators import EvictionAnswer
+from executors.actuators import EvictionAnswer, Evictor
 from tests.builders import NOW, action, node, pod, policy, rule
 
 GI = 2**30
@@ -28,7 +28,7 @@ POLICIES = load_policies([policy("p", [rule("r", "memory_total_usage", "20Gi", "
                          [action("evict", eviction={}, cool_down=300)])  # fmt: skip
 
 
-class Evictor:
+class ScriptedEvictor(Evictor):
     def __init__(self) -> None:
         self.calls: list[str] = []
 
@@ -53,14 +53,14 @@ def published(memory: EvictionMemory, report: TickReport) -> None:
 
 
 def test_a_restarted_agent_keeps_the_cool_down_and_the_bucket(tmp_path: Path) -> None:
-    first, evictor = brain(), Evictor()
+    first, evictor = brain(), ScriptedEvictor()
     memory = EvictionMemory(str(tmp_path), first)
     published(memory, tick(first, 0, evictor))
     assert evictor.calls == ["default/a"]
     saved = json.loads((tmp_path / MEMORY_FILE).read_text())
     assert saved["lastEvictionRound"] == {"evict": NOW} and saved["bucket"]["tokens"] == 2.0
 
-    restarted, after = brain(), Evictor()  # 10 s later, the node still over its line
+    restarted, after = brain(), ScriptedEvictor()  # 10 s later, the node still over its line
     EvictionMemory(str(tmp_path), restarted).load(NOW + 10)
     tick(restarted, 10, after)
     assert after.calls == []  # the action cools down for 300 s, restart or not
@@ -72,7 +72,7 @@ def test_a_restarted_agent_keeps_the_cool_down_and_the_bucket(tmp_path: Path) ->
 
 
 def test_refills_alone_are_not_written(tmp_path: Path) -> None:
-    b, evictor = brain(), Evictor()
+    b, evictor = brain(), ScriptedEvictor()
     memory = EvictionMemory(str(tmp_path), b)
     published(memory, tick(b, 0, evictor))
     stamp = (tmp_path / MEMORY_FILE).stat().st_mtime_ns

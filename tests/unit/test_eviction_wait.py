@@ -1,6 +1,6 @@
 """A slow Eviction API costs the tick at most evictionAnswerSeconds (executors.eviction),
 and a late answer that evicted the pod counts as the node's eviction once the watch shows
-it terminating (executors.unanswered, through the engine as the agent drives it)."""
+it terminating (engine.unanswered, through the engine as the agent drives it)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,10 @@ from agent.node.publish import LATE_EVICTION_RESULT, MetricsPublisher
 from agent.node.tick import NodeBrain
 from agent.serving import Health
 from agent.simulate.actuators import SimulatedThrottler
-from executors.actuators import EvictionAnswer
+from engine.records import LateEviction
+from engine.unanswered import Unanswered, settle
+from executors.actuators import EvictionAnswer, Evictor
 from executors.eviction import ApiEvictor, answer_wait
-from executors.records import LateEviction
-from executors.unanswered import Unanswered, settle
 from tests.builders import NOW, action, node, pod, policy, rule
 
 FAILED, EVICTED = EvictionResult.FAILED, EvictionResult.EVICTED
@@ -168,7 +168,7 @@ NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
 GI = 2**30
 
 
-class Scripted:
+class Scripted(Evictor):
     def __init__(self, *answers: EvictionAnswer) -> None:
         self.answers = list(answers)
         self.calls: list[str] = []

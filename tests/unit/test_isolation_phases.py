@@ -1,4 +1,4 @@
-"""The CPU isolation classes, decided (executors.phases.isolation, executors.cpu_classes):
+"""The CPU isolation classes, decided (engine.phases.isolation, engine.cpu_classes):
 who is idle and who gets burst, when a mark is lifted for a resize and put back, what is
 released and why, read from plain data with no fakes (``assume_done``) or with the
 simulated isolator."""
@@ -13,12 +13,12 @@ from agent.model.isolation import IsolationSupport
 from agent.model.objects import parse_node, parse_pod
 from agent.model.policy import load_policies
 from agent.model.usage import PodUsage
-from agent.node.decide import TickInput, decide
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
+from engine.decide import TickInput, decide
+from engine.intents import MarkIdle, ReleaseBurst, SetBurst, WriteCap
+from engine.state import NodeState
 from executors.drive import assume_done
-from executors.intents import MarkIdle, ReleaseBurst, SetBurst, WriteCap
-from executors.state import NodeState
 from tests.builders import NOW, action, node, pod, rule
 
 NODE = parse_node(node("n1", cpu="4", labels={"pool": "colocated"}))

@@ -1,4 +1,4 @@
-"""The safety limits on evictions and the backoff after API faults (executors.limits),
+"""The safety limits on evictions and the backoff after API faults (engine.limits),
 through the engine as the agent drives it. The scenarios in tests/scenarios/node-limit-*
 pin the reports; these cover what a scenario cannot script: API faults and Retry-After."""
 
@@ -13,8 +13,8 @@ from agent.model.settings import AgentSettings, EvictionRateLimit
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedThrottler
-from executors.actuators import EvictionAnswer
-from executors.limits import BACKOFF, FaultBackoff, TokenBucket, backoff_delay, first_limit
+from engine.limits import BACKOFF, FaultBackoff, TokenBucket, backoff_delay, first_limit
+from executors.actuators import EvictionAnswer, Evictor
 from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8", memory="32Gi"))
@@ -24,7 +24,7 @@ USAGE = {p.key: PodUsage(cpu=0.1, memory=1.0 * GI) for p in PODS}
 HOT = {"memory_total_usage": 30.0 * GI}  # line 20Gi: gap 10Gi, more than all six pods
 
 
-class Scripted:
+class Scripted(Evictor):
     """An Eviction API answering from a script (the last answer repeats); counts calls."""
 
     def __init__(self, *answers: EvictionResult | EvictionAnswer) -> None:

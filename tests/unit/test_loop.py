@@ -29,6 +29,7 @@ from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain
 from devtools.harness.fake_cgroups import Clock, FakeTree
+from executors.actuators import CpuThrottler
 from tests import builders
 
 # -- builders --------------------------------------------------------------------------
@@ -82,7 +83,7 @@ class Scripted:
         return item
 
 
-class RecordingThrottler:
+class RecordingThrottler(CpuThrottler):
     def __init__(self, fail_for: set[str] | None = None) -> None:
         self.applied: dict[str, dict[str, float]] = {}
         self.restored: list[str] = []
@@ -442,7 +443,7 @@ def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None
     """The log line and ``waterline_actions_total{result}`` say what happened: a cap that
     could not be written is ``failed``, never ``applied``."""
     from agent.node.loop import TickOutcome, action_result
-    from executors.records import FAILED, ActionRecord
+    from engine.records import FAILED, ActionRecord
 
     outcome = TickOutcome(seq=1, at=0.0, duration=0.0, node="n1")
     failed = ActionRecord(action="throttle", pod="default/be", rule="p/r", action_name="a",

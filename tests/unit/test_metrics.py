@@ -92,7 +92,6 @@ def two_pods_loop(server: MetricsServer, mono: FakeMonotonic, script: list[Any])
 
     return NodeLoop(
         node_name="n1", source=source, collector=Scripted(script), brain=NodeBrain(),
-        evictor=RecordingThrottler(),  # type: ignore[arg-type]  # never asked to evict here
         throttler=RecordingThrottler(), clock=lambda: 1_700_000_000.0, monotonic=mono,
         publishers=[MetricsPublisher(server.metrics, server.health)],
     )  # fmt: skip

@@ -19,7 +19,9 @@ from agent.node.incluster import ClusterEffects, ReachableEvictor
 from agent.node.loop import TickOutcome
 from agent.node.taint import TAINT
 from agent.node.tick import TickReport
-from executors.records import ActionRecord
+from engine.intents import Evict
+from engine.records import ActionRecord
+from executors.actuators import Evictor
 
 RULE = Rule("guard", "cpu", 0, "cpu_total_usage", 2.0, action_name="throttle")
 POD = Pod(namespace="web", name="a", uid="uid-a")
@@ -152,13 +154,13 @@ def test_cluster_effects_drop_while_unreachable_and_catch_up_from_the_current_st
 def test_reachable_evictor_fails_fast_while_the_api_is_away() -> None:
     calls: list[str] = []
 
-    class Api:
+    class Api(Evictor):
         def evict(self, pod: Pod, grace_seconds: int | None) -> EvictionResult:
             calls.append(pod.key)
             return EvictionResult.EVICTED
 
     up = [False]
     evictor = ReachableEvictor(Api(), lambda: up[0])
-    assert evictor.evict(POD, 0) is EvictionResult.FAILED and calls == []
+    assert evictor.carry(Evict(POD, 0)).result is EvictionResult.FAILED and calls == []
     up[0] = True
-    assert evictor.evict(POD, 0) is EvictionResult.EVICTED and calls == ["web/a"]
+    assert evictor.carry(Evict(POD, 0)).result is EvictionResult.EVICTED and calls == ["web/a"]

@@ -24,10 +24,10 @@ from agent.node.saved import SavedObjects, build_objects
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
 from devtools.harness.fake_cgroups import FakeTree
+from engine.state import NodeState
 from executors.adoption import HeldCap, adopt, held_caps
 from executors.cgroup_throttle import CgroupThrottler, spec_quota
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
-from executors.state import NodeState
 from tests.builders import NOW, action, node, pod, policy, rule
 
 NODE = parse_node(node("n1", cpu="8"))

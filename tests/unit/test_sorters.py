@@ -1,7 +1,7 @@
 from agent.model.objects import parse_pod
 from agent.model.registry import METRICS
 from agent.model.usage import PodUsage
-from executors.sorters import SORTERS, Candidate
+from engine.sorters import SORTERS, Candidate
 from tests.builders import NOW, pod
 
 

@@ -3,7 +3,7 @@
 While a pod-level cgroup has ``cpu.idle = 1`` the kernel refuses writes to its
 ``cpu.shares`` / ``cpu.weight`` (EINVAL), and a container quota below the burst the agent
 set is refused too: a resize the kubelet actuates then fails. So the agent lifts its
-marks while a CPU resize of the pod is under way (``executors.phases.isolation``) and
+marks while a CPU resize of the pod is under way (``engine.phases.isolation``) and
 puts them back once it is done. A resize is seen on the pod object, the agent's only
 view of the kubelet's intent:
 

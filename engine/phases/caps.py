@@ -12,12 +12,12 @@ from agent.model.numbers import EPSILON
 from agent.model.objects import Pod
 from agent.model.registry import CPU, METRICS, MetricSpec
 from agent.model.usage import PodUsage
-from executors.caps import ceiling, split_cap, throttle_floor, throttle_step
-from executors.intents import Intent, RestoreCap, WriteCap
-from executors.phases.isolation import clear_burst
-from executors.records import FAILED, RESTORE, THROTTLE, ActionRecord, ThrottleRecord, owner_tag
-from executors.sorters import SORTERS, Candidate
-from executors.work import Steps, TickWork
+from engine.caps import ceiling, split_cap, throttle_floor, throttle_step
+from engine.intents import Intent, RestoreCap, WriteCap
+from engine.phases.isolation import clear_burst
+from engine.records import FAILED, RESTORE, THROTTLE, ActionRecord, ThrottleRecord, owner_tag
+from engine.sorters import SORTERS, Candidate
+from engine.work import Steps, TickWork
 
 
 # -- reconcile: the caps of pods gone and of actions changed -----------------------------------

@@ -1,4 +1,4 @@
-"""The phases of a node's tick, in the order the engine runs them (``executors.engine``):
+"""The phases of a node's tick, in the order the engine runs them (``engine.plan``):
 ``caps.reconcile_caps``, ``evict.evict``, ``caps.throttle_down``, ``caps.throttle_up``,
 ``isolation.idle_class``, ``isolation.cpu_burst``. A new kind of act is a new phase module
-and one more entry in ``executors.engine.PHASES``."""
+and one more entry in ``engine.plan.PHASES``."""

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod
-from executors.cpu_classes import burst_members, classes_in_force, idle_members
-from executors.intents import Intent, MarkIdle, ReleaseBurst, ReleaseIdle, SetBurst
-from executors.records import (
+from engine.cpu_classes import burst_members, classes_in_force, idle_members
+from engine.intents import Intent, MarkIdle, ReleaseBurst, ReleaseIdle, SetBurst
+from engine.records import (
     BURST,
     FAILED,
     IDLE,
@@ -43,7 +43,7 @@ from executors.records import (
     IsolationChange,
     IsolationMark,
 )
-from executors.work import Steps, TickWork
+from engine.work import Steps, TickWork
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ The policies selecting the node name the classes and their scopes
   latency-critical (a latency-critical pod in the idle class would be the victim).
 
 A member whose kubelet is resizing it is still a member: the phase lifts its mark for
-the resize (``executors.phases.isolation``).
+the resize (``engine.phases.isolation``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from agent.model.latency import is_labelled
 from agent.model.objects import Pod
 from agent.model.policy import never_candidate_reason
 from agent.model.registry import CPU
-from executors.records import IsolationMark
+from engine.records import IsolationMark
 
 Labels = Callable[[str], Mapping[str, str]]
 Sections = tuple[tuple[str, CpuIsolation], ...]

@@ -6,9 +6,9 @@ the fault backoff and the evictions not answered in their tick. Nothing outside 
 its fields; every change is a named method below, so what can happen to a node's memory
 reads in one place:
 
-* a tick: the decision (``executors.engine``) works on a ``copy`` and returns it, and the
+* a tick: the decision (``engine.plan``) works on a ``copy`` and returns it, and the
   node's holder (``agent.node.tick.NodeBrain``) keeps the result;
-* ``settle_late_evictions``: evictions answered after their tick (``executors.unanswered``);
+* ``settle_late_evictions``: evictions answered after their tick (``engine.unanswered``);
 * ``adopt``: a restarted agent takes over the caps its state file names
   (``executors.adoption``); ``adopt_isolation``: the idle and burst marks its isolation
   file names (``agent.node.resume``);
@@ -16,6 +16,8 @@ reads in one place:
   (``agent.node.eviction_memory``);
 * ``forget_caps``: every cap was handed back at once (uninstall, local-mode exit);
   ``forget_isolation``: every mark likewise;
+* ``found_reverted``: what the actuators found undone in the kernel (``engine.records.
+  Reverted``): a cap not written back is forgotten, one the kernel holds tighter is the cap;
 * ``forget_evictions``: local mode, where an eviction is reported and not performed, so
   nothing terminates and nothing stays released.
 """
@@ -29,9 +31,17 @@ from agent.model.analysis import NORMAL, TRIGGERED, RuleTracker
 from agent.model.objects import Pod
 from agent.model.settings import EvictionRateLimit
 from agent.model.usage import PodUsage
-from executors.limits import FaultBackoff, TokenBucket
-from executors.records import BURST, IDLE, IsolationMark, LateEviction, ThrottleRecord
-from executors.unanswered import Unanswered, settle
+from engine.limits import FaultBackoff, TokenBucket
+from engine.records import (
+    BURST,
+    CPU_QUOTA,
+    IDLE,
+    IsolationMark,
+    LateEviction,
+    Reverted,
+    ThrottleRecord,
+)
+from engine.unanswered import Unanswered, settle
 
 
 @dataclass(slots=True)
@@ -48,7 +58,7 @@ class NodeState:
     backoff: FaultBackoff = field(default_factory=FaultBackoff)
     #: Pods whose eviction was not answered in its tick and may still take effect.
     unanswered: dict[str, Unanswered] = field(default_factory=dict)
-    #: Pods held in the idle class, and pods given CPU burst (``executors.phases.isolation``).
+    #: Pods held in the idle class, and pods given CPU burst (``engine.phases.isolation``).
     idle: dict[str, IsolationMark] = field(default_factory=dict)
     burst: dict[str, IsolationMark] = field(default_factory=dict)
 
@@ -193,6 +203,20 @@ class NodeState:
         """Every mark was released at once (uninstall, local-mode exit)."""
         self.idle.clear()
         self.burst.clear()
+
+    def found_reverted(self, found: Iterable[Reverted]) -> None:
+        """What the actuators found undone in the kernel: a cap not written back is not
+        held any more (the pod is an ordinary candidate again: the node's memory never
+        claims a cap the kernel does not hold); a cap the kernel now holds tighter (a new
+        limit below it) is the cap. A mark written again stays as it is; one that could
+        not be was answered so to the tick that asked for it."""
+        for item in found:
+            if item.control != CPU_QUOTA:
+                continue
+            if not item.rewritten:
+                self.drop_cap(item.pod)
+            elif item.cap is not None and item.pod in self.throttled:
+                self.move_cap(item.pod, item.cap)
 
     def forget_evictions(self) -> None:
         """Local mode: an eviction is reported, not performed, so the pod still runs and

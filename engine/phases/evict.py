@@ -1,5 +1,5 @@
 """The eviction phase: evict first, just enough pods to close each evict gap (DESIGN.md
-"Executor" 2-4), within the safety limits (``executors.limits``)."""
+"Executor" 2-4), within the safety limits (``engine.limits``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,12 @@ from typing import Any
 from agent.model.analysis import EVICT, THROTTLE_DOWN, Waterline
 from agent.model.eviction import EvictionResult
 from agent.model.registry import CPU, MEMORY, METRICS, MetricSpec
-from executors.actuators import EvictionAnswer
-from executors.intents import Evict, Intent
-from executors.records import EVICT as EVICT_ACTION
-from executors.records import ActionRecord
-from executors.sorters import Candidate
-from executors.unanswered import Unanswered
-from executors.work import Steps, TickWork
+from engine.intents import Evict, EvictionAnswer, Intent
+from engine.records import EVICT as EVICT_ACTION
+from engine.records import ActionRecord
+from engine.sorters import Candidate
+from engine.unanswered import Unanswered
+from engine.work import Steps, TickWork
 
 
 def evict(tick: TickWork) -> Steps:

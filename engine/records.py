@@ -2,7 +2,7 @@
 
 ``ActionRecord`` is what a tick reports, logs, counts and turns into an Event; it is
 built with keywords only, so a record reads as what it says. ``ThrottleRecord`` is one
-cap the node holds across ticks (``executors.state``).
+cap the node holds across ticks (``engine.state``).
 """
 
 from __future__ import annotations
@@ -146,3 +146,33 @@ class IsolationChange:
         if self.result is not None:
             out["result"] = self.result
         return out
+
+
+#: What a held thing is counted under when found undone (``waterline_caps_reverted_total``'s
+#: ``control``): the CFS quota of a cap, the idle mark, the CFS burst.
+CPU_QUOTA, CPU_IDLE, CPU_BURST = "cpu_quota", "cpu_idle", "cpu_burst"
+
+
+@dataclass(frozen=True, slots=True)
+class Reverted:
+    """Something the agent holds (a cap, an idle or burst mark) found undone in the kernel
+    by someone else (``systemctl daemon-reload``, a resize), and what its actuator did:
+    what the actuators report and the node's memory applies (``NodeState.found_reverted``);
+    the agent counts it and says it once (``agent.node.holding``)."""
+
+    control: str  # CPU_QUOTA, CPU_IDLE or CPU_BURST
+    uid: str
+    pod: str  # namespace/name
+    cgroup: str
+    container: str = ""
+    found: str = ""  # the file's content found
+    wanted: str = ""  # what was written back
+    #: A cap found at another value than the saved original: that is the new original.
+    new_original: bool = False
+    #: False: a cap could not be written back (the kernel does not hold it: forgotten).
+    #: A mark's answer is the tick's (the intent that found it).
+    rewritten: bool = True
+    error: str = ""
+    #: The pod's cap now (cores), where the kernel holds a tighter one than the cap
+    #: recorded (a new original below it); None: the cap is as recorded.
+    cap: float | None = None

@@ -1,60 +1,41 @@
 """One node's decision for one sample, as a pure function of plain data.
 
 ``decide`` takes what a tick knows (the sample, the node's pods, the policies, the
-settings) and the node's memory, and returns a plan (``executors.intents.Plan``): it
+settings) and the node's memory, and returns a plan (``engine.intents.Plan``): it
 yields what it wants done and ends with the tick's report and the node's memory after
 it. It settles the evictions answered late, analyzes the sample (rules -> waterlines ->
-gaps) and plans the actions (``executors.engine``), all on a copy of the memory: nothing
+gaps) and plans the actions (``engine.plan``), all on a copy of the memory: nothing
 it is handed changes, and it calls no actuator. The live loop and `simulate` drive it
 with actuators (``agent.node.tick.NodeBrain``); ``executors.drive.assume_done`` reads it
 with none.
+
+The extension point (``Strategy``): a function that is given the context the engine is
+about to plan on (after the analysis) and the node's memory, and returns the context to
+plan on instead. The benchmarks' reference strategies are written so (every candidate to
+its floor: the throttle-down gaps made whole; one pod a tick: the pods narrowed), and so
+run this decision, not a copy of it. The report shows the gaps the engine planned on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from agent.model.analysis import Analysis
 from agent.model.isolation import IsolationSupport
-from agent.model.objects import Node, Pod
-from agent.model.policy import Action, PolicySet
+from agent.model.objects import Pod
+from agent.model.policy import Action
 from agent.model.registry import CPU, MEMORY, METRICS, derive_utilization
-from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage, within_cpu_limit
-from agent.node.analyzer import ACTION_TYPES, analyze
-from executors.engine import plan_actions
-from executors.intents import Plan
-from executors.records import ActionRecord, IsolationChange, LateEviction
-from executors.state import NodeState
-from executors.work import TickContext
+from engine.analyzer import ACTION_TYPES, analyze
+from engine.intents import Plan
+from engine.plan import plan_actions
+from engine.records import ActionRecord, IsolationChange, LateEviction
+from engine.state import NodeState
+from engine.work import TickContext, TickInput
 
-
-def _default_labels(namespace: str) -> Mapping[str, str]:
-    return {"kubernetes.io/metadata.name": namespace}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TickInput:
-    """Everything one tick decides on."""
-
-    now: float
-    node: Node
-    pods: Sequence[Pod]
-    metrics: Mapping[str, float]
-    usage: Mapping[str, PodUsage]
-    policies: PolicySet
-    namespace_labels: Callable[[str], Mapping[str, str]] = _default_labels
-    settings: AgentSettings = field(default_factory=AgentSettings)
-    #: The cluster brake is set: no eviction this tick (throttling goes on).
-    brake: bool = False
-    #: False where an eviction is reported and not performed (local mode, --dry-run):
-    #: the pod still runs, so nothing of it is released and it stays a candidate.
-    evictions_take_effect: bool = True
-    #: The CPU isolation classes this host's kernel offers (the isolator says).
-    support: IsolationSupport = field(default_factory=IsolationSupport)
-    #: The objects are a saved copy, not the API server's (``TickContext.provisional``).
-    provisional: bool = False
+__all__ = ["Decision", "Strategy", "TickInput", "TickReport", "decide"]
 
 
 @dataclass
@@ -66,7 +47,7 @@ class TickReport:
     actions: list[ActionRecord]
     usage: dict[str, float] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
-    #: The safety limit that stopped an eviction round this tick (executors.limits).
+    #: The safety limit that stopped an eviction round this tick (engine.limits).
     limited: str | None = None
     #: Seconds the node's eviction rounds now wait after an API fault this tick.
     eviction_backoff: float | None = None
@@ -140,8 +121,22 @@ def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage]
     return usage if out is None else out
 
 
-def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
-    """Decide one tick: yields the intents, returns the report and the memory after it."""
+#: Given the context the engine would plan on and the node's memory (the working copy),
+#: the context to plan on: a benchmark's strategy (``decide``'s docstring).
+Strategy = Callable[[TickContext, NodeState], TickContext]
+
+
+def context(tick: TickInput, pods: Mapping[str, Pod], usage: Mapping[str, PodUsage],
+            analysis: Analysis, actions: Mapping[str, Action]) -> TickContext:
+    """What the engine plans on: the tick's input with what the decision derived from it
+    (the pods by key, the figures within their limits, the analysis, the actions named)."""
+    return TickContext(tick, pods, usage, analysis, actions,
+                       tick.policies.isolation_for_node(tick.node.labels))
+
+
+def decide(tick: TickInput, state: NodeState, strategy: Strategy | None = None) -> Plan[Decision]:
+    """Decide one tick: yields the intents, returns the report and the memory after it.
+    ``strategy``: what the engine plans on is changed so (benchmarks only)."""
     node, usage = tick.node, tick.usage
     rules = tick.policies.rules_for_node(node.labels)
     actions: dict[str, Action] = {
@@ -162,20 +157,10 @@ def decide(tick: TickInput, state: NodeState) -> Plan[Decision]:
         tick.settings.execute_excess_percent,
     )
     working.observe(analysis.trackers)
-    ctx = TickContext(
-        now=tick.now,
-        node=node,
-        pods=by_key,
-        usage=usage,
-        analysis=analysis,
-        actions=actions,
-        namespace_labels=tick.namespace_labels,
-        settings=tick.settings,
-        brake=tick.brake,
-        isolation=tick.policies.isolation_for_node(node.labels),
-        support=tick.support,
-        provisional=tick.provisional,
-    )
+    ctx = context(tick, by_key, usage, analysis, actions)
+    if strategy is not None:
+        ctx = strategy(ctx, working)
+        analysis = ctx.analysis
     execution = yield from plan_actions(ctx, working)
     after = execution.state
     if not tick.evictions_take_effect:

@@ -8,14 +8,14 @@ quantified (pressure) is handled in closed loop: one step a tick, re-measured ne
 
 ``plan_actions`` is pure: it works on plain data and a copy of the node's memory, and it
 never calls an actuator. It is a generator that yields what it wants done
-(``executors.intents``) and is sent the answer, because the rest of the tick depends on
+(``engine.intents``) and is sent the answer, because the rest of the tick depends on
 it (a 429 means "the next candidate", a 404 counts as released, a cap not written is
 neither recorded nor credited); it returns the records and the node's memory after the
 tick. The live agent, `simulate` and tests drive the same plan (``executors.drive``).
-The phases are a table (``PHASES``) of generators in ``executors.phases`` over one
-working set (``executors.work.TickWork``): a new actuator is a new phase, a new intent and
-one entry in ``executors.drive.CARRY``, not a branch in the phases here (the CPU isolation
-classes came so: ``executors.phases.isolation``).
+The phases are a table (``PHASES``) of generators in ``engine.phases`` over one
+working set (``engine.work.TickWork``): a new actuator is a new phase, a new intent and
+its writer (``executors.actuators``), not a branch in the phases here (the CPU isolation
+classes came so: ``engine.phases.isolation``).
 
 Decisions taken where DESIGN.md is silent:
 
@@ -36,7 +36,7 @@ Decisions taken where DESIGN.md is silent:
   forgotten once gone), so a pod that was not evicted after all (local mode) stays managed.
 
 The safety limits on evictions (maxPodsPerRound, the node's token bucket, the cluster
-brake, the backoff after an API fault) are ``executors.limits``; an eviction the API did
+brake, the backoff after an API fault) are ``engine.limits``; an eviction the API did
 not answer in its tick is settled by ``NodeState.settle_late_evictions``.
 """
 
@@ -45,13 +45,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from executors.intents import Plan
-from executors.phases.caps import reconcile_caps, throttle_down, throttle_up
-from executors.phases.evict import evict
-from executors.phases.isolation import cpu_burst, idle_class
-from executors.records import ActionRecord, IsolationChange
-from executors.state import NodeState
-from executors.work import Steps, TickContext, TickWork
+from engine.intents import Plan
+from engine.phases.caps import reconcile_caps, throttle_down, throttle_up
+from engine.phases.evict import evict
+from engine.phases.isolation import cpu_burst, idle_class
+from engine.records import ActionRecord, IsolationChange
+from engine.state import NodeState
+from engine.work import Steps, TickContext, TickWork
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,9 +61,9 @@ class Execution:
 
     records: list[ActionRecord]
     state: NodeState
-    #: Pods that joined or left a CPU isolation class (``executors.phases.isolation``).
+    #: Pods that joined or left a CPU isolation class (``engine.phases.isolation``).
     changes: list[IsolationChange] = field(default_factory=list)
-    #: The safety limit that stopped an eviction round (executors.limits), if any.
+    #: The safety limit that stopped an eviction round (engine.limits), if any.
     limited: str | None = None
     #: Seconds the node's eviction rounds now wait after an API fault this tick.
     backoff_delay: float | None = None

@@ -1,58 +1,108 @@
-"""One tick's working set, shared by the phases of the engine (``executors.phases``).
+"""One tick's working set, shared by the phases of the engine (``engine.phases``).
 
-``TickContext`` is what the tick decides on (plain data); ``TickWork`` adds what the tick
-changes as it goes: a copy of the node's memory, the open gaps, the records so far and
+``TickInput`` is what a tick is given, built once by whoever ticks and passed whole;
+``TickContext`` is what the phases decide on: that input and what the decision derived
+from it (plain data); ``TickWork`` adds what the tick changes as it goes: a copy of the node's memory, the open gaps, the records so far and
 the eviction limits. A phase is a generator over a ``TickWork`` (``Steps``): it yields
 intents and is sent their answers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.analysis import Analysis
 from agent.model.isolation import CpuIsolation, IsolationSupport
 from agent.model.objects import Node, Pod
-from agent.model.policy import Action, never_candidate_reason, never_evicted_reason
+from agent.model.policy import Action, PolicySet, never_candidate_reason, never_evicted_reason
 from agent.model.registry import MetricSpec
 from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
-from executors.gaps import Gaps
-from executors.intents import Intent
-from executors.limits import RoundLimits
-from executors.records import ActionRecord, IsolationChange
-from executors.sorters import SORTERS, Candidate
-from executors.state import NodeState
+from engine.gaps import Gaps
+from engine.intents import Intent
+from engine.limits import RoundLimits
+from engine.records import ActionRecord, IsolationChange
+from engine.sorters import SORTERS, Candidate
+from engine.state import NodeState
 
 #: The work of one phase: yields intents, is sent their answers.
 Steps = Generator[Intent, Any, None]
 
 
-@dataclass(frozen=True)
-class TickContext:
-    """Everything one tick decides on (plain data)."""
+def _default_labels(namespace: str) -> Mapping[str, str]:
+    return {"kubernetes.io/metadata.name": namespace}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TickInput:
+    """Everything one tick decides on: built once by whoever ticks (the live loop, simulate,
+    a benchmark) and passed whole."""
 
     now: float
     node: Node
-    pods: Mapping[str, Pod]  # the node's pods by namespace/name
+    pods: Sequence[Pod]
+    metrics: Mapping[str, float]
     usage: Mapping[str, PodUsage]
-    analysis: Analysis
-    #: The actions named by the rules that select this node.
-    actions: Mapping[str, Action]
-    namespace_labels: Callable[[str], Mapping[str, str]]
+    policies: PolicySet
+    namespace_labels: Callable[[str], Mapping[str, str]] = _default_labels
     settings: AgentSettings = field(default_factory=AgentSettings)
     #: The cluster brake is set: no eviction this tick (throttling goes on).
     brake: bool = False
-    #: The CPU isolation sections of the policies selecting this node, by policy name.
-    isolation: tuple[tuple[str, CpuIsolation], ...] = ()
-    #: What the kernel here offers of them.
+    #: False where an eviction is reported and not performed (local mode, --dry-run):
+    #: the pod still runs, so nothing of it is released and it stays a candidate.
+    evictions_take_effect: bool = True
+    #: The CPU isolation classes this host offers (what the actuators carry).
     support: IsolationSupport = field(default_factory=IsolationSupport)
     #: The objects are the copy an earlier run saved (the API server has not answered
     #: since the start). It can be older than the policies held caps and marks come from,
     #: so nothing held is handed back for an action, class or scope missing from it.
     provisional: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TickContext:
+    """What the phases decide on: the tick's input, whole, and what the decision derived
+    from it (``engine.decide``)."""
+
+    tick: TickInput
+    pods: Mapping[str, Pod]  # the node's pods by namespace/name
+    #: The pods' figures, each CPU figure within its pod's CPU limit.
+    usage: Mapping[str, PodUsage]
+    analysis: Analysis
+    #: The actions named by the rules that select this node.
+    actions: Mapping[str, Action]
+    #: The CPU isolation sections of the policies selecting this node, by policy name.
+    isolation: tuple[tuple[str, CpuIsolation], ...] = ()
+
+    @property
+    def now(self) -> float:
+        return self.tick.now
+
+    @property
+    def node(self) -> Node:
+        return self.tick.node
+
+    @property
+    def settings(self) -> AgentSettings:
+        return self.tick.settings
+
+    @property
+    def namespace_labels(self) -> Callable[[str], Mapping[str, str]]:
+        return self.tick.namespace_labels
+
+    @property
+    def brake(self) -> bool:
+        return self.tick.brake
+
+    @property
+    def support(self) -> IsolationSupport:
+        return self.tick.support
+
+    @property
+    def provisional(self) -> bool:
+        return self.tick.provisional
 
 
 class TickWork:
@@ -76,6 +126,7 @@ class TickWork:
 
     def candidates(self, action: Action, sorter: str, evict: bool = False) -> list[Candidate]:
         ctx = self.ctx
+        now, ext_cpu, labels = ctx.now, ctx.settings.ext_cpu_resource, ctx.namespace_labels
         out = []
         for key, pod in ctx.pods.items():
             if key in self.state.evicting or key in self.evicted_now:
@@ -84,10 +135,9 @@ class TickWork:
                 continue
             if evict and never_evicted_reason(pod) is not None:
                 continue
-            if not action.scope.admits(pod, ctx.namespace_labels(pod.namespace)):
+            if not action.scope.admits(pod, labels(pod.namespace)):
                 continue
-            out.append(Candidate(pod, ctx.usage.get(key, PodUsage()), ctx.now,
-                                 ctx.settings.ext_cpu_resource))
+            out.append(Candidate(pod, ctx.usage.get(key, PodUsage()), now, ext_cpu))
         return SORTERS[sorter].sort(out)
 
     def candidate(self, key: str) -> Candidate:

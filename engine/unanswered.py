@@ -10,7 +10,7 @@ that is gone or replaced (another uid) before a tick saw it terminating counts t
 (the safe side for the limits: see ``settle``); a later answer for the same pod replaces
 the entry. A failed late request leaves the pod running: its entry stays until
 the pod is evicted again or goes (one entry a pod, only after API faults). The node state
-applies it (``NodeState.settle_late_evictions``, ``executors.state``).
+applies it (``NodeState.settle_late_evictions``, ``engine.state``).
 """
 
 from __future__ import annotations
