@@ -40,7 +40,7 @@ test-latest:
 demo: setup
 	$(BIN)/python -m devtools demo
 
-# The tests talk to a real cluster (tests/cluster.py), render, lint and install the Helm
+# The tests talk to a real cluster (devtools/harness/cluster.py), render, lint and install the Helm
 # chart with the real helm, and join this host as a real node (tests/e2e): their programs
 # are built first (a no-op once built). Where they cannot be built, those tests skip,
 # except in CI (CI=true), where that is a failure.
@@ -104,8 +104,10 @@ node-down:
 	$(PYTHON) -m devtools.cluster node-down
 
 # charts/waterline's copies of what Helm takes verbatim from deploy/ (the CRDs, the
-# dashboard JSON, the alert rules) and its version (pyproject.toml's): run after editing
-# those in deploy/ or the version (tests/unit/test_chart.py fails until then). The
+# dashboard JSON, the alert rules), its version (pyproject.toml's), and the RBAC rules of
+# deploy/ and the chart from the access tables in code (devtools/rbac.py): run after
+# editing those in deploy/, the version or an access table (tests/unit/test_chart.py
+# fails until then). The
 # templated objects are written in both places; the same test renders the chart and
 # compares it with `kubectl kustomize deploy/`, object by object (charts/waterline/README.md).
 .PHONY: chart

@@ -5,6 +5,11 @@ module decides how they are rendered. JSON goes to stderr (what the container ru
 collects, one event a line, ready for Loki or Elasticsearch); the local debug mode renders
 the same events as aligned, coloured console lines when stderr is a terminal. stdout is
 left to the console view, so ``waterline agent --local | less`` shows the view alone.
+
+An event's sentence (structlog's ``event``) is for people and may be reworded; an event
+that anything keys on (a test, an alert, a log query) also carries a stable ``code``
+(``code="caps-adopted"``, kebab-case; an action record's code is its action label), and
+that is what is matched.
 """
 
 from __future__ import annotations

@@ -668,7 +668,7 @@ def main(nodes: int = DEFAULT_NODES) -> None:
     """Start a real cluster in a temporary folder, install deploy/, run, stop it."""
     from agent.logs import configure_logging
     from devtools.cluster.launcher import ClusterError
-    from tests.cluster import launch
+    from devtools.harness.cluster import launch
 
     configure_logging("console", "error")  # the controller's per-step lines would drown the table
     with tempfile.TemporaryDirectory(prefix="waterline-defrag-real-") as folder:

@@ -1,6 +1,6 @@
 """API faults never multiply (issue 10): the in-cluster agent against the real
-kube-apiserver (a cluster of tests/cluster.py, started here in a temporary folder), with its
-own ServiceAccount token, through a fault proxy (tests/faultproxy.py) that makes the
+kube-apiserver (a cluster of devtools/harness/cluster.py, started here in a temporary folder), with its
+own ServiceAccount token, through a fault proxy (devtools/harness/faultproxy.py) that makes the
 Eviction API fail or hang; its pods come from a ReplicaSet on a kwok node, their cgroups
 from a fake tree built from the pods' real uids (exact load).
 
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from agent.node.wiring import build_agent
-from tests.cluster import BIN, RealCluster
-from tests.cluster import start as start_cluster
-from tests.faultproxy import Fault, FaultProxy
-from tests.integration.agent_env import Load, Pool, agent_args, name_of
+from devtools.harness.agent_env import Load, Pool, agent_args, name_of
+from devtools.harness.cluster import BIN, RealCluster
+from devtools.harness.cluster import start as start_cluster
+from devtools.harness.faultproxy import Fault, FaultProxy
 
 PODS = 13
 STORM_TICKS = 60

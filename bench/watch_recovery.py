@@ -3,8 +3,8 @@
 The node's evictions wait for every watch (``NodeView`` reachable), and its objects are
 stale until then. The agent's eight watches (``start_node_view`` with the default
 ``WatchArgs``: backoff from 1 s doubling to 60 s, jitter 0.5) run against the real
-kube-apiserver (a cluster of tests/cluster.py, started here in a temporary folder) through
-a fault proxy (tests/faultproxy.py) with the agent's own token. An outage: the proxy drops
+kube-apiserver (a cluster of devtools/harness/cluster.py, started here in a temporary folder) through
+a fault proxy (devtools/harness/faultproxy.py) with the agent's own token. An outage: the proxy drops
 the open watches and answers 503 to every request for ``--outage`` seconds, then lets
 everything through again; measured is the time from then until the cache is reachable
 again, and how many requests the watches sent meanwhile.
@@ -34,10 +34,10 @@ from pathlib import Path
 from agent.kube.client import build_api
 from agent.kube.nodeview import start_node_view
 from agent.kube.watching import Reflector
-from tests.cluster import BIN, RealCluster
-from tests.cluster import start as start_cluster
-from tests.faultproxy import Fault
-from tests.integration.agent_env import Pool
+from devtools.harness.agent_env import Pool
+from devtools.harness.cluster import BIN, RealCluster
+from devtools.harness.cluster import start as start_cluster
+from devtools.harness.faultproxy import Fault
 
 WAYS = ("siblings", "alone")
 

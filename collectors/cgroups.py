@@ -201,11 +201,12 @@ def detect_mounts(
         with open(path, encoding="utf-8", errors="replace") as f:
             found = mounts_from(parse_mountinfo(f.read()), cgroup_root)
     except OSError as err:
-        log.warning("mountinfo unreadable, probing the cgroup tree", path=path, error=str(err))
+        log.warning("mountinfo unreadable, probing the cgroup tree", code="mountinfo-unreadable", path=path, error=str(err))
         found = None
     result = found if found is not None else probe_mounts(cgroup_root)
     log.info(
         "cgroup layout",
+        code="cgroup-layout",
         mode=result.mode,
         version=result.version,
         cgroup_root=cgroup_root,

@@ -1,10 +1,11 @@
 """`python -m devtools COMMAND`: the development tools, run from a checkout.
 
 They are not part of the installed distribution nor of the image (pyproject.toml packages
-only agent, collectors and executors): a demo that builds cgroup trees, a generator of
-synthetic clusters and a Kubernetes-shaped API server for tests are for the people who
-work on Waterline, not for the nodes it runs on. ``make demo`` runs the demo this way;
-``python -m devtools`` with no command lists them.
+only agent, collectors and executors): a demo that builds cgroup trees and a generator of
+synthetic clusters are for the people who work on Waterline, not for the nodes it runs
+on. ``make demo`` runs the demo this way; ``python -m devtools`` with no command lists
+them. The real Kubernetes control plane the tests use is ``python -m devtools.cluster``
+(``make cluster``), and the harness the tests and benchmarks share is devtools.harness.
 """
 
 from __future__ import annotations

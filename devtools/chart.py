@@ -1,5 +1,6 @@
-"""`make chart` (``python -m devtools.chart``): bring into charts/waterline/ what Helm takes
-verbatim from deploy/, and the chart's version from pyproject.toml.
+"""`make chart` (``python -m devtools.chart``): the only writer of what the install has in
+more than one place: into charts/waterline/ what Helm takes verbatim from deploy/, the
+chart's version from pyproject.toml, and RBAC rules from the code's access tables.
 
 deploy/ and the chart are one install written twice: the templated objects are written by
 hand on both sides and proven equal by rendering (tests/unit/test_chart.py: ``helm
@@ -14,6 +15,9 @@ Helm does not template is copied here, never edited in the chart:
   (agent/model/schema.py);
 * Chart.yaml's ``version`` and ``appVersion``: pyproject.toml's version, so the chart of a
   release installs that release's image.
+* the ``rules:`` of every Role and ClusterRole, in deploy/rbac.yaml and in the chart's
+  RBAC templates alike, from the programs' access tables (devtools/rbac.py): RBAC is
+  written once, in code.
 
 ``--check`` writes nothing and exits 1 naming each file that differs (the unit test runs
 the same comparison).
@@ -25,6 +29,8 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+
+from devtools import rbac
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
@@ -38,6 +44,9 @@ COPIES: dict[str, str] = {
     "files/prometheus/rules.yaml": "prometheus/rules.yaml",
     "files/prometheus/controller-rules.yaml": "prometheus/controller-rules.yaml",
 }
+#: The RBAC files whose rules are written from the access tables (devtools/rbac.py).
+RBAC_FILES = (DEPLOY / "rbac.yaml", CHART / "templates" / "rbac-agent.yaml",
+              CHART / "templates" / "rbac-controller.yaml")  # fmt: skip
 _VERSION_LINE = re.compile(r'^(version|appVersion): .*$', re.MULTILINE)
 
 
@@ -59,6 +68,8 @@ def wanted() -> dict[Path, str]:
     files.update({PACKAGE_CRDS / p.name: p.read_text() for p in sorted((DEPLOY / "crds").glob("*.yaml"))})
     chart = CHART / "Chart.yaml"
     files[chart] = chart_yaml(chart.read_text(), project_version())
+    for path in RBAC_FILES:
+        files[path] = rbac.rewrite(path.read_text(), str(path.relative_to(ROOT)))
     return files
 
 

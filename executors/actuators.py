@@ -71,8 +71,9 @@ class Holder(Protocol):
     recorded in its state file: the agent's shutdown (``agent.node.lifecycle``) and
     `waterline agent release` hand all of it back through this, whatever it holds."""
 
-    #: What is said when some were handed back.
+    #: What is said when some were handed back, and its stable log code.
     released: str
+    released_code: str
 
     def release_all(self) -> list[str]:
         """Everything its state file names written back; the pod uids fully handed back."""

@@ -83,6 +83,7 @@ class CgroupIsolator(CpuIsolator):
     of the marks."""
 
     released = "idle and burst marks released"
+    released_code = "marks-released"
 
     def __init__(self, mounts: CgroupMounts, state: IsolationState,
                  layout: PodCgroupLayout | None = None, kubelet_root: str = "") -> None:
@@ -195,7 +196,7 @@ class CgroupIsolator(CpuIsolator):
             self._log.warning("idle: write failed", pod=pod.key, error=str(err))
             self._persist(record, "idle")  # the mark is not there: neither is its record
             return False
-        self._log.info("idle", pod=pod.key, cgroup=found.path, weight_before=weight)
+        self._log.info("idle", code="idle", pod=pod.key, cgroup=found.path, weight_before=weight)
         return True
 
     def release_idle(self, pod: Pod) -> bool:
@@ -215,7 +216,7 @@ class CgroupIsolator(CpuIsolator):
             if err.errno != errno.ENOENT:
                 self._log.warning("idle: release failed, will retry", pod=record.key, error=str(err))
                 return False
-        self._log.info("idle released", pod=record.key, weight=saved.original)
+        self._log.info("idle released", code="idle-released", pod=record.key, weight=saved.original)
         try:
             self.state.forget_idle(uid)
         except OSError as err:  # written back already: a stale record is written back again

@@ -79,6 +79,7 @@ class CgroupThrottler(CpuThrottler):
     of the caps."""
 
     released = "caps released"
+    released_code = "caps-released"
 
     def __init__(
         self,
@@ -180,7 +181,8 @@ class CgroupThrottler(CpuThrottler):
                 continue
             written[name] = quota / period
             self._log.info(
-                "throttled", pod=pod.key, container=name, quota_us=quota, period_us=period
+                "throttled", code="throttled", pod=pod.key, container=name, quota_us=quota,
+                period_us=period,
             )
         if written:
             try:
@@ -220,7 +222,7 @@ class CgroupThrottler(CpuThrottler):
                     self._log.warning("rebuild: quota not written", pod=pod.key,
                                       container=name, error=str(err))
             if wrote:
-                self._log.info("original quota rebuilt from the pod spec", pod=pod.key)
+                self._log.info("original quota rebuilt from the pod spec", code="quota-rebuilt", pod=pod.key)
                 changed.append(pod.key)
         return changed
 
@@ -300,7 +302,7 @@ class CgroupThrottler(CpuThrottler):
                     )
                     continue
             done.add(name)
-            self._log.info("quota restored", pod=record.key, container=name, quota=saved.original)
+            self._log.info("quota restored", code="quota-restored", pod=record.key, container=name, quota=saved.original)
         try:
             self.state.remove(uid, done)
         except OSError as err:

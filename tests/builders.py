@@ -67,10 +67,12 @@ def pod(
     phase: str = "Running",
     ready: bool | None = True,
     spec: dict | None = None,
+    container_ids: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A Pod owned by a controller (``owner_kind`` None: no owner), one container with
     the given resources unless ``containers`` says otherwise; ``started`` sets its
-    creation and start time (None: neither); ``spec`` adds fields to its spec."""
+    creation and start time (None: neither); ``spec`` adds fields to its spec;
+    ``container_ids``: container name -> the runtime's ID (its containerStatuses)."""
     resources: dict[str, Any] = {}
     if requests:
         resources["requests"] = requests
@@ -99,6 +101,8 @@ def pod(
         status["conditions"] = [{"type": "Ready", "status": "True" if ready else "False"}]
     if qos:
         status["qosClass"] = qos
+    if container_ids:
+        status["containerStatuses"] = [{"name": c, "containerID": i} for c, i in container_ids.items()]
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -110,30 +114,45 @@ def pod(
     }
 
 
+QOS = "qos.waterline.io/v1alpha1"
+
+
 def action(name: str = "throttle", *, throttle: dict | None = None, eviction: dict | None = None,
-           cool_down: int | None = None, scope: dict | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
+           cool_down: int | None = None, scope: dict | None = None, spec: dict | None = None,
+           meta: dict | None = None) -> dict[str, Any]:
+    """An AvoidanceAction; ``spec``: a whole spec as given (the keywords add to it);
+    ``meta``: more metadata (a generation, a resourceVersion)."""
+    out_spec: dict[str, Any] = dict(spec or {})
     if throttle is not None:
-        spec["throttle"] = {"cpuThrottle": throttle}
+        out_spec["throttle"] = {"cpuThrottle": throttle}
     if eviction is not None:
-        spec["eviction"] = eviction
+        out_spec["eviction"] = eviction
     if cool_down is not None:
-        spec["coolDownSeconds"] = cool_down
+        out_spec["coolDownSeconds"] = cool_down
     if scope is not None:
-        spec["scope"] = scope
-    return {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction",
-            "metadata": {"name": name}, "spec": spec}
+        out_spec["scope"] = scope
+    return {"apiVersion": QOS, "kind": "AvoidanceAction",
+            "metadata": {"name": name, **(meta or {})}, "spec": out_spec}
 
 
-def policy(name: str = "guard", rules: list[dict] | None = None, node_selector: dict | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"objectiveEnsurances": rules or []}
+def policy(name: str = "guard", rules: list[dict] | None = None, node_selector: dict | None = None,
+           *, pool: str | None = None, spec: dict | None = None, meta: dict | None = None) -> dict[str, Any]:
+    """A NodeQOSEnsurancePolicy; ``pool``: it selects the nodes labelled ``pool=<pool>``;
+    ``spec``: more of its spec (``cpuIsolation``), ``rules`` None and no ``spec``: none."""
+    out_spec: dict[str, Any] = dict(spec or {})
+    if rules is not None or not out_spec:
+        out_spec["objectiveEnsurances"] = rules or []
+    if pool is not None:
+        node_selector = {"matchLabels": {"pool": pool}}
     if node_selector is not None:
-        spec["nodeSelector"] = node_selector
-    return {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
-            "metadata": {"name": name}, "spec": spec}
+        out_spec["nodeSelector"] = node_selector
+    return {"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy",
+            "metadata": {"name": name, **(meta or {})}, "spec": out_spec}
 
 
-def rule(name: str, metric: str, value: str, action_name: str, **extra: Any) -> dict[str, Any]:
+def rule(name: str, metric: str, value: Any, action_name: str, **extra: Any) -> dict[str, Any]:
+    """One objective ensurance; ``extra``: its other fields as the CRD spells them
+    (``avoidanceThreshold``, ``restoreThreshold``, ``strategy``)."""
     out: dict[str, Any] = {"name": name, "metricRule": {"name": metric, "value": value}, "actionName": action_name}
     out.update(extra)
     return out

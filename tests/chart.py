@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from tests.cluster import BIN, need
+from devtools.harness.cluster import BIN
+from tests.need import need
 
 ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "waterline"

@@ -10,8 +10,10 @@ import psutil
 import pytest
 from hypothesis import settings
 
-from tests.cluster import RealCluster
-from tests.cluster import start as start_cluster
+from devtools.cluster.launcher import ClusterError
+from devtools.harness.cluster import RealCluster
+from devtools.harness.cluster import start as start_cluster
+from tests.need import need
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "tests" / "scenarios"
@@ -45,8 +47,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealCluster]:
-    """The real cluster, started once per test run, with deploy/ installed (tests/cluster.py)."""
-    running = start_cluster(tmp_path_factory.mktemp("cluster"))
+    """The real cluster, started once per test run, with deploy/ installed (devtools/harness/cluster.py)."""
+    try:
+        running = start_cluster(tmp_path_factory.mktemp("cluster"))
+    except ClusterError as err:
+        need(str(err))
     try:
         running.install()
         yield running

@@ -255,7 +255,8 @@ class Controller:
             invalid_kind = PAUSED_BY_INVALID.get(engine.key)
             invalid = self.cache.invalid(invalid_kind) if invalid_kind else {}
             if invalid:
-                self.log.warning(f"{engine.key} skipped: invalid {invalid_kind}", invalid=invalid)
+                self.log.warning(f"{engine.key} skipped: invalid {invalid_kind}", code="engine-skipped",
+                                 engine=engine.key, invalid=invalid)
                 continue
             plan = engine.plan(stepped, self.config.args(engine), now)
             self.acts[engine.key](plan, stepped, view, now, self.config.acts_on(engine))

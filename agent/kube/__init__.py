@@ -4,7 +4,7 @@
 ``errors`` turns API failures into our exceptions, ``fetching`` lists, ``watching`` keeps a
 list+watch loop alive, ``cache`` holds slim records, ``nodeview`` is what the node agent
 reads, ``evicting``, ``patching``, ``creating`` and ``events`` write, ``leases`` elects a
-leader. The tests run it against a real kube-apiserver (tests/cluster.py).
+leader. The tests run it against a real kube-apiserver (devtools/harness/cluster.py).
 
 Nothing here imports the agent's engines, the controller or ``devtools``, and
 ``kubernetes.client`` is imported lazily (inside ``client``), never when ``agent`` is

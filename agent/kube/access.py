@@ -1,14 +1,16 @@
 """What each program may ask of the API server: its access table, checked on every request.
 
-RBAC is written by hand in deploy/rbac.yaml, and the calls are scattered over the code.
-To keep the two equal, every program declares its calls once, as ``Permission`` rows
+The calls are scattered over the code; RBAC must grant exactly them. So every program
+declares its calls once, as ``Permission`` rows
 (group, resource[/subresource], verb, namespace, name) built from the resource table of
 ``agent.kube.resources`` (``grant``, ``watches``), and its ``KubeApi`` carries that
 ``AccessTable``: a request the table does not declare is refused *before it is sent*
 with ``UndeclaredCall`` (a 403, as RBAC would answer), whose message names the call and
-the file to declare it in. ``tests/unit/test_rbac.py`` then compares every table with
-the Roles bound to the program's service account, both ways, so adding a call is one
-row, and a missing or unused RBAC rule fails that test naming it.
+the file to declare it in. The RBAC rules of deploy/ and of the chart are written from
+these tables (`make chart`, devtools/rbac.py), so adding a call is one row and
+`make chart`; ``tests/unit/test_rbac.py`` compares every table with the Roles bound to
+the program's service account, both ways, and a hand-edited rule fails
+tests/unit/test_chart.py.
 
 The mapping from HTTP to RBAC is the API server's: GET of a name = get, of a collection
 = list (``watch=true``: watch), POST = create, PUT = update, PATCH = patch, DELETE =
@@ -139,7 +141,8 @@ class AccessTable:
             self.refused.append(call)
         raise UndeclaredCall(
             f"{self.program} may not {call} ({method} {path}): the call is not in its access "
-            f"table ({self.declared_in}); declare it there, and grant it in deploy/rbac.yaml",
+            f"table ({self.declared_in}); declare it there, and `make chart` writes its rule "
+            f"into deploy/rbac.yaml and the chart",
             status=403,
             reason="Forbidden",
         )

@@ -199,7 +199,7 @@ class Cache:
             return None, f"{kind} {object_key(obj)}: {type(err).__name__}: {err}"
 
     def _log_invalid(self, kind: str, key: str, error: str) -> None:
-        self.log.warning("invalid object left out of the cache", kind=kind, key=key, error=error)
+        self.log.warning("invalid object left out of the cache", code="invalid-object-skipped", kind=kind, key=key, error=error)
 
     def _changed(self, kind: str) -> None:
         self._version += 1

@@ -131,7 +131,8 @@ class Reflector:
                     wait(self.backoff.next())
                     continue
                 self.log.info(
-                    "watch version expired, relisting", resource_version=self.resource_version
+                    "watch version expired, relisting", code="watch-relist",
+                    resource_version=self.resource_version,
                 )
                 self.resource_version = ""
             except KubeError as err:
@@ -240,7 +241,7 @@ class Reflector:
         if self.board is not None:
             self.board.failed(self.thread_name, fault)
         if self._fault is None and not logged:
-            self.log.warning("watch failed, retrying with backoff", error=fault, status=err.status)
+            self.log.warning("watch failed, retrying with backoff", code="watch-failed", error=fault, status=err.status)
         elif fault != self._fault and not logged:
             self.log.debug("watch still failing", error=fault, status=err.status)
         self._fault = fault
@@ -250,7 +251,7 @@ class Reflector:
     def _ok(self) -> None:
         self._woken = False
         if self._fault is not None:
-            self.log.info("watch recovered", after=self._fault)
+            self.log.info("watch recovered", code="watch-recovered", after=self._fault)
             self._fault = None
         if self.board is not None:
             self.board.beat(self.thread_name)

@@ -61,10 +61,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if agent.server is not None:
         agent.server.start()
-        log.info("serving metrics", addr=args.metrics_addr, port=agent.server.port)
+        log.info("serving metrics", code="serving-metrics", addr=args.metrics_addr, port=agent.server.port)
 
     def stop(signum: int, _frame: Any) -> None:
-        log.info("stopping", signal=signal.Signals(signum).name)
+        log.info("stopping", code="stopping", signal=signal.Signals(signum).name)
         agent.loop.stop()
 
     for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):

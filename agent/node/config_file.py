@@ -57,6 +57,7 @@ class ConfigFile:
         except (OSError, InvalidObject) as err:
             structlog.get_logger().error(
                 "config file unreadable or invalid: keeping the last good settings",
+                code="config-kept",
                 path=self.path,
                 error=str(err),
             )

@@ -83,7 +83,7 @@ class HeldKeeper:
     def _say(self, item: Reverted) -> None:
         if item.control == CPU_QUOTA and not item.rewritten:
             self.log.error("cap lifted by someone else and not written back: forgotten",
-                           pod=item.pod, container=item.container, found=item.found,
+                           code="cap-lifted-forgotten", pod=item.pod, container=item.container, found=item.found,
                            error=item.error)  # fmt: skip
             return
         if (item.control, item.uid) in self._said:
@@ -93,10 +93,11 @@ class HeldKeeper:
             self.log.warning(
                 "cap lifted by someone else (systemd daemon-reload?): written back; "
                 "logged once per pod, counted in waterline_caps_reverted_total",
-                pod=item.pod, container=item.container, cgroup=item.cgroup, found=item.found,
+                code="cap-lifted", pod=item.pod, container=item.container, cgroup=item.cgroup, found=item.found,
                 written=item.wanted, new_original=item.new_original,
             )  # fmt: skip
         else:
             self.log.warning(f"{item.control} mark found reverted (a systemd daemon-reload?): "
                              "written again; logged once per pod, counted in "
-                             "waterline_caps_reverted_total", pod=item.pod, cgroup=item.cgroup)  # fmt: skip
+                             "waterline_caps_reverted_total", code="mark-reverted", control=item.control,
+                             pod=item.pod, cgroup=item.cgroup)  # fmt: skip

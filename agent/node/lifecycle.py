@@ -39,7 +39,8 @@ class Agent:
             released = holder.release_all()
             holder.forget_all(self.loop.brain.state)
             if released:
-                structlog.get_logger().info(holder.released, why=why, pods=len(released))
+                structlog.get_logger().info(holder.released, code=holder.released_code, why=why,
+                                            pods=len(released))
 
     def on_exit(self) -> None:
         """Local mode releases every cap; in a cluster only an uninstall does, and a
@@ -56,7 +57,7 @@ class Agent:
         elif uninstalled is None:
             log.warning("could not tell a restart from an uninstall (API unreachable): caps "
                         "and marks kept for the next agent; `waterline agent release` hands "
-                        "them back", pods=held, marks=marked)
+                        "them back", code="caps-kept-unsure", pods=held, marks=marked)
         elif held or marked:
             log.info("caps and marks kept for the next agent to adopt (a restart, not an "
-                     "uninstall)", pods=held, marks=marked)
+                     "uninstall)", code="caps-kept", pods=held, marks=marked)

@@ -167,6 +167,7 @@ class FileObjectSource:
             kept = path in self._parsed
             self.log.error(
                 "objects file skipped" if not kept else "objects file unreadable",
+                code="objects-file-skipped" if not kept else "objects-file-unreadable",
                 path=path,
                 error=reason,
                 kept="its last good content" if kept else "nothing of it",
@@ -187,7 +188,7 @@ class FileObjectSource:
             except OSError as err:
                 unreadable.add(path)
                 if path not in self._unreadable:  # once, not every tick
-                    self.log.error("objects file unreadable", path=path, error=str(err))
+                    self.log.error("objects file unreadable", code="objects-file-unreadable", path=path, error=str(err))
                 continue
             signature.append((path, (st.st_mtime_ns, st.st_size)))
         self._unreadable = unreadable
@@ -227,7 +228,7 @@ class FileObjectSource:
                     self.log.error("invalid object skipped", path=path, index=index, error=str(err))
         policies = load_policies(store.raw.get(POLICY_KIND, []), store.raw.get(ACTION_KIND, []), strict=True)
         for bad in policies.errors:
-            self.log.error("invalid policy or action", error=str(bad))
+            self.log.error("invalid policy or action", code="invalid-object", error=str(bad))
         node = self._node(store)
         pods = tuple(p for p in store.pods if p.node_name in ("", node.name))
         self.log.info(

@@ -314,9 +314,9 @@ class NodeLoop:
             ticks = self._failing[1] + 1 if same and self._failing is not None else 1
             self._failing = (outcome.error, ticks)
             if ticks == 1 or ticks % 60 == 0:
-                self.log.warning("tick failed", tick=outcome.seq, error=outcome.error, streak=ticks)
+                self.log.warning("tick failed", code="tick-failed", tick=outcome.seq, error=outcome.error, streak=ticks)
         elif self._failing is not None:
-            self.log.info("ticks succeed again", tick=outcome.seq, failed_ticks=self._failing[1])
+            self.log.info("ticks succeed again", code="ticks-succeed-again", tick=outcome.seq, failed_ticks=self._failing[1])
             self._failing = None
         if outcome.report is None:
             return
@@ -326,7 +326,7 @@ class NodeLoop:
             if record.action == "evict" and result == "failed":
                 failed.append(record.pod)  # one line for all: an API outage fails them all
                 continue
-            self.log.info(record.label, tick=outcome.seq, outcome=result, **action_fields(record))
+            self.log.info(record.label, code=record.label, tick=outcome.seq, outcome=result, **action_fields(record))
         if failed:
             self.log.warning(
                 "evictions failed; the pods stay candidates",
@@ -364,7 +364,7 @@ class NodeLoop:
             if next_at < now:  # overran: skip the missed slots, keep the phase
                 missed = int((now - next_at) // self.interval) + 1
                 next_at += missed * self.interval
-                self.log.warning("tick overran its interval", skipped=missed)
+                self.log.warning("tick overran its interval", code="tick-overran", skipped=missed)
             self.sleep(max(0.0, next_at - now))
         return done
 

@@ -32,7 +32,7 @@ def release(args: argparse.Namespace) -> int:
     paths = (throttler.state.path, isolator.state.path)
     if not any(os.path.exists(p) for p in paths):  # a mistyped --state-dir looked like success
         log.warning("no state file here: nothing to release (is --state-dir the agent's?)",
-                    state=throttler.state.path)  # fmt: skip
+                    code="no-state-file", state=throttler.state.path)  # fmt: skip
     held = throttler.throttled_pods()
     released = throttler.restore_all()
     marked = isolator.held()

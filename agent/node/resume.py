@@ -61,6 +61,7 @@ class Resume:
             rebuilt = self.throttler.rebuild_originals(objects.pods)
             self.log.warning(
                 "state file was unreadable: quotas rebuilt from the pod specs",
+                code="caps-rebuilt",
                 pods=len(rebuilt),
                 examples=rebuilt[:10],
             )
@@ -77,6 +78,7 @@ class Resume:
         handed_back = [cap.key for cap in result.released if self.throttler.restore_uid(cap.uid)]
         self.log.info(
             "caps adopted from the state file: they stay in force until the node is cool",
+            code="caps-adopted",
             adopted=len(result.adopted),
             pods=result.adopted[:10],
             handed_back=handed_back[:10],
@@ -89,7 +91,7 @@ class Resume:
         if isolator.state_unreadable:
             rebuilt = isolator.rebuild_from_specs(objects.pods)
             self.log.warning("isolation state was unreadable: idle weights rebuilt from the "
-                             "pod specs, bursts set back to 0", pods=len(rebuilt),
+                             "pod specs, bursts set back to 0", code="marks-rebuilt", pods=len(rebuilt),
                              examples=rebuilt[:10])  # fmt: skip
             return True
         state = self.brain.state
@@ -104,7 +106,7 @@ class Resume:
         result = adopt_marks(state, held, objects.pods)
         for uid in result.gone:
             isolator.release_uid(uid)  # the cgroup went with the pod: the record goes
-        self.log.info("idle and burst marks adopted from the state file",
+        self.log.info("idle and burst marks adopted from the state file", code="marks-adopted",
                       adopted=len(result.adopted), pods=result.adopted[:10],
                       gone=len(result.gone),
                       **({"waiting_for_the_api": waiting[:10]} if waiting else {}))  # fmt: skip

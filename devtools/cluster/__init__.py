@@ -2,5 +2,5 @@
 
 The programs are built from their published Go modules by ``hack/cluster/build``; this
 package starts and stops them (``python -m devtools.cluster up|down|status``) and is what
-the tests' cluster fixture (tests/cluster.py) uses. Standard library only.
+the tests' cluster fixture (devtools/harness/cluster.py) uses. Standard library only.
 """

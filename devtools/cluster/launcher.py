@@ -9,7 +9,7 @@ ServiceAccount exists), adds the kwok nodes asked for and writes the admin kubec
 stops every process and removes ``<root>/run`` and the kubeconfig. The programs come from
 ``bin_dir`` (``hack/cluster/build`` links them there).
 
-Tests start one cluster per test run in a temporary root (tests/cluster.py) and use
+Tests start one cluster per test run in a temporary root (devtools/harness/cluster.py) and use
 ``kill``/``start`` to restart a component under a running agent.
 """
 

@@ -35,8 +35,10 @@ import pytest
 from devtools.cluster.images import default_images, save_images
 from devtools.cluster.launcher import ClusterError
 from devtools.cluster.node import LABELS, PROGRAMS, RealNode, missing_prerequisites
-from tests.cluster import BIN, NAMESPACE, ROOT, RealCluster, need
+from devtools.harness.cluster import BIN, NAMESPACE, ROOT, RealCluster
+from devtools.harness.waiting import wait_until
 from tests.e2e.kernel import PodCgroups
+from tests.need import need
 
 OVERLAY = Path(__file__).resolve().parent / "overlay"
 #: The agent's state directory on the host (deploy/daemonset.yaml's hostPath).
@@ -96,7 +98,7 @@ class RealNodeRun:
             found[:] = pods
             return len(pods) == 1
 
-        self.kube.wait(ready, timeout, interval=1)
+        wait_until(ready, timeout, interval=1)
         return found[0]
 
     def agent_pod(self) -> dict[str, Any]:

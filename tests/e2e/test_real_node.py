@@ -24,7 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.cluster import BIN, NAMESPACE, need
+from devtools.harness.cluster import BIN, NAMESPACE
+from devtools.harness.logs import coded, log_events
+from devtools.harness.waiting import wait_until
+from tests import builders
 from tests.e2e.conftest import (
     AGENT,
     BATCH,
@@ -39,29 +42,23 @@ from tests.e2e.conftest import (
     report,
 )
 from tests.e2e.kernel import CPU, PodCgroups, Sampler, Window, cores_of, read, table
+from tests.need import need
 
 #: The throttle action: caps never below 2% of the pod's limit (or of the node's 2 cores),
 #: handed back 10% a tick. Low floors: on a busy day this shared host leaves the pods a
 #: few tenths of a core, and the line must be reachable above the floors.
 MIN_RATIO, STEP_RATIO = 2, 10
-GROUP = "qos.waterline.io/v1alpha1"
+#: The node selector of the e2e policies: the real node only.
+REAL_NODE = {"matchLabels": {"waterline.test/real-node": "true"}}
 
 
 def _action(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": GROUP, "kind": "AvoidanceAction", "metadata": {"name": name}, "spec": spec}
+    return builders.action(name, spec=spec)
 
 
 def _policy(name: str, metric: str, value: str, action: str, restore: int = 3) -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": name},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"waterline.test/real-node": "true"}},
-            "objectiveEnsurances": [{
-                "name": "high", "metricRule": {"name": metric, "value": value},
-                "avoidanceThreshold": 2, "restoreThreshold": restore, "actionName": action,
-            }],
-        },
-    }  # fmt: skip
+    high = builders.rule("high", metric, value, action, avoidanceThreshold=2, restoreThreshold=restore)
+    return builders.policy(name, [high], REAL_NODE)
 
 
 @contextmanager
@@ -84,19 +81,6 @@ def following(real: RealNodeRun, pod: str, folder: Path) -> Iterator[Path]:
 def _at(event: dict[str, Any]) -> datetime:
     """When an agent log line was written (structlog's ISO UTC timestamp)."""
     return datetime.fromisoformat(str(event.get("timestamp", "1970-01-01T00:00:00Z")).replace("Z", "+00:00"))
-
-
-def log_events(text: str) -> list[dict[str, Any]]:
-    """The JSON lines of an agent's log (kubectl's own lines skipped)."""
-    lines = []
-    for raw in text.splitlines():
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(value, dict):
-            lines.append(value)
-    return lines
 
 
 def agent_events(real: RealNodeRun, namespace: str, pod: str, reason: str) -> list[dict[str, Any]]:
@@ -238,7 +222,7 @@ def test_the_controller_wins_its_lease_and_runs_rounds(real: RealNodeRun) -> Non
             lease.update(json.loads(found.stdout)["spec"])
         return bool(lease.get("holderIdentity")) and lease["holderIdentity"] in pods
 
-    real.kube.wait(holder, 180, interval=2)
+    wait_until(holder, 180, interval=2)
     leader = lease["holderIdentity"]
     seen: dict[str, str] = {}
 
@@ -246,7 +230,7 @@ def test_the_controller_wins_its_lease_and_runs_rounds(real: RealNodeRun) -> Non
         seen["leader"] = _metrics(pods[leader])  # from the host, to the pod's IP on the bridge
         return _sample(seen["leader"], OK_ROUNDS) >= 1
 
-    real.kube.wait(rounds, 180, interval=2)
+    wait_until(rounds, 180, interval=2)
     ok = _sample(seen["leader"], OK_ROUNDS)
     assert _sample(seen["leader"], "waterline_controller_leader ") == 1
     followers = {n: _sample(_metrics(ip), "waterline_controller_leader ") for n, ip in pods.items() if n != leader}
@@ -301,7 +285,7 @@ def _wait_capped(real: RealNodeRun, work: Work, ticks: int = 5) -> dict[str, str
             since.append(time.monotonic())
         return bool(since) and time.monotonic() - since[0] >= ticks
 
-    real.kube.wait(settled, 300, interval=1)
+    wait_until(settled, 300, interval=1)
     return work.capped()
 
 
@@ -408,8 +392,8 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
     assert new is not None, "the new agent never became ready"
     new_log = real.kubectl("-n", NAMESPACE, "logs", new).stdout
     (tmp_path / f"{new}.log").write_text(new_log)  # beside the old agent's, for a failure
-    adopted = [e for e in log_events(new_log) if e.get("event", "").startswith("caps adopted")]
-    kept = [e for e in log_events(old_log.read_text()) if "kept for the next agent to adopt" in e.get("event", "")]
+    adopted = coded(new_log, "caps-adopted")
+    kept = coded(old_log.read_text(), "caps-kept")
     report("agent restart", "caps before: " + ", ".join(f"{n} {q}" for n, q in sorted(before.items())),
            *marks, *table(windows, cpu_line),
            f"old agent: {kept[0]['event'] if kept else 'no caps-kept line'}",
@@ -421,8 +405,7 @@ def test_caps_stay_in_force_across_a_rollout_restart_of_the_agent(
     # saves its objects, and a saved copy hands nothing back: see agent/node/saved.py.)
     since = [e for e in [*log_events(old_log.read_text()), *log_events(new_log)]
              if _at(e) >= restarted_at]  # the old agent's log is its whole life
-    handed = [e["event"] for e in since
-              if e.get("event") in ("quota restored", "caps released", "original quota rebuilt from the pod spec")]
+    handed = [e["code"] for e in since if e.get("code") in ("quota-restored", "caps-released", "quota-rebuilt")]
     assert not handed, handed
     assert not lost, lost
     assert not _under_caps(windows, sorted(before))
@@ -457,7 +440,7 @@ def test_a_memory_waterline_evicts_through_the_eviction_api(real: RealNodeRun, w
                               and p["status"].get("phase") == "Running"]  # fmt: skip
             return bool(replacement) and all(p["metadata"]["uid"] != old_uid for p in pods)
 
-        real.kube.wait(replaced, 240, interval=1)
+        wait_until(replaced, 240, interval=1)
     finally:
         real.kubectl("delete", "nodeqosensurancepolicy", "e2e-memory", "--ignore-not-found")
         real.kubectl("delete", "avoidanceaction", "e2e-evict", "--ignore-not-found")
@@ -486,7 +469,7 @@ def test_a_memory_waterline_evicts_through_the_eviction_api(real: RealNodeRun, w
 # -- uninstall: every cap released, the kubelet's quotas back exactly --------------------
 
 #: What the agent logs about stopping and handing caps back.
-STOPPING = ("stopping", "caps released", "quota restored", "kept for the next agent", "could not tell")
+STOPPING = ("stopping", "caps-released", "quota-restored", "caps-kept", "caps-kept-unsure")
 
 
 def _said(event: dict[str, Any]) -> str:
@@ -504,7 +487,7 @@ def _uninstalled(real: RealNodeRun, work: Work, test: str, how: str, delete: Any
     since = datetime.now(UTC)
     with following(real, agent, log_dir) as log:
         delete()
-        real.kube.wait(lambda: not real.kubectl("get", "pods", "-n", NAMESPACE, "-l", AGENT, "-o", "name",
+        wait_until(lambda: not real.kubectl("get", "pods", "-n", NAMESPACE, "-l", AGENT, "-o", "name",
                                                 "--ignore-not-found").stdout.strip(), 300, interval=1)  # fmt: skip
     after = {n: work.pods[n].files() for n in WATCHED}
     changed = {n: {k: (work.originals[n][k], v) for k, v in after[n].items() if work.originals[n].get(k) != v}
@@ -512,7 +495,7 @@ def _uninstalled(real: RealNodeRun, work: Work, test: str, how: str, delete: Any
     state = STATE_DIR / "cpu-quota.json"
     held = json.loads(state.read_text()).get("pods", {}) if state.exists() else {}
     said = [e for e in log_events(log.read_text()) if _at(e) >= since
-            and (e.get("event", "").startswith(STOPPING) or e.get("status") in (401, 403))]  # fmt: skip
+            and (e.get("code") in STOPPING or e.get("status") in (401, 403))]  # fmt: skip
     sampler = Sampler({n: work.pods[n] for n in BATCH}, "main")
     windows = [sampler.window(2) for _ in range(2)]
     report(test, "caps before: " + ", ".join(f"{n} {q}" for n, q in sorted(capped.items())), how,
@@ -531,14 +514,8 @@ def _uninstalled(real: RealNodeRun, work: Work, test: str, how: str, delete: Any
 
 
 def _idle_policy() -> dict[str, Any]:
-    return {
-        "apiVersion": GROUP, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "e2e-idle"},
-        "spec": {
-            "nodeSelector": {"matchLabels": {"waterline.test/real-node": "true"}},
-            "cpuIsolation": {"idle": {"scope": {
-                "qosClasses": ["Burstable"], "podSelector": {"matchLabels": {"role": "resizable"}}}}},
-        },
-    }  # fmt: skip
+    idle = {"scope": {"qosClasses": ["Burstable"], "podSelector": {"matchLabels": {"role": "resizable"}}}}
+    return builders.policy("e2e-idle", None, REAL_NODE, spec={"cpuIsolation": {"idle": idle}})
 
 
 def _resized(pod: dict[str, Any], request: str, limit: str) -> bool:
@@ -571,7 +548,7 @@ def test_the_real_kubelet_resizes_an_idle_pod_and_the_mark_comes_back(real: Real
         timeline: list[str] = []
         try:
             real.kube.apply([_idle_policy()])
-            real.kube.wait(lambda: files()[0] == "1", 60, interval=0.2)
+            wait_until(lambda: files()[0] == "1", 60, interval=0.2)
             marked = files()
             layout = real.kube.cluster.layout
             kubelet_log = layout.logs / "kubelet.log" if layout is not None else None
@@ -604,7 +581,7 @@ def test_the_real_kubelet_resizes_an_idle_pod_and_the_mark_comes_back(real: Real
             real.kubectl("delete", "nodeqosensurancepolicy", "e2e-idle", "--ignore-not-found")
         released: list[tuple[str, str, str]] = []
         try:
-            real.kube.wait(lambda: files()[0] == "0", 60, interval=0.2)
+            wait_until(lambda: files()[0] == "0", 60, interval=0.2)
             released.append(files())
         finally:
             report("idle class and an in-place resize",
@@ -622,7 +599,7 @@ def test_the_real_kubelet_resizes_an_idle_pod_and_the_mark_comes_back(real: Real
     # kubelet's new quota (700m); the weight recorded is the kubelet's new one (200m: 204),
     # so the release writes that back, not the one recorded before the resize (102).
     assert after == ("1", "3", "70000"), after
-    assert [str(e.get("weight_before")) for e in said if e.get("event") == "idle"][-1] == "204", said
+    assert [str(e.get("weight_before")) for e in said if e.get("code") == "idle"][-1] == "204", said
     assert released == [("0", "204", "70000")], released
 
 
@@ -641,8 +618,9 @@ def test_an_uninstall_that_keeps_the_crds_releases_every_cap(
 
     said = _uninstalled(real, work, "uninstall, CRDs kept", f"kubectl delete of {len(kept)} objects, every "
                         "one but the CRDs: the policies stay", delete, tmp_path)  # fmt: skip
-    released = [e for e in said if e["event"] == "caps released"]
-    assert released and "uninstall" in released[0]["why"], said
+    # In a cluster the agent releases only on an uninstall (a restart keeps: caps-kept).
+    released = [e for e in said if e.get("code") == "caps-released"]
+    assert released, said
     real.install()
 
 
@@ -657,4 +635,4 @@ def test_uninstall_releases_every_cap_and_gives_the_original_quotas_back(
     said = _uninstalled(real, work, "uninstall", "kubectl delete -k tests/e2e/overlay (CRDs and policies "
                         "with it)", delete, tmp_path)  # fmt: skip
     report("uninstall", f"{len(done)} objects deleted")
-    assert any(e["event"] in ("caps released", "quota restored") for e in said), said
+    assert any(e.get("code") in ("caps-released", "quota-restored") for e in said), said

@@ -10,9 +10,10 @@ import pytest
 
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from devtools.demo.cgroups import CgroupTree, v1_roots
-from tests.cluster import RealCluster
-from tests.integration.agent_env import Pool
+from devtools.harness.agent_env import Pool
+from devtools.harness.cluster import RealCluster
 from tests.integration.controller_env import Made
+from tests.need import need
 
 _COUNTER = itertools.count()
 
@@ -22,11 +23,11 @@ def tree() -> Iterator[CgroupTree]:
     """A kubelet-shaped tree of this host's real cgroup v1 cpu and cpuacct hierarchies,
     under a unique name; every process and cgroup it made is removed, also on failure."""
     if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
+        need("root, to create cgroups")
     try:
         cpu, acct, _memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
     except ValueError as err:
-        pytest.skip(str(err))
+        need(f"cgroup v1 cpu and cpuacct hierarchies: {err}")
     made = CgroupTree(cpu, acct, None, f"waterline-it-{os.getpid()}-{next(_COUNTER)}")
     try:
         yield made

@@ -1,4 +1,4 @@
-"""What the controller's integration tests share, on the real cluster (tests/cluster.py).
+"""What the controller's integration tests share, on the real cluster (devtools/harness/cluster.py).
 
 * ``Replica``: one controller replica running in a thread, as ``waterline controller``
   runs it, with the controller's own ServiceAccount token (deploy/rbac.yaml is what lets
@@ -14,8 +14,7 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,8 +31,9 @@ from agent.kube.leases import ElectionArgs
 from agent.kube.patching import merge_patch
 from agent.kube.resources import CONFIGMAPS, LEASES, PODS, Resource
 from agent.kube.watching import WatchArgs
-from tests.cluster import RealCluster, unique
-from tests.faultproxy import FaultProxy, Seen
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.faultproxy import FaultProxy, Seen
+from devtools.harness.waiting import wait_until
 
 #: Short enough for tests, with the production ratios (renew deadline and retry inside
 #: the lease duration).
@@ -43,14 +43,6 @@ LEASE_NS, LEASE_NAME = defaults.CONTROLLER_LEASE_NAMESPACE, defaults.CONTROLLER_
 #: The taint of a test's own nodes (value: the pool), tolerated by its own pods only.
 POOL_TAINT = "waterline.test/pool"
 QOS = "/apis/qos.waterline.io/v1alpha1"
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 60.0, what: str = "") -> None:
-    """Poll ``condition`` until it holds; the machine is shared: timeouts are generous."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not reached in {timeout:g}s: {what or condition}"
-        time.sleep(0.05)
 
 
 # -- the controller ------------------------------------------------------------------------

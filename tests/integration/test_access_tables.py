@@ -24,15 +24,10 @@ from agent.kube.resources import NODES
 from agent.model.eviction import EvictionResult
 from agent.node.access import agent_access
 from agent.node.incluster import COMPONENT, set_taint, start_cluster
+from devtools.harness.cluster import AGENT_SA, CONTROLLER_SA, NAMESPACE, RealCluster
+from devtools.harness.waiting import wait_until
 from executors.eviction import ApiEvictor
-from tests.cluster import AGENT_SA, CONTROLLER_SA, NAMESPACE, RealCluster
-from tests.integration.controller_env import (
-    POOL_TAINT,
-    pool_node,
-    replicaset,
-    wait_running,
-    wait_until,
-)
+from tests.integration.controller_env import POOL_TAINT, pool_node, replicaset, wait_running
 
 pytestmark = pytest.mark.integration
 

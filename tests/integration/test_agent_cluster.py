@@ -1,4 +1,4 @@
-"""The agent's in-cluster path end to end, on the real cluster (tests/cluster.py) with the
+"""The agent's in-cluster path end to end, on the real cluster (devtools/harness/cluster.py) with the
 agent's own ServiceAccount token: watches of the real kube-apiserver, evictions through
 its Eviction API with budgets computed by the real disruption controller, replacements
 made by the real ReplicaSet controller, Events, and the node's interference taint written
@@ -24,9 +24,7 @@ from agent.kube.resources import PDBS, PODS
 from agent.node.incluster import ClusterEffects
 from agent.node.lifecycle import Agent
 from devtools.demo.cgroups import CgroupTree
-from tests.cluster import RealCluster
-from tests.faultproxy import Fault
-from tests.integration.agent_env import (
+from devtools.harness.agent_env import (
     OTHER,
     OURS,
     TOLERATE_OTHER,
@@ -39,6 +37,9 @@ from tests.integration.agent_env import (
     running_agent,
     tick_until,
 )
+from devtools.harness.cluster import RealCluster
+from devtools.harness.faultproxy import Fault
+from devtools.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +68,7 @@ def test_in_cluster_agent_evicts_through_the_api(
         finally:
             agent.server.stop()
     assert actions(seen) == [("evict", key_of(pod), "evicted")]
-    kube.wait(lambda: _gone(pool, name_of(pod)), 30)
+    wait_until(lambda: _gone(pool, name_of(pod)), 30)
     samples = {
         (s.name, tuple(sorted(s.labels.items()))): s.value
         for family in text_string_to_metric_families(text)
@@ -94,7 +95,7 @@ def _pdb_settled(pool: Pool, name: str) -> dict:
         seen[:] = [status]
         return status.get("observedGeneration") == pdb["metadata"]["generation"] and "currentHealthy" in status
 
-    pool.kube.wait(settled, 60)
+    wait_until(settled, 60)
     return seen[0]
 
 
@@ -145,7 +146,7 @@ def test_a_budget_blocks_one_pod_the_next_is_evicted_and_replaced_with_events(
     answers = {(s.path.split("/")[-2], s.status) for s in proxy.seen("POST", "/eviction")}
     assert (name_of(guarded), 429) in answers and (name_of(hog), 201) in answers, answers
     assert not [s for s in proxy.requests if s.method == "DELETE"]  # evicted, never deleted
-    kube.wait(lambda: _gone(pool, name_of(hog)), 30)
+    wait_until(lambda: _gone(pool, name_of(hog)), 30)
     assert pool.api.request("GET", PODS.path(pool.namespace, name_of(guarded)))
     # The ReplicaSet controller makes the replacement; the scheduler puts it on the node.
     (replacement,) = pool.running(hog_rs, 1)

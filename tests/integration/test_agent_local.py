@@ -35,6 +35,7 @@ from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain
 from devtools.demo.cgroups import CgroupTree, KernelMeter
 from devtools.demo.pods import DemoPod
+from devtools.harness.logs import coded
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,6 +70,10 @@ def manifests(pods: list[DemoPod], line: float, restore: int) -> list[dict[str, 
     return [node, *(p.manifest() for p in pods), policy, action]
 
 
+#: Seconds of each calibration try, longer each time (about 20 s at most in all).
+CALIBRATION_WINDOWS = (1.5, 3.0, 6.0, 12.0)
+
+
 def start_and_calibrate(
     tree: CgroupTree, pods: list[DemoPod]
 ) -> tuple[KernelMeter, dict[str, float]]:
@@ -77,11 +82,18 @@ def start_and_calibrate(
         tree.start(pod)
     kernel = KernelMeter(tree, pods)
     kernel.sample()
-    time.sleep(1.5)
-    got = kernel.sample()
-    if min(got.values(), default=0.0) < 0.05:
-        pytest.skip(f"the machine is too busy to measure anything: {got}")
-    return kernel, got
+    # On a busy host a BestEffort pod (cpu.shares 2) may get next to nothing in a short
+    # window: measure over longer windows until every pod's share is large enough to set
+    # a waterline in, rather than skip (CI must never pass by not running this).
+    got: dict[str, float] = {}
+    for window in CALIBRATION_WINDOWS:
+        time.sleep(window)
+        got = kernel.sample()
+        if len(got) == len(pods) and min(got.values()) >= 0.05:
+            return kernel, got
+    raise AssertionError(
+        f"the busy pods got {got} cores over {CALIBRATION_WINDOWS[-1]} s: too little to measure"
+    )
 
 
 def busy_pods(
@@ -218,7 +230,7 @@ def test_a_killed_local_agent_s_caps_are_adopted_then_released_on_exit(
     assert again.returncode == 0, again.stderr.decode()[-2000:]
     # The next start adopts the cap (it stays in force); local mode releases on exit.
     said = again.stderr.decode(errors="replace")[-4000:]  # the whole story when it fails
-    assert b"caps adopted from the state file" in again.stderr, said
-    assert b"caps released" in again.stderr and b"local mode" in again.stderr, said
+    assert coded(again.stderr, "caps-adopted"), said
+    assert coded(again.stderr, "caps-released"), said
     assert tree.quota(batch) == "-1"
     assert state_pods(state) == {}

@@ -20,7 +20,6 @@ and the caps stay as they were.
 from __future__ import annotations
 
 import collections
-import json
 import os
 import signal
 import subprocess
@@ -40,9 +39,11 @@ from agent.kube.patching import merge_patch
 from agent.kube.resources import POLICIES
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.cluster import NAMESPACE, RealCluster
-from tests.faultproxy import FaultProxy
-from tests.integration.agent_env import Load, Pool, demo_pod, name_of
+from devtools.harness.agent_env import Load, Pool, demo_pod, name_of
+from devtools.harness.cluster import NAMESPACE, RealCluster
+from devtools.harness.faultproxy import FaultProxy
+from devtools.harness.logs import coded
+from devtools.harness.waiting import wait_until
 from tests.integration.test_agent_local import start_and_calibrate, state_pods
 
 pytestmark = pytest.mark.integration
@@ -73,10 +74,7 @@ def real_cgroups(tree: CgroupTree) -> tuple[str, ...]:
 
 
 def wait_for(what: Callable[[], bool], timeout: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, log.read_text()[-3000:]
-        time.sleep(0.1)
+    wait_until(what, timeout, interval=0.1, explain=lambda: log.read_text()[-3000:])
 
 
 def stop(proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -130,7 +128,7 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
         time.sleep(1.5)  # let it settle at the cap that closes the gap
         capped = tree.quota(batch)
         stop(first, log)
-    assert b"kept for the next agent to adopt" in log.read_bytes()
+    assert coded(log.read_bytes(), "caps-kept")
     assert tree.quota(batch) == capped and batch.uid in state_pods(state)
     cap = cap_of(capped)
     # The restart window: from the old agent's exit until the new one has adopted the
@@ -140,7 +138,7 @@ def test_caps_stay_in_force_across_a_restart_and_come_back_step_by_step(
     kernel.sample()
     seen: list[float] = []
     with agent(kubeconfig, node, state, log, *real_cgroups(tree)) as second:
-        adopted = lambda: b"caps adopted from the state file" in log.read_bytes()  # noqa: E731
+        adopted = lambda: bool(coded(log.read_bytes(), "caps-adopted"))  # noqa: E731
         deadline = time.monotonic() + 30
         after = None
         while after is None or time.monotonic() < after + 4.0:
@@ -188,17 +186,9 @@ def quota_writes(log: bytes, pod_key: str) -> list[str]:
     return [str(entry["quota_us"]) for entry in log_entries(log, pod_key, "throttled")]
 
 
-def log_entries(log: bytes, pod_key: str | None, event: str) -> list[dict[str, Any]]:
-    """The agent's JSON log lines of one event (for one pod), in order."""
-    entries = []
-    for line in log.splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if entry.get("event") == event and (pod_key is None or entry.get("pod") == pod_key):
-            entries.append(entry)
-    return entries
+def log_entries(log: bytes, pod_key: str | None, code: str) -> list[dict[str, Any]]:
+    """The agent's JSON log events of one code (for one pod), in order."""
+    return coded(log, code, pod=pod_key)
 
 
 def test_an_unreadable_state_file_is_moved_aside_and_quotas_rebuilt_from_the_specs(
@@ -216,7 +206,7 @@ def test_an_unreadable_state_file_is_moved_aside_and_quotas_rebuilt_from_the_spe
     tree.stop(web.name)  # cool: nothing to throttle again
     tree.signal(batch.name, signal.SIGSTOP)
     with agent(kubeconfig, node, state, log, *real_cgroups(tree)) as second:
-        wait_for(lambda: b"quotas rebuilt from the pod specs" in log.read_bytes(), 30, log)
+        wait_for(lambda: bool(coded(log.read_bytes(), "caps-rebuilt")), 30, log)
         assert tree.quota(batch) == "-1"  # BestEffort: no limit, unlimited
         assert (
             tree.read(tree.cpu_root, web.container_rel(tree.kubelet_root), "cpu.cfs_quota_us")
@@ -343,7 +333,7 @@ def test_the_apiserver_restarted_under_a_running_agent(
     listed = {s.path.split("?")[0] for s in after if s.method == "GET" and not s.watch and s.status == 200}
     assert gone and set(gone) <= listed, (gone, listed)
     relists = [s for s in after if s.method == "GET" and not s.watch and s.path.split("?")[0] in gone]
-    assert log_entries(log.read_bytes(), None, "watch version expired, relisting")
+    assert log_entries(log.read_bytes(), None, "watch-relist")
     assert ready[0] == 200, ready
     # Evictions: no pod asked for twice once it was evicted, none evicted twice.
     asked = evictions(proxy)
@@ -364,7 +354,7 @@ def test_the_apiserver_restarted_under_a_running_agent(
 
 
 def _metrics_url(log: Path) -> str:
-    (entry,) = [e for e in log_entries(log.read_bytes(), None, "serving metrics")][-1:]
+    (entry,) = [e for e in log_entries(log.read_bytes(), None, "serving-metrics")][-1:]
     return f"http://127.0.0.1:{entry['port']}"
 
 

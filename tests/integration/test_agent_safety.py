@@ -5,7 +5,7 @@ of reach acts on the objects it saved, and the agent's token is refused what the
 does not need.
 
 The agents run in-process (``build_agent``) with their own ServiceAccount tokens, through a
-fault proxy (tests/faultproxy.py) that makes the Eviction API fail, hang or answer late;
+fault proxy (devtools/harness/faultproxy.py) that makes the Eviction API fail, hang or answer late;
 the pods come from ReplicaSets on the test's kwok nodes, their cgroups from a fake tree
 built from their real uids (CPU seconds added between ticks, so the load is exact). The
 policies select the test's nodes only (the new user's policy of issue 10 had no selector;
@@ -29,10 +29,7 @@ from agent.node.incluster import set_taint
 from agent.node.lifecycle import Agent
 from agent.node.loop import TickOutcome
 from agent.node.release import release
-from engine.limits import backoff_delay
-from tests.cluster import NAMESPACE, ROOT, RealCluster
-from tests.faultproxy import Fault
-from tests.integration.agent_env import (
+from devtools.harness.agent_env import (
     OURS,
     Load,
     Pool,
@@ -43,6 +40,10 @@ from tests.integration.agent_env import (
     start_agent,
     tick_until,
 )
+from devtools.harness.cluster import NAMESPACE, ROOT, RealCluster
+from devtools.harness.faultproxy import Fault
+from devtools.harness.waiting import wait_until
+from engine.limits import backoff_delay
 
 pytestmark = pytest.mark.integration
 EVICTIONS = "/eviction"
@@ -359,7 +360,7 @@ def test_stopping_keeps_caps_unless_the_agents_daemonset_is_gone_or_being_delete
                           body={"propagationPolicy": "Orphan"})  # fmt: skip
             assert agent.uninstalled() is True  # being deleted: an uninstall
             _hold(admin, None)
-            kube.wait(lambda: _ds_gone(admin), 60)
+            wait_until(lambda: _ds_gone(admin), 60)
             assert agent.uninstalled() is True  # gone
             agent.on_exit()
             assert load.quota(name_of(pod)) == -1  # every cap released, exactly
@@ -393,7 +394,7 @@ def test_an_uninstall_that_takes_the_agents_rbac_first_still_releases_the_caps(
             _hold(admin, ["waterline.test/hold"])  # its pods (and the agent's token) stay
             admin.request("DELETE", DAEMONSETS.path(NAMESPACE, "waterline-agent"),
                           body={"propagationPolicy": "Orphan"})  # fmt: skip
-            kube.wait(lambda: any(s.status == 403 for s in proxy.seen("GET", "daemonsets/waterline-agent"))
+            wait_until(lambda: any(s.status == 403 for s in proxy.seen("GET", "daemonsets/waterline-agent"))
                       or agent.uninstalled() is True, 30)  # fmt: skip
             assert agent.uninstalled() is True
             agent.on_exit()
@@ -421,7 +422,7 @@ def _ds_gone(admin: KubeApi) -> bool:
 def _reinstall(kube: RealCluster) -> None:
     """deploy/ again: the new DaemonSet adopts the orphaned agent pods."""
     _hold(kube.api, None)
-    kube.wait(lambda: _ds_gone(kube.api) or not _deleting(kube.api), 60)
+    wait_until(lambda: _ds_gone(kube.api) or not _deleting(kube.api), 60)
     kube.kubectl("apply", "-k", str(ROOT / "deploy"))
 
 

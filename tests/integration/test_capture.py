@@ -11,7 +11,7 @@ as measured). With a lower waterline (``--policies DIR``) the replay throttles m
 The live decisions are read from the capture's own log (one JSON line per action).
 
 `waterline capture --kubeconfig --node-name` watches a node of the real cluster
-(tests/cluster.py) with the agent's token: its pods made by a ReplicaSet and run by kwok,
+(devtools/harness/cluster.py) with the agent's token: its pods made by a ReplicaSet and run by kwok,
 their cgroups built from their real uids.
 """
 
@@ -30,8 +30,8 @@ import yaml
 
 from devtools.demo.cgroups import CgroupTree
 from devtools.demo.pods import DemoPod
-from tests.cluster import RealCluster
-from tests.integration.agent_env import Pool, demo_pod
+from devtools.harness.agent_env import Pool, demo_pod
+from devtools.harness.cluster import RealCluster
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,8 +80,8 @@ def live_actions(log: str) -> list[list[tuple[str, str, float | None]]]:
         if not line.startswith("{"):
             continue  # the progress line
         entry = json.loads(line)
-        if entry.get("event") in ("throttle", "restore", "restore-step") and "tick" in entry:
-            action = entry["event"].removesuffix("-step")  # the report calls both restore
+        if entry.get("code") in ("throttle", "restore", "restore-step") and "tick" in entry:
+            action = entry["code"].removesuffix("-step")  # the report calls both restore
             ticks[entry["tick"] - 1].append((action, entry["pod"], entry.get("cpu_cap")))
     return ticks
 

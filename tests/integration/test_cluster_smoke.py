@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.cluster import RealCluster
+from devtools.harness.cluster import RealCluster
+from devtools.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ def test_a_deployment_is_scheduled_onto_a_kwok_node_and_runs(kube: RealCluster) 
                               "spec": {"nodeSelector": {"pool": ns},
                                        "containers": [{"name": "main", "image": "pause"}]}}},
     }])  # fmt: skip
-    kube.wait(lambda: len(_running(kube, ns)) == 2)
+    wait_until(lambda: len(_running(kube, ns)) == 2)
     assert {p["spec"]["nodeName"] for p in _running(kube, ns)} == {node}
 
 

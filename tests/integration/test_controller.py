@@ -22,7 +22,8 @@ import pytest
 import structlog
 
 from agent.cluster.resources import MIGRATION_JOBS
-from tests.cluster import RealCluster, unique
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.waiting import wait_until
 from tests.integration.controller_env import (
     Made,
     Replica,
@@ -38,7 +39,6 @@ from tests.integration.controller_env import (
     replicas,
     replicaset,
     wait_running,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration

@@ -33,8 +33,9 @@ import pytest
 
 from agent.cluster.resources import MIGRATION_JOBS
 from agent.model.timeutil import parse_time
-from tests.cluster import RealCluster, unique
-from tests.faultproxy import Fault, FaultProxy, Seen
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.faultproxy import Fault, FaultProxy, Seen
+from devtools.harness.waiting import wait_until
 from tests.integration.controller_env import (
     LEASE_NAME,
     Made,
@@ -46,7 +47,6 @@ from tests.integration.controller_env import (
     replicas,
     replicaset,
     wait_running,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration

@@ -37,11 +37,13 @@ from agent.node.loop import NodeLoop, TickOutcome
 from agent.node.tick import NodeBrain
 from devtools.demo.cgroups import CgroupTree, KernelMeter
 from devtools.demo.pods import DemoPod
+from devtools.harness.logs import coded
+from devtools.harness.waiting import wait_until
 from executors.cgroup_isolation import CgroupIsolator
+from tests import builders
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-QOS = "qos.waterline.io/v1alpha1"
 LC = "qos.waterline.io/latency-critical"
 NOT_LC = {"matchExpressions": [{"key": LC, "operator": "NotIn", "values": ["true"]}]}
 
@@ -72,13 +74,11 @@ def policy(idle: bool = False, burst: float | None = None) -> list[dict[str, Any
         isolation["burst"] = {"quotaPercent": burst}
     if not isolation:
         return []
-    return [{"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "colocated"},
-             "spec": {"cpuIsolation": isolation}}]  # fmt: skip
+    return [builders.policy("colocated", spec={"cpuIsolation": isolation})]
 
 
 def node() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "demo-node"},
-            "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"}}}  # fmt: skip
+    return builders.node("demo-node", "2", "4Gi")
 
 
 def write_objects(path: Path, docs: list[dict[str, Any]]) -> None:
@@ -361,12 +361,14 @@ class Watch:
         return self.seen
 
 
-def wait_for(proc: subprocess.Popen[bytes], log: Path, words: bytes, seconds: float = 30.0) -> None:
-    deadline = time.monotonic() + seconds
-    while words not in log.read_bytes():
+def wait_for(proc: subprocess.Popen[bytes], log: Path, code: str, seconds: float = 30.0) -> None:
+    """Until the agent's log has an event of ``code``; fails at once if the agent died."""
+
+    def logged() -> bool:
         assert proc.poll() is None, log.read_text()[-2000:]
-        assert time.monotonic() < deadline, f"no {words!r} in {log.read_text()[-2000:]}"
-        time.sleep(0.05)
+        return bool(coded(log.read_bytes(), code))
+
+    wait_until(logged, seconds, what=f"an event {code}", explain=lambda: log.read_text()[-2000:])
 
 
 def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
@@ -388,7 +390,7 @@ def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
         first = subprocess.Popen(agent_command(objects, state, tree.kubelet_root), cwd=ROOT,  # noqa: S603
                                  stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        wait_for(first, first_log, b'"idle"')
+        wait_for(first, first_log, "idle")
         assert cpu_file(tree, batch, "cpu.idle") == "1"
     finally:
         first.kill()  # no clean-up on the way out
@@ -401,7 +403,7 @@ def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
         second = subprocess.Popen(agent_command(objects, state, tree.kubelet_root), cwd=ROOT,  # noqa: S603
                                   stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        wait_for(second, second_log, b"idle and burst marks adopted")
+        wait_for(second, second_log, "marks-adopted")
         time.sleep(1.5)  # three ticks of the adopted mark
         assert watch.stop() == {"1"}, second_log.read_text()[-2000:]
         second.send_signal(signal.SIGTERM)
@@ -411,7 +413,7 @@ def test_a_killed_agents_idle_mark_is_adopted_kept_and_released_exactly(
             second.kill()
             second.wait(timeout=10)
     said = second_log.read_text()
-    assert "idle and burst marks released" in said and '"idle released"' in said, said[-2000:]
+    assert coded(said, "marks-released") and coded(said, "idle-released"), said[-2000:]
     assert (cpu_file(tree, batch, "cpu.idle"), cpu_file(tree, batch, "cpu.shares")) == ("0", "307")
     assert recorded(state) == {}
 

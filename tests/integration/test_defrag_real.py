@@ -10,7 +10,7 @@ import pytest
 from agent.kube.fetching import Selectors, list_objects
 from agent.kube.resources import NODES
 from bench import defrag_real
-from tests.cluster import RealCluster
+from devtools.harness.cluster import RealCluster
 
 pytestmark = pytest.mark.integration
 

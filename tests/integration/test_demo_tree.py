@@ -16,6 +16,8 @@ import pytest
 
 from devtools.demo.cgroups import BUSY, CgroupTree
 from devtools.demo.pods import DemoPod
+from devtools.harness.waiting import wait_until
+from tests.need import need
 
 pytestmark = pytest.mark.integration
 
@@ -58,9 +60,7 @@ def test_stop_kills_a_process_with_everything_it_started(tree: CgroupTree) -> No
     """A pod's process that forked (here: a shell with two sleeps) goes with its children."""
     shell = psutil.Popen(["/bin/sh", "-c", "sleep 60 & sleep 60 & wait"], start_new_session=True)
     tree.procs["forking"] = shell
-    deadline = time.monotonic() + 10
-    while len(shell.children()) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: len(shell.children()) >= 2, 10, "the shell's two sleeps", interval=0.01)
     children = shell.children()
     assert len(children) == 2
 
@@ -78,11 +78,11 @@ def _demo_roots() -> list[str]:
     from devtools.demo.cgroups import v1_roots
 
     if os.geteuid() != 0:
-        pytest.skip("needs root to create cgroups")
+        need("root, to create cgroups")
     try:
         cpu, acct, memory = v1_roots(CGROUP_ROOT, PROC_ROOT)
     except ValueError as err:
-        pytest.skip(str(err))
+        need(f"cgroup v1 cpu and cpuacct hierarchies: {err}")
     return sorted({cpu, acct, memory or cpu})
 
 
@@ -128,10 +128,7 @@ def test_a_killed_demo_leaves_no_process_and_the_next_demo_removes_its_cgroups()
 
     demo.kill()  # SIGKILL: no clean-up code runs
     demo.wait(timeout=10)
-    deadline = time.monotonic() + 10
-    while any(_running(p) for p in busy) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [p for p in busy if _running(p)], "busy processes outlived the demo"
+    wait_until(lambda: not any(_running(p) for p in busy), 10, "busy processes outlived the demo")
     assert _tasks(roots, name) == set()
     assert all(os.path.isdir(os.path.join(root, name)) for root in roots)  # only the cgroups stay
 

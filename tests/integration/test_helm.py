@@ -1,5 +1,5 @@
 """charts/waterline installed, upgraded and uninstalled by the real ``helm`` on the real
-control plane (tests/cluster.py; kwok nodes run the pods, so nothing runs the programs).
+control plane (devtools/harness/cluster.py; kwok nodes run the pods, so nothing runs the programs).
 
 The ``kube`` fixture already has deploy/ in waterline-system (kubectl apply -k), so each
 release here takes namespaces of its own and a release name other than "waterline": the
@@ -35,8 +35,9 @@ from agent.kube.nodeview import OwnDaemonSet
 from agent.kube.resources import DAEMONSETS
 from agent.kube.watching import start_watches
 from agent.node.incluster import agent_uninstalled
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.waiting import wait_until
 from tests.chart import CHART, helm
-from tests.cluster import RealCluster, unique
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +103,7 @@ def _watching_its_daemonset(kube: RealCluster, agent: Path, namespace: str) -> I
     watch = [(DAEMONSETS, Selectors(namespace=namespace, field_selector="metadata.name=waterline-agent"))]
     informers = start_watches(api, cache, watch)
     try:
-        kube.wait(lambda: seen.seen, timeout=60)
+        wait_until(lambda: seen.seen, timeout=60)
         yield seen
     finally:
         informers.stop()
@@ -148,10 +149,10 @@ def test_install_with_default_values_works_and_uninstall_leaves_only_the_crds(ku
         # Its ServiceAccount went with its DaemonSet: its own question gets no answer...
         assert _stopping_agent_is_told(kube, stopping, ns) is None
         # ...but its watch saw the DaemonSet go: an uninstall, every cap released.
-        kube.wait(lambda: seen.deleted, timeout=60)
+        wait_until(lambda: seen.deleted, timeout=60)
         assert _stopping_agent_is_told(kube, stopping, ns, seen) is True
     assert not [d for d in made if _exists(kube, d)], "helm uninstall left objects of the release"
-    kube.wait(lambda: not _agent_pods(kube, ns), timeout=120)
+    wait_until(lambda: not _agent_pods(kube, ns), timeout=120)
     # What remains: the namespace (--create-namespace made it, the release does not own
     # it), empty of Waterline; the CRDs (Helm never deletes them).
     assert _left_in(kube, ns) == set()
@@ -199,7 +200,7 @@ def test_values_file_moves_changes_narrows_and_turns_the_controller_off(
     ds = _get(kube, "daemonset", "waterline-agent", "-n", ns)
     assert ds["metadata"]["generation"] == before + 1
     assert ds["status"]["updatedNumberScheduled"] == ds["status"]["desiredNumberScheduled"] == 1
-    kube.wait(lambda: [p["metadata"]["uid"] for p in _agent_pods(kube, ns)] not in ([], [pod["metadata"]["uid"]]),
+    wait_until(lambda: [p["metadata"]["uid"] for p in _agent_pods(kube, ns)] not in ([], [pod["metadata"]["uid"]]),
               timeout=120)  # fmt: skip
     (rolled,) = _agent_pods(kube, ns)
     assert rolled["spec"]["containers"][0]["image"] == "registry.example.com/waterline:0.1.0-edge2"
@@ -217,7 +218,7 @@ def test_values_file_moves_changes_narrows_and_turns_the_controller_off(
     _uninstall(kube, release, home)
     assert not [d for d in made if d["kind"] != "Namespace" and _exists(kube, d)]
     # The namespace was the chart's: it goes too, with whatever the programs left in it.
-    kube.wait(lambda: not kube.kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").stdout,
+    wait_until(lambda: not kube.kubectl("get", "namespace", ns, "--ignore-not-found", "-o", "name").stdout,
               timeout=180)  # fmt: skip
 
 

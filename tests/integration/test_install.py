@@ -17,8 +17,9 @@ import pytest
 import yaml
 
 from agent.kube.resources import ACTIONS, POLICIES
-from tests.cluster import ROOT, RealCluster, unique
-from tests.integration.controller_env import Made, replicas, wait_until
+from devtools.harness.cluster import ROOT, RealCluster, unique
+from devtools.harness.waiting import wait_until
+from tests.integration.controller_env import Made, replicas
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,9 @@ import pytest
 
 from agent.cluster.access import controller_access
 from agent.kube.leases import ElectionArgs, KubeLeases, LeaderElector
-from tests.cluster import RealCluster, unique
-from tests.integration.controller_env import LEASE_NAME, LEASE_NS, lease, wait_until
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.waiting import wait_until
+from tests.integration.controller_env import LEASE_NAME, LEASE_NS, lease
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,10 @@ from agent.kube.client import KubeApi
 from agent.kube.fetching import Selectors
 from agent.kube.resources import PODS
 from agent.kube.watching import Reflector, WatchArgs
-from tests.cluster import NAMESPACE, RealCluster
-from tests.faultproxy import Fault, FaultProxy
-from tests.integration.agent_env import Pool, name_of
+from devtools.harness.agent_env import Pool, name_of
+from devtools.harness.cluster import NAMESPACE, RealCluster
+from devtools.harness.faultproxy import Fault, FaultProxy
+from devtools.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -78,12 +79,13 @@ def running(pool: Pool) -> list[str]:
 
 def scale(kube: RealCluster, pool: Pool, replicas: int) -> None:
     kube.kubectl("-n", pool.namespace, "scale", "rs", "w", f"--replicas={replicas}")
-    kube.wait(lambda: len(running(pool)) == replicas, 60)
+    wait_until(lambda: len(running(pool)) == replicas, 60)
 
 
 def events(logs: list[dict[str, Any]]) -> list[str]:
+    """level:code of each event the watch logged (its stable code, not its sentence)."""
     return [
-        f"{e['log_level']}:{e['event']}"
+        f"{e['log_level']}:{e.get('code')}"
         for e in logs
         if e["log_level"] in ("warning", "info", "error")
     ]
@@ -98,12 +100,12 @@ def test_watch_dropped_mid_stream_resumes_without_loss_or_relist(kube: RealClust
         cache = Cache()
         proxy.inject(Fault(ALL_PODS, watch=True, drop_after=1))
         with reflecting(api, node, cache):
-            kube.wait(lambda: cache.synced(["Pod"]))
+            wait_until(lambda: cache.synced(["Pod"]))
             scale(kube, pool, 4)
-            kube.wait(lambda: names(cache) == running(pool), 30)
+            wait_until(lambda: names(cache) == running(pool), 30)
             assert cache.api_reachable
         assert lists(proxy) == 1  # resumed from its resourceVersion, no relist
-    assert events(logs) == ["warning:watch failed, retrying with backoff", "info:watch recovered"]
+    assert events(logs) == ["warning:watch-failed", "info:watch-recovered"]
 
 
 def test_410_on_resume_after_an_apiserver_restart_relists_and_sees_deletions(
@@ -116,27 +118,27 @@ def test_410_on_resume_after_an_apiserver_restart_relists_and_sees_deletions(
     with watched(kube, pool, 2) as (proxy, api, node), capture_logs() as logs:
         cache = Cache()
         with reflecting(api, node, cache) as reflector:
-            kube.wait(lambda: names(cache) == running(pool) and len(names(cache)) == 2, 30)
+            wait_until(lambda: names(cache) == running(pool) and len(names(cache)) == 2, 30)
             blocker = proxy.inject(Fault(ALL_PODS, watch=True, status=503, times=10**6))
             proxy.drop_watches()
-            kube.wait(lambda: not cache.api_reachable)  # retrying against the 503s
+            wait_until(lambda: not cache.api_reachable)  # retrying against the 503s
             held_at = reflector.resource_version
             gone = running(pool)[0]
             kube.kubectl("-n", pool.namespace, "delete", "pod", gone)  # the ReplicaSet replaces it
-            kube.wait(lambda: gone not in running(pool) and len(running(pool)) == 2, 60)
+            wait_until(lambda: gone not in running(pool) and len(running(pool)) == 2, 60)
             started = time.monotonic()
             kube.restart_apiserver()
             restart = time.monotonic() - started
             blocker.times = 0
-            kube.wait(lambda: names(cache) == running(pool), 60)
-            kube.wait(lambda: cache.api_reachable, 60)
+            wait_until(lambda: names(cache) == running(pool), 60)
+            wait_until(lambda: cache.api_reachable, 60)
         assert gone not in names(cache)
         assert lists(proxy) == 2  # the first list, and the relist after the 410
     gones = [(path, code) for path, code in proxy.watch_errors if code == 410]
     assert gones and f"resourceVersion={held_at}" in gones[0][0], proxy.watch_errors
     seen = events(logs)
-    assert seen.count("info:watch version expired, relisting") == 1, seen
-    assert seen[0] == "warning:watch failed, retrying with backoff", seen
+    assert seen.count("info:watch-relist") == 1, seen
+    assert seen[0] == "warning:watch-failed", seen
     print(f"\nkube-apiserver restarted in {restart:.1f} s; the watch resumed at "
           f"resourceVersion={held_at} got 410 from the real server, then one relist")
 
@@ -146,10 +148,10 @@ def test_500s_back_off_then_recover_logged_once(kube: RealCluster, pool: Pool) -
         proxy.inject(Fault(ALL_PODS, watch=False, status=500, times=4))
         cache = Cache()
         with reflecting(api, node, cache):
-            kube.wait(lambda: cache.synced(["Pod"]))
+            wait_until(lambda: cache.synced(["Pod"]))
             assert names(cache) == running(pool) and cache.api_reachable
         assert lists(proxy) == 5
-    assert events(logs) == ["warning:watch failed, retrying with backoff", "info:watch recovered"]
+    assert events(logs) == ["warning:watch-failed", "info:watch-recovered"]
 
 
 def test_client_side_timeouts_are_retried(kube: RealCluster, pool: Pool) -> None:
@@ -157,9 +159,9 @@ def test_client_side_timeouts_are_retried(kube: RealCluster, pool: Pool) -> None
         proxy.inject(Fault(ALL_PODS, watch=False, status=0, delay=3.0, times=2))
         cache = Cache()
         with reflecting(api, node, cache):
-            kube.wait(lambda: cache.synced(["Pod"]))
+            wait_until(lambda: cache.synced(["Pod"]))
             assert names(cache) == running(pool)
-    assert events(logs) == ["warning:watch failed, retrying with backoff", "info:watch recovered"]
+    assert events(logs) == ["warning:watch-failed", "info:watch-recovered"]
     assert "KubeUnreachable" in logs[0]["error"]
 
 
@@ -168,10 +170,10 @@ def test_malformed_watch_line_is_skipped_by_resuming(kube: RealCluster, pool: Po
         proxy.inject(Fault(ALL_PODS, watch=True, garbage=b"{this is not json"))
         cache = Cache()
         with reflecting(api, node, cache):
-            kube.wait(lambda: cache.synced(["Pod"]))
+            wait_until(lambda: cache.synced(["Pod"]))
             scale(kube, pool, 2)
-            kube.wait(lambda: names(cache) == running(pool), 30)
-    assert events(logs) == ["warning:watch failed, retrying with backoff", "info:watch recovered"]
+            wait_until(lambda: names(cache) == running(pool), 30)
+    assert events(logs) == ["warning:watch-failed", "info:watch-recovered"]
     assert "malformed watch line" in logs[0]["error"]
 
 
@@ -188,12 +190,12 @@ def test_a_malformed_object_does_not_hide_the_others(kube: RealCluster, pool: Po
         proxy.inject(Fault(ALL_PODS, status=0, edit=spoil, times=10**6))
         cache = Cache()
         with reflecting(api, node, cache):
-            kube.wait(lambda: cache.synced(["Pod"]))
+            wait_until(lambda: cache.synced(["Pod"]))
             assert names(cache) == [n for n in running(pool) if n != bad]
             assert list(cache.invalid("Pod")) == [f"{pool.namespace}/{bad}"]
             # the same bad object again (a label change): still one log line
             kube.kubectl("-n", pool.namespace, "label", "pod", bad, "x=y")
             scale(kube, pool, 4)
-            kube.wait(lambda: names(cache) == [n for n in running(pool) if n != bad], 30)
+            wait_until(lambda: names(cache) == [n for n in running(pool) if n != bad], 30)
             assert "spec.containers[0].resources.requests" in cache.invalid("Pod")[f"{pool.namespace}/{bad}"]
-    assert events(logs) == ["warning:invalid object left out of the cache"]
+    assert events(logs) == ["warning:invalid-object-skipped"]

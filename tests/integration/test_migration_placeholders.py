@@ -33,7 +33,8 @@ from agent.kube.errors import KubeNotFound
 from agent.kube.fetching import Selectors, get_object, list_objects
 from agent.kube.patching import merge_patch
 from agent.kube.resources import EVENTS, NODES, PODS
-from tests.cluster import RealCluster, unique
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.waiting import wait_until
 from tests.integration.controller_env import (
     LEASE_NS,
     POOL_TAINT,
@@ -48,7 +49,6 @@ from tests.integration.controller_env import (
     release,
     replicas,
     wait_running,
-    wait_until,
 )
 
 pytestmark = pytest.mark.integration

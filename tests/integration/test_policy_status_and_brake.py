@@ -31,9 +31,11 @@ from agent.kube.patching import merge_patch
 from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, POLICIES, Resource
 from agent.kube.watching import WatchArgs
 from agent.model.timeutil import format_time
-from tests.cluster import RealCluster, unique
-from tests.faultproxy import FaultProxy
-from tests.integration.controller_env import Made, clear_brake, wait_until
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.faultproxy import FaultProxy
+from devtools.harness.waiting import wait_until
+from tests import builders
+from tests.integration.controller_env import Made, clear_brake
 
 pytestmark = pytest.mark.integration
 
@@ -41,17 +43,8 @@ NOW = time.time()
 AHEAD = NOW + 30 * 86400  # the brake's rounds: a month ahead
 
 
-def action(name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction",
-            "metadata": {"name": name}, "spec": spec}  # fmt: skip
-
-
 def policy(name: str, pool: str, value: Any, action_name: str) -> dict[str, Any]:
-    return {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "NodeQOSEnsurancePolicy",
-            "metadata": {"name": name},
-            "spec": {"nodeSelector": {"matchLabels": {"pool": pool}},
-                     "objectiveEnsurances": [{"name": "cpu", "actionName": action_name,
-                                              "metricRule": {"name": "cpu_total_usage", "value": value}}]}}  # fmt: skip
+    return builders.policy(name, [builders.rule("cpu", "cpu_total_usage", value, action_name)], pool=pool)
 
 
 def eviction_event(ns: str, i: int, node_name: str, at: float) -> dict[str, Any]:
@@ -116,7 +109,7 @@ def test_policies_and_actions_tell_their_state(running: Running, made: Made) -> 
     env, ctl = running, running.ctl
     throttle, missing = unique("throttle"), unique("no-such-action")
     good, dangling = unique("good"), unique("dangling")
-    made.add(ACTIONS, action(throttle, {"throttle": {"cpuThrottle": {"minCPURatio": 10}}}))
+    made.add(ACTIONS, builders.action(throttle, throttle={"minCPURatio": 10}))
     made.add(POLICIES, policy(good, env.pool, "6", throttle))
     made.add(POLICIES, policy(dangling, env.pool, "6", missing))
     ours = {throttle, good, dangling}

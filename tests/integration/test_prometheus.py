@@ -43,6 +43,7 @@ import pytest
 import yaml
 
 from collectors.layout import SYSTEMD, pod_path
+from tests.need import need
 
 pytestmark = pytest.mark.integration
 
@@ -366,9 +367,9 @@ def _rules_file(tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if not os.access(PROMETHEUS, os.X_OK) or not os.access(PROMTOOL, os.X_OK):
-        pytest.skip(
+        need(
             "Prometheus is not installed (no prometheus/promtool on PATH or in /usr/bin): "
-            "apt-get install prometheus (.ci/run does this where apt is available)"
+            "apt-get install prometheus (.ci/run does this)"
         )
     tmp = tmp_path_factory.mktemp("prometheus-check")
     node = FakeNode(tmp / "host")
@@ -654,7 +655,7 @@ def test_each_alert_fires_when_it_should_and_not_before(tmp_path: Path) -> None:
     Annotations are left out here (promtool compares them verbatim); the live test above
     checks that they render."""
     if not os.access(PROMTOOL, os.X_OK):
-        pytest.skip("promtool is not installed: apt-get install prometheus")
+        need("promtool is not installed: apt-get install prometheus")
     rule = yaml.safe_load(RULES.read_text())
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert set(ALERT_CASES) == set(alerts), "every alert needs a case"

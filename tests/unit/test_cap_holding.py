@@ -10,10 +10,10 @@ import pytest
 
 from agent.node.holding import HeldKeeper
 from agent.node.tick import NodeBrain
+from devtools.harness.fake_cgroups import FakeTree, ListLogger
 from engine.records import ThrottleRecord
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
-from tests.unit.fake_cgroups import FakeTree, ListLogger
 from tests.unit.test_quota_state import POD, _tree
 
 
@@ -125,7 +125,7 @@ def test_the_keeper_counts_every_revert_logs_once_per_pod_and_forgets_lost_caps(
     keeper()  # nothing lifted: nothing counted
     assert counted == [("cpu_quota", 2), ("cpu_quota", 2)]
     assert keeper.reverted == 4
-    assert [e for e, _f in log.events if e.startswith("cap lifted")] == [log.events[0][0]]
+    assert [f["code"] for _e, f in log.events if str(f.get("code", "")).startswith("cap-lifted")] == ["cap-lifted"]
     assert "default/web" in brain.state.throttled
 
     _lift(tree, container.format("c1"), "max 100000")

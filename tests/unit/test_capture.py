@@ -28,9 +28,9 @@ from agent.scenario import parse_scenario
 from agent.simulate.html import render_html
 from agent.simulate.sections import build_report
 from collectors.layout import PodCgroupLayout
+from devtools.harness.fake_cgroups import FakeTree, make_pod
 from tests import builders as b
 from tests.conftest import SCENARIOS
-from tests.unit.fake_cgroups import FakeTree, make_pod
 
 NODE = Node(name="n1", allocatable={"cpu": 2.0, "memory": 8e9, "pods": 110.0})
 

@@ -21,12 +21,12 @@ from agent.node.holding import HeldKeeper
 from agent.node.loop import Objects
 from agent.node.resume import Resume
 from agent.node.tick import NodeBrain
+from devtools.harness.fake_cgroups import FakeTree
 from engine.state import NodeState
 from executors.adoption import adopt_marks
 from executors.cgroup_isolation import CgroupIsolator, spec_weight
 from executors.isolation_state import IsolationState
 from tests.builders import node, pod
-from tests.unit.fake_cgroups import FakeTree
 
 KUBEPODS = "kubepods"
 BE_REL = f"{KUBEPODS}/besteffort/podbe"

@@ -16,7 +16,7 @@ from collectors.layout import (
     kubepods_path,
     pod_path,
 )
-from tests.unit.fake_cgroups import make_pod
+from devtools.harness.fake_cgroups import make_pod
 
 HYBRID = """\
 31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

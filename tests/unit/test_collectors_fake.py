@@ -12,7 +12,7 @@ from collectors.files import OnceLog, stat_field
 from collectors.node_stats import NodeStatsCollector, meminfo_field
 from collectors.pod_stats import PodStatsCollector
 from collectors.psi import parse_psi, some_avg10
-from tests.unit.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
+from devtools.harness.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
 
 V2_POD = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice"
 V1_POD = "kubepods/burstable/podu-1"

@@ -12,10 +12,10 @@ from agent.model.settings import AgentSettings
 from agent.model.usage import PodUsage
 from agent.node.console import render, result_of
 from agent.node.loop import Collection
+from devtools.harness.fake_cgroups import FakeTree, make_pod
 from executors.actuators import CpuThrottler
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
-from tests.unit.fake_cgroups import FakeTree, make_pod
 from tests.unit.test_loop import (
     Scripted,
     cpu,

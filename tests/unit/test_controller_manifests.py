@@ -6,10 +6,7 @@ metrics it exports and link runbooks that exist in docs/controller.md."""
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agent import defaults
 from agent.cluster.metrics import ControllerMetrics
+from tests.chart import kustomize
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -28,20 +26,9 @@ VERSIONS = ("1.30.0", "1.32.0")  # the oldest we install on; the kubectl install
 OPERATOR_GROUP = "monitoring.coreos.com/"
 
 
-def _kustomize(directory: Path) -> list[dict[str, Any]]:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed")
-    out = subprocess.run(
-        [kubectl, "kustomize", str(directory)], check=True, capture_output=True, text=True,
-        env={**os.environ, "KUBECONFIG": "/dev/null"},
-    )  # fmt: skip
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
 @pytest.mark.parametrize("version", VERSIONS)
 def test_the_rendered_install_passes_kubernetes_schemas(version: str) -> None:
-    docs = _kustomize(DEPLOY)
+    docs = kustomize(DEPLOY)
     kinds = {d["kind"] for d in docs}
     assert {"Deployment", "DaemonSet", "PodDisruptionBudget", "ValidatingAdmissionPolicy",
             "ValidatingAdmissionPolicyBinding", "Role", "RoleBinding"} <= kinds  # fmt: skip
@@ -50,7 +37,7 @@ def test_the_rendered_install_passes_kubernetes_schemas(version: str) -> None:
 
 
 def test_the_rendered_monitoring_objects() -> None:
-    docs = _kustomize(DEPLOY / "prometheus")
+    docs = kustomize(DEPLOY / "prometheus")
     names = {(d["kind"], d["metadata"]["name"]) for d in docs}
     assert ("PodMonitor", "waterline-controller") in names
     assert ("PrometheusRule", "waterline-controller") in names

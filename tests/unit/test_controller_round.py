@@ -47,7 +47,7 @@ def test_queue_preemption_evicts_when_enabled_and_pauses_on_an_invalid_queue() -
     with capture_logs() as logs:
         ctl.round(store, now)
     assert evicted == []
-    assert any("queues skipped" in e["event"] for e in logs)
+    assert any(e.get("code") == "engine-skipped" and e["engine"] == "queues" for e in logs)
 
 
 def test_a_round_that_could_not_write_or_read_is_a_failure() -> None:

@@ -11,8 +11,6 @@ import copy
 import functools
 import os
 import re
-import shutil
-import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ import yaml
 
 from agent import defaults
 from collectors.layout import kubepods_path
+from tests.chart import kustomize
 from tests.deploy_manifests import DEPLOY as COMPONENTS_BASE
 from tests.deploy_manifests import agent_args, agent_daemonset, agent_mounts, component_names
 
@@ -280,17 +279,10 @@ def test_components_render_the_same_through_kubectl_kustomize(
     component: str, tmp_path: Path
 ) -> None:
     """The patch reading in tests/deploy_manifests.py agrees with kustomize's own."""
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        pytest.skip("kubectl is not installed: components checked by our own patch reader only")
     base = os.path.relpath(COMPONENTS_BASE, tmp_path)
     overlay = {"resources": [base], "components": [f"{base}/components/{component}"]}
     (tmp_path / "kustomization.yaml").write_text(yaml.safe_dump(overlay))
-    out = subprocess.run(  # noqa: S603
-        [kubectl, "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    (ds,) = [d for d in yaml.safe_load_all(out.stdout) if d and d["kind"] == "DaemonSet"]
+    (ds,) = [d for d in kustomize(tmp_path) if d["kind"] == "DaemonSet"]
     assert agent_mounts(ds) == agent_mounts(agent_daemonset(component))
 
 

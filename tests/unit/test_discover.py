@@ -17,7 +17,7 @@ from agent.node.discover import discover
 from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.local_objects import _same_roots, add_arguments, run
-from tests.unit.fake_cgroups import FakeTree
+from devtools.harness.fake_cgroups import FakeTree
 
 CID = {name: (name * 64)[:64] for name in ("a", "b", "c", "d", "e")}
 UIDS = {

@@ -20,7 +20,7 @@ from collectors.interference import (
 )
 from collectors.node_stats import NodeStatsCollector
 from collectors.pod_stats import PodStatsCollector
-from tests.unit.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
+from devtools.harness.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
 
 V1_LC = "kubepods/podlc-1"
 V1_BE = "kubepods/besteffort/podbe-1"

@@ -62,7 +62,7 @@ def test_every_unparsable_file_is_named_and_skipped_and_the_good_one_acts(folder
     assert objects.invalid == {"file": len(BAD_FILES) + 1}
     for name, (_, reason) in BAD_FILES.items():
         assert reason in source.bad_files[str(folder / name)], name
-    named = {e["path"]: e["error"] for e in logs if e["event"] in ("objects file skipped", "objects file unreadable")}
+    named = {e["path"]: e["error"] for e in logs if e.get("code") in ("objects-file-skipped", "objects-file-unreadable")}
     assert set(named) == {str(folder / n) for n in [*BAD_FILES, "pipe.yaml"]}
     assert "not a regular file" in named[str(folder / "pipe.yaml")]
 

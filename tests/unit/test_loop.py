@@ -28,41 +28,21 @@ from agent.node.host import build_host_parts
 from agent.node.local import FileObjectSource
 from agent.node.loop import Collection, NodeLoop, Objects, TickOutcome, action_result
 from agent.node.tick import NodeBrain
+from devtools.harness.fake_cgroups import Clock, FakeTree
 from executors.actuators import CpuThrottler
-from tests.unit.fake_cgroups import Clock, FakeTree
+from tests import builders
 
 # -- builders --------------------------------------------------------------------------
 
 
 def node_manifest(name: str = "n1", cpu: str = "4") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
-    }
+    return builders.node(name, cpu, "8Gi")
 
 
 def pod_manifest(name: str, uid: str, qos: str = "BestEffort", cid: str = "c1") -> dict[str, Any]:
-    resources: dict[str, Any] = {}
-    if qos == "Guaranteed":
-        resources = {
-            "requests": {"cpu": "1", "memory": "1Gi"},
-            "limits": {"cpu": "1", "memory": "1Gi"},
-        }
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": uid,
-                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                                          "name": "rs", "uid": "rs", "controller": True}]},
-        "spec": {"nodeName": "n1", "containers": [{"name": "main", "resources": resources}]},
-        "status": {
-            "phase": "Running",
-            "qosClass": qos,
-            "containerStatuses": [{"name": "main", "containerID": f"containerd://{cid}"}],
-        },
-    }
+    guaranteed = {"cpu": "1", "memory": "1Gi"} if qos == "Guaranteed" else None
+    return builders.pod(name, uid=uid, qos=qos, requests=guaranteed, limits=guaranteed, owner_name="rs",
+                        owner_uid="rs", started=None, ready=None, container_ids={"main": f"containerd://{cid}"})
 
 
 def policy_manifests(
@@ -78,18 +58,8 @@ def policy_manifests(
         spec["throttle"] = {"cpuThrottle": throttle or {"minCPURatio": 0, "stepCPURatio": 100}}
     if eviction:
         spec["eviction"] = {"terminationGracePeriodSeconds": 5}
-    return [
-        {
-            "apiVersion": "qos.waterline.io/v1alpha1",
-            "kind": "NodeQOSEnsurancePolicy",
-            "metadata": {"name": "guard"},
-            "spec": {"objectiveEnsurances": [{
-                "name": "high", "metricRule": {"name": metric, "value": value},
-                "avoidanceThreshold": avoid, "restoreThreshold": restore, "actionName": "act",
-            }]},
-        },
-        {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "AvoidanceAction", "metadata": {"name": "act"}, "spec": spec},
-    ]  # fmt: skip
+    high = builders.rule("high", metric, value, "act", avoidanceThreshold=avoid, restoreThreshold=restore)
+    return [builders.policy("guard", [high]), builders.action("act", spec=spec)]
 
 
 def objects_of(manifests: list[dict[str, Any]]) -> Objects:
@@ -464,9 +434,9 @@ def test_a_failure_streak_is_logged_when_it_starts_and_ends_not_every_tick() -> 
         loop = make_loop(objs, Scripted(script))
         for _ in range(62):
             loop.tick()
-    failed = [e for e in logs if e["event"] == "tick failed"]
+    failed = [e for e in logs if e.get("code") == "tick-failed"]
     assert [e["streak"] for e in failed] == [1, 60]
-    assert [e["failed_ticks"] for e in logs if e["event"] == "ticks succeed again"] == [61]
+    assert [e["failed_ticks"] for e in logs if e.get("code") == "ticks-succeed-again"] == [61]
 
 
 def test_a_throttle_whose_write_failed_is_logged_and_counted_as_failed() -> None:

@@ -6,24 +6,20 @@ from typing import Any
 
 from agent.cluster.policystatus import statuses
 from agent.model.objects import Node
+from tests import builders
 
 NOW = 1_800_000_000.0
 NODES = [Node(name="a", labels={"pool": "batch"}), Node(name="b", labels={"pool": "batch"}),
          Node(name="c", labels={"pool": "web"})]  # fmt: skip
 
 
-def action(name: str, spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    spec = spec or {"throttle": {"cpuThrottle": {"minCPURatio": 10}}}
-    return {"kind": "AvoidanceAction", "metadata": {"name": name, "generation": 1, "resourceVersion": "5"},
-            "spec": spec}  # fmt: skip
+def action(name: str) -> dict[str, Any]:
+    return builders.action(name, throttle={"minCPURatio": 10}, meta={"generation": 1, "resourceVersion": "5"})
 
 
 def policy(name: str, value: Any = "6", action_name: str = "t", pool: str = "batch") -> dict[str, Any]:
-    return {"kind": "NodeQOSEnsurancePolicy",
-            "metadata": {"name": name, "generation": 4, "resourceVersion": "9"},
-            "spec": {"nodeSelector": {"matchLabels": {"pool": pool}},
-                     "objectiveEnsurances": [{"name": "r", "actionName": action_name,
-                                              "metricRule": {"name": "cpu_total_usage", "value": value}}]}}  # fmt: skip
+    return builders.policy(name, [builders.rule("r", "cpu_total_usage", value, action_name)], pool=pool,
+                           meta={"generation": 4, "resourceVersion": "9"})  # fmt: skip
 
 
 def test_valid_and_invalid_objects_with_matched_nodes() -> None:

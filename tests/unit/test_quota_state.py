@@ -9,9 +9,9 @@ import pytest
 
 from agent.model.objects import BURSTABLE
 from collectors.cpu_quota import parse_quota
+from devtools.harness.fake_cgroups import FakeTree, make_pod
 from executors.cgroup_throttle import CgroupThrottler, quota_for
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
-from tests.unit.fake_cgroups import FakeTree, make_pod
 
 V2_POD = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice"
 V1_POD = "kubepods/burstable/podu-1"

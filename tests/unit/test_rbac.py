@@ -17,6 +17,7 @@ from agent.cluster.access import controller_access
 from agent.kube.access import AccessTable, Permission, call_of, grant
 from agent.kube.resources import CONFIGMAPS, NODES, PODS
 from agent.node.access import agent_access
+from devtools import rbac
 
 ROOT = Path(__file__).resolve().parents[2]
 RBAC = ROOT / "deploy" / "rbac.yaml"
@@ -136,3 +137,30 @@ def test_each_program_runs_as_its_service_account() -> None:
     accounts = {d["kind"]: d["spec"]["template"]["spec"]["serviceAccountName"]
                 for d in docs if d["kind"] in ("DaemonSet", "Deployment")}  # fmt: skip
     assert accounts == {"DaemonSet": "waterline-agent", "Deployment": "waterline-controller"}
+
+
+# -- the rules are written from the tables (devtools/rbac.py, `make chart`) ----------------
+
+
+def test_a_hand_edited_rule_is_written_back_from_the_table() -> None:
+    text = RBAC.read_text()
+    edited = text.replace("  verbs: [create, patch]\n", "  verbs: [create, patch, delete]\n", 1)
+    assert edited != text
+    assert rbac.rewrite(edited, "deploy/rbac.yaml") == text
+
+
+def test_a_grant_no_role_takes_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    roles = {n: r for n, r in rbac.NAMESPACED_ROLES.items() if n != "waterline-agent-brake"}
+    monkeypatch.setattr(rbac, "NAMESPACED_ROLES", {**roles, "waterline-agent-brake": ("agent", frozenset())})
+    with pytest.raises(rbac.RbacError, match="configmaps in namespace waterline-system named waterline-brake"):
+        rbac.rewrite(RBAC.read_text(), "deploy/rbac.yaml")
+
+
+def test_rules_are_the_fewest_that_grant_exactly_the_table() -> None:
+    """One rule per group, name and verb set; what it grants is the table, both ways."""
+    for table in (agent_access(), controller_access()):
+        made = rbac.rules(table.permissions)
+        keys = [(r.group, r.name, r.verbs) for r in made]
+        assert len(keys) == len(set(keys))
+        granted_back = {Permission(r.group, res, v, "", r.name) for r in made for res in r.resources for v in r.verbs}
+        assert granted_back == {Permission(p.group, p.resource, p.verb, "", p.name) for p in table.permissions}

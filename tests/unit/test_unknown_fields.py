@@ -40,7 +40,7 @@ def test_local_mode_skips_the_misspelt_policy_names_the_field_and_acts_on_the_go
     with capture_logs() as logs:
         objects = FileObjectSource([str(tmp_path)])()
     assert [p.name for p in objects.policies.policies] == ["guard"]
-    errors = [e["error"] for e in logs if e["event"] == "invalid policy or action"]
+    errors = [e["error"] for e in logs if e.get("code") == "invalid-object"]
     assert errors == [
         "NodeQOSEnsurancePolicy typo: spec.objectiveEnsurances[0].stratgy is not a known field "
         "(known: name, metricRule, avoidanceThreshold, restoreThreshold, actionName, strategy), "

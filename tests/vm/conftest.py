@@ -1,14 +1,13 @@
 """The guest, booted once per test run: every check of guest_checks.py runs in that boot.
 
 Where it cannot be had (no qemu, no root to build the image, a failed build) the tests
-skip with the reason on a workstation and fail in CI (``CI=true``), as tests/cluster.py
+skip with the reason on a workstation and fail in CI (``CI=true``), as devtools/harness/cluster.py
 does for the real cluster.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,18 +17,12 @@ import pytest
 
 from devtools.vm.guest import QEMU, Boot, GuestError, boot, prepare_share
 from devtools.vm.image import Image, ImageError, ensure_image
+from tests.need import need
 
 HERE = Path(__file__).resolve().parent
 #: Boot (45 s to 4 minutes under emulation, as busy as the machine is) and every check
 #: (5 to 15 minutes), with room.
 TIMEOUT = 2700
-
-
-def need(reason: str) -> None:
-    """Skip here, fail in CI: CI must never pass by not booting the guest."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the cgroup v2 guest is needed in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 @dataclass

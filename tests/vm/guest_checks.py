@@ -330,7 +330,7 @@ def v2_collectors(f: Figures) -> None:
 
 
 def _applied(events: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
-    return [e for e in events if e.get("event") == action and e.get("outcome") == "applied"]
+    return [e for e in events if e.get("code") == action and e.get("outcome") == "applied"]
 
 
 @check
@@ -471,7 +471,7 @@ def caps_hold_across_daemon_reloads(f: Figures) -> None:
         f["steps"] = steps
     f["lifts"] = lifts = watcher.lifts(cap)
     f["released"] = BATCH.cpu_max()
-    logged = [e for e in agent.events() if str(e.get("event", "")).startswith("cap lifted")]
+    logged = [e for e in agent.events() if e.get("code") in ("cap-lifted", "cap-lifted-forgotten")]
     f["lift_log_lines"] = len(logged)
     assert reloads_lifted >= 2, ("each daemon-reload lifts the cap", lifts)
     assert f["reverted_total"] is not None and f["reverted_total"] >= len(lifts) >= 3, f
@@ -488,7 +488,7 @@ def _longest_tick(agent: Agent) -> float:
     """An upper bound of the agent's longest tick, from its log: a tick that overran by
     ``skipped`` intervals took at most ``skipped + 1`` of them."""
     skipped = [int(e.get("skipped", 0)) for e in agent.events()
-               if e.get("event") == "tick overran its interval"]  # fmt: skip
+               if e.get("code") == "tick-overran"]  # fmt: skip
     return (max(skipped, default=0) + 1) * INTERVAL
 
 
@@ -579,7 +579,7 @@ def idle_and_burst_held_across_daemon_reload(f: Figures) -> None:
     watcher.join(5)
     f["idle_lifts"] = watcher.lifts("1", grace=INTERVAL + f["longest_tick_s"] + 0.5)
     f["released"] = {"idle": read(idle_file), "weight": read(weight_file), "burst": read(burst_file)}
-    logged = [e for e in agent.events() if "mark found reverted" in str(e.get("event", ""))]
+    logged = [e for e in agent.events() if e.get("code") == "mark-reverted"]
     f["revert_log_lines"] = len(logged)
     sh("systemctl", "set-property", "--runtime", scope(WEB_CID), "CPUQuota=")
     assert f["set"]["idle"] == "1" and f["set"]["burst"] == want_burst, f

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.need import need
 from tests.vm.conftest import GuestRun
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow, pytest.mark.integration]
@@ -75,7 +76,7 @@ def test_idle_mark_and_burst_are_held_across_daemon_reload_and_released_exactly(
     default."""
     f = guest.result("idle_and_burst_held_across_daemon_reload")
     if f.get("kernel_files") is False:
-        pytest.skip("the guest's kernel has no cpu.idle or cpu.max.burst")
+        need("a guest kernel with cpu.idle and cpu.max.burst (5.15 or later)")
     assert f["set"] == {"idle": "1", "weight_while_idle": f["set"]["weight_while_idle"], "burst": "75000"}
     assert len(f["idle_lifts"]) >= 2 and f["reverted"]["cpu_idle"] >= len(f["idle_lifts"])
     assert all(lift["for_s"] <= 1.0 + f["longest_tick_s"] + 0.5 for lift in f["idle_lifts"])

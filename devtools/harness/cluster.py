@@ -14,8 +14,10 @@ own ServiceAccounts' tokens (``token()``), so deploy/'s RBAC is what lets them w
 running under DIR (``make cluster``: ``.cluster``) instead of starting one, and leave it
 running; tests add their nodes and objects to it as usual.
 
-Where the cluster cannot be had (no Go, a failed build), a test that needs it skips with
-the reason on a workstation and fails in CI (``CI=true``).
+Where the cluster cannot be had (no Go, a failed build), ``start`` raises ClusterError with
+the reason: the tests' ``kube`` fixture then skips on a workstation and fails in CI
+(tests/need.py); a benchmark says so and measures nothing. This is the shared harness of
+the tests and the benchmarks (devtools/harness/): it imports neither, and no pytest.
 """
 
 from __future__ import annotations
@@ -31,28 +33,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from agent.kube.access import AccessTable
 from agent.kube.client import ClientArgs, KubeApi, build_api
 from devtools.cluster.api import write_kubeconfig
 from devtools.cluster.launcher import Cluster, ClusterError, kwok_node
 from devtools.cluster.node import down_all
-from tests.faultproxy import FaultProxy
+from devtools.harness.faultproxy import FaultProxy
+from devtools.harness.waiting import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BIN = ROOT / ".cluster" / "bin"
 NAMESPACE = "waterline-system"
 AGENT_SA = "waterline-agent"
 CONTROLLER_SA = "waterline-controller"
 _NAMES = itertools.count()
-
-
-def need(reason: str) -> None:
-    """Skip here, fail in CI: CI must never pass by not running the cluster's tests."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"the real cluster is needed in CI: {reason}", pytrace=False)
-    pytest.skip(reason)
 
 
 def unique(prefix: str) -> str:
@@ -158,7 +152,7 @@ class RealCluster:
         self.apply([{"apiVersion": "v1", "kind": "Namespace",
                      "metadata": {"name": name, "labels": dict(labels or {})}}])  # fmt: skip
         # Pods need the namespace's default ServiceAccount (the controller-manager makes it).
-        self.wait(lambda: self.kubectl("-n", name, "get", "sa", "default", check=False).returncode == 0)
+        wait_until(lambda: self.kubectl("-n", name, "get", "sa", "default", check=False).returncode == 0)
         return name
 
     def node(
@@ -189,16 +183,8 @@ class RealCluster:
             found[:] = [p["metadata"]["name"] for p in pods]
             return bool(found)
 
-        self.wait(running, timeout)
+        wait_until(running, timeout)
         return found[0]
-
-    @staticmethod
-    def wait(condition: Any, timeout: float = 60, interval: float = 0.1) -> None:
-        deadline = time.monotonic() + timeout
-        while not condition():
-            if time.monotonic() > deadline:
-                raise AssertionError("condition not reached in time")
-            time.sleep(interval)
 
     @contextmanager
     def proxy(self) -> Iterator[FaultProxy]:
@@ -234,15 +220,11 @@ def launch(folder: Path) -> RealCluster:
 
 def start(folder: Path) -> RealCluster:
     """``launch``, or borrow the cluster running under $WATERLINE_TEST_CLUSTER (never in
-    CI), or skip (fail in CI) with the reason."""
+    CI); ClusterError says why neither could be had."""
     borrowed = os.environ.get("WATERLINE_TEST_CLUSTER")
     if borrowed and os.environ.get("CI") != "true":
         running = Cluster(Path(borrowed).resolve(), BIN)
         if running.load() is None or not all(running.status().values()):
-            need(f"WATERLINE_TEST_CLUSTER={borrowed}: no cluster running there (make cluster)")
+            raise ClusterError(f"WATERLINE_TEST_CLUSTER={borrowed}: no cluster running there (make cluster)")
         return RealCluster(running, folder, borrowed=True)
-    try:
-        return launch(folder)
-    except ClusterError as err:
-        need(str(err))
-        raise
+    return launch(folder)

@@ -1,4 +1,4 @@
-"""What the node agent's tests on the real cluster share (tests/cluster.py, the ``kube``
+"""What the node agent's tests on the real cluster share (devtools/harness/cluster.py, the ``kube``
 fixture).
 
 A test takes a :class:`Pool`: its own namespace, kwok nodes labelled with the pool's name
@@ -37,9 +37,10 @@ from agent.node.lifecycle import Agent
 from agent.node.loop import TickOutcome
 from agent.node.wiring import build_agent
 from devtools.demo.pods import DemoPod
-from tests.cluster import RealCluster, unique
-from tests.faultproxy import FaultProxy
-from tests.unit.fake_cgroups import FakeTree
+from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.fake_cgroups import FakeTree
+from devtools.harness.faultproxy import FaultProxy
+from devtools.harness.waiting import wait_until
 
 QOS = "qos.waterline.io/v1alpha1"
 POOL_LABEL = "waterline.test/pool"
@@ -131,7 +132,7 @@ class Pool:
                         and p["status"].get("containerStatuses")]  # fmt: skip
             return len(found) >= count
 
-        self.kube.wait(enough, timeout)
+        wait_until(enough, timeout)
         return sorted(found, key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
 
     def events(self, names: Iterable[str] | None = None, namespace: str | None = None,
