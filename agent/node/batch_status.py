@@ -40,6 +40,7 @@ class ApiNodeStatus(NodeStatusWriter):
     release uses (the tick's own is budgeted per tick)."""
 
     released = "batch capacity removed from the node's status"
+    released_code = "batch-capacity-removed"
 
     def __init__(self, api: KubeApi, node_name: str, release_api: KubeApi | None = None) -> None:
         self.api = api

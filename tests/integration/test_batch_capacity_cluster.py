@@ -23,8 +23,8 @@ from agent.kube.resources import NODES, POLICIES
 from agent.model.batch import BATCH_CPU, BATCH_MEMORY
 from agent.model.quantity import parse_quantity
 from agent.node.batch_status import batch_patch
-from tests.cluster import RealCluster, unique
-from tests.integration.agent_env import QOS, Load, Pool, running_agent, tick_until
+from devtools.harness.agent_env import QOS, Load, Pool, running_agent, tick_until
+from devtools.harness.cluster import RealCluster, unique
 
 pytestmark = pytest.mark.integration
 

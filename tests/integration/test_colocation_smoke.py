@@ -20,7 +20,8 @@ import pytest
 from agent.defaults import CGROUP_ROOT, PROC_ROOT
 from bench.colocation_plot import chromium
 from devtools.demo.cgroups import v1_roots
-from tests.cluster import ROOT, need
+from devtools.harness.cluster import ROOT
+from tests.need import need
 
 pytestmark = pytest.mark.integration
 ROUNDS, WINDOW, WARMUP = 2, 2, 1
