@@ -125,10 +125,19 @@ class PlanActs:
                 "queue preemption",
                 starving=list(plan.starving),
                 victims=list(plan.victims),
+                reclaims=[f"{r.pod}->{r.node}: {', '.join(r.victims)}" for r in plan.reclaims],
                 enabled=enabled,
             )
-        if enabled:
-            self._evict(plan.victims, view, "queues")
+        if not enabled:
+            return
+        for r in plan.reclaims:
+            pending = view.pods.get(r.pod)
+            if pending is None:
+                continue  # gone since the snapshot: nothing to make room for
+            # nominated first, so that the scheduler holds the room for it against the
+            # victims' own replacements (as for DaemonSet preemption)
+            self.writer.nominate(pending, r.node, "queues")
+            self._evict(r.victims, view, "queues")
 
     def daemonset(
         self,
