@@ -588,3 +588,19 @@ def test_victims_never_take_a_queue_below_deserved(
             snap.remove(by_key[v], r.node)
         assert why_not(pod, snap[r.node]) is None
         snap.place(pod, r.node)
+
+
+def test_no_more_victims_while_the_last_ones_are_leaving() -> None:
+    """The next round, the victim is still terminating and the pod still pending, nominated
+    to its node: no second victim (the scheduler's rule), and its room stays counted."""
+    qs = [Queue("q1"), Queue("q2")]
+    pods = [qpod("a", "q1", 2, started=NOW - 10), qpod("b", "q1", 2), qpod("c", "q1", 2)]
+    waiting = [qpod("w1", "q2", 2, running=False), qpod("w2", "q2", 2, running=False)]
+    first = decide(qs, [node(cpu=6.0)], [*pods, *waiting], NOW)
+    assert [(r.pod, r.victims) for r in first.reclaims] == [("default/w1", ("default/a",))]
+    leaving = replace(pods[0], deletion_time=NOW)
+    nominated = replace(waiting[0], nominated_node="n1")
+    # (w2: q2 deserves 3 cpu, so one 2-cpu pod is its share)
+    second = decide(qs, [node(cpu=6.0)], [leaving, *pods[1:], nominated, waiting[1]], NOW)
+    assert second.victims == ()
+    assert second.unplaced["default/w1"] == "VictimsLeaving n1"

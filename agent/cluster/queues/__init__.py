@@ -31,6 +31,10 @@ defrag and DaemonSet preemption share):
 * A pod that fits a Ready, schedulable node as things stand needs no victim (``fitsNow``);
   the plan counts it on the first such node by name (the scheduler picks its own node;
   this only tells later pods of the plan that the room is taken). Else:
+* A pod nominated to a node (``status.nominatedNodeName``) where pods of no higher
+  priority are still terminating gets no more victims (``VictimsLeaving <node>``): its
+  victims are leaving; the plan counts it on that node. The scheduler's own rule: without
+  it, every round until the victims are gone would take another set.
 * ``preemptionPolicy: Never``: no victims (``PreemptionPolicyNever``), as the scheduler.
 * A pod that would take its queue above deserved in a queue resource it requests
   (allocated, with the pods placed before it, + its request) gets no victims

@@ -45,6 +45,7 @@ from agent.model.queue import QUEUE_LABEL, Queue
 NEVER = "PreemptionPolicyNever"
 ABOVE_DESERVED = "AboveDeserved"
 NO_NODE = "NoNodeFits"
+LEAVING = "VictimsLeaving"
 
 #: The order a starving queue's pending pods are served in: higher priority, older, name.
 PENDING_ORDER: Order[Pod] = ordered_by(
@@ -157,6 +158,11 @@ class _Walk:
         if node is not None:
             self.land(queue, pod, node, ())
             return "fits", None
+        if self.victims_leaving(pod):
+            # as the scheduler: no more victims for a pod while pods are still leaving the
+            # node it was nominated to; the room they leave is counted as its own
+            self.land(queue, pod, pod.nominated_node, ())
+            return "unplaced", f"{LEAVING} {pod.nominated_node}"
         if pod.preemption_policy == PREEMPT_NEVER:
             return "unplaced", NEVER
         if not self.within_deserved(queue, pod):
@@ -167,6 +173,14 @@ class _Walk:
         name, victims = found
         self.land(queue, pod, name, victims)
         return "reclaim", Reclaim(pod.key, name, tuple(c.key for c in victims))
+
+    def victims_leaving(self, pod: Pod) -> bool:
+        """The pod is nominated to a node where pods of no higher priority are terminating
+        (the scheduler's own test before it lets a nominated pod preempt again)."""
+        state = self.snapshot.states.get(pod.nominated_node) if pod.nominated_node else None
+        return state is not None and any(
+            p.is_terminating and p.priority <= pod.priority for p in state.pods
+        )
 
     def within_deserved(self, queue: str, pod: Pod) -> bool:
         """Placing the pod keeps its queue at or below deserved in every queue resource it

@@ -124,6 +124,9 @@ class Pod:
     #: ``spec.preemptionPolicy``: ``Never`` = the pod waits for room, it never has other
     #: pods evicted for it (by the scheduler, or by Waterline's queue preemption).
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    #: ``status.nominatedNodeName``: the node a preemption made (is making) room on for
+    #: this pending pod.
+    nominated_node: str = ""
 
     @property
     def key(self) -> str:
@@ -407,6 +410,7 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             unschedulable="" if spec.get("nodeName") else _unschedulable(status),
             resizing=resize_under_way(spec, status),
             preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
+            nominated_node=str(status.get("nominatedNodeName") or ""),
         )
 
     return guarded("Pod", label, "", body)
