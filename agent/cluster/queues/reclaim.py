@@ -12,10 +12,11 @@ found for the previous one, and only nodes the plan changed since are looked at 
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.cluster.engine import slack
@@ -35,7 +36,6 @@ from agent.cluster.queues.victims import (
     Headroom,
     VictimCandidate,
     candidates_by_node,
-    victim_sort_key,
 )
 from agent.model.objects import PREEMPT_NEVER, Node, Pod, PodDisruptionBudget
 from agent.model.ordering import By, Order, ordered_by
@@ -90,17 +90,17 @@ def pending_by_queue(starving: Sequence[str], pods: Sequence[Pod]) -> dict[str, 
     return out
 
 
-def _shape(pod: Pod) -> object:
+def _shape(pod: Pod, labelled: bool) -> object:
     """What decides where a pod fits, as a hashable key (the pod itself when a part of it
-    does not hash: no memo for it)."""
+    does not hash: no memo for it). Its namespace and labels count only when some pod of
+    the snapshot has hostname anti-affinity terms (``labelled``): only those read them."""
     key = (
-        pod.namespace,
         tuple(sorted(pod.requests.items())),
         tuple(sorted(pod.node_selector.items())),
         pod.node_affinity,
         pod.tolerations,
         pod.anti_affinity,
-        tuple(sorted(pod.labels.items())),
+        (pod.namespace, tuple(sorted(pod.labels.items()))) if labelled else None,
     )
     try:
         hash(key)
@@ -146,8 +146,24 @@ class _Walk:
         self.args = args
         #: Nodes whose room grew (victims left), in order: the memos re-check only these.
         self.changed: list[str] = []
+        #: Every node a pod landed on, in order (its room changed either way).
+        self.touched: list[str] = []
         self.fit_memo: dict[object, _Seen] = {}
-        self.reason_memo: dict[object, tuple[int, str]] = {}
+        #: Per shape: the touched-log position and, per node, the victims found there (and
+        #: the resources they were checked in), or None.
+        self.victim_memo: dict[object, tuple[int, dict[str, tuple[list[VictimCandidate], list[str]] | None]]] = {}
+        self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
+        self.labelled = any(state.guarded for state in self.snapshot.states.values())
+        #: What every node could free at most (its donor candidates' requests summed).
+        self.reach: dict[str, dict[str, float]] = {}
+        for name, cands in self.cands.items():
+            total: dict[str, float] = {}
+            for c in cands:
+                for r, q in c.pod.requests.items():
+                    total[r] = total.get(r, 0.0) + q
+            self.reach[name] = total
+        #: Sets the exact searches of the whole plan may still try.
+        self.steps_left = args.search_steps
         self.exact = True
 
     # -- serving one pod ----------------------------------------------------------------
@@ -203,9 +219,14 @@ class _Walk:
         if victims:
             gone = {id(c) for c in victims}
             self.cands[name] = [c for c in self.cands[name] if id(c) not in gone]
+            reach = self.reach[name]
+            for c in victims:
+                for r, q in c.pod.requests.items():
+                    reach[r] = reach.get(r, 0.0) - q
             self.headroom.take(victims)
             self.budgets.take(victims)
             self.changed.append(name)
+        self.touched.append(name)
         state.add(pod)
         allocated = self.allocated.setdefault(queue, {})
         for r, q in pod.requests.items():
@@ -215,7 +236,7 @@ class _Walk:
     def fits_somewhere(self, pod: Pod) -> str | None:
         """The first node by name the pod fits on as things stand (the scheduler picks its
         own; this only tells later pods of the plan where room went)."""
-        key = _shape(pod)
+        key = _shape(pod, self.labelled)
         seen = self.fit_memo.get(key)
         if seen is None:
             names: list[str] = self.names
@@ -228,36 +249,60 @@ class _Walk:
     # -- with victims --------------------------------------------------------------------
     def best_node(self, pod: Pod) -> tuple[str, list[VictimCandidate]] | str:
         """The node with the fewest victims, then the cheapest (their victim-order keys,
-        compared in order), then the name; or the reason there is none."""
-        key = _shape(pod)
-        memo = self.reason_memo.get(key)
-        names = sorted(self.cands) if memo is None else sorted(set(self.changed[memo[0] :]) & set(self.cands))
-        best: tuple[int, list[tuple[object, ...]], str] | None = None
-        chosen: list[VictimCandidate] = []
-        for name in names:
-            limit = len(chosen) if best is not None else None
-            victims = self.on_node(pod, self.snapshot[name], self.cands[name], limit)
-            if victims is None:
+        compared in order), then the name; or the reason there is none.
+
+        Per shape, the answer of each node is kept: a node no pod landed on since keeps it
+        while its victims are still allowed (headroom and budgets only shrink, so a set
+        that is still allowed is still the best there, and a node with none still has
+        none)."""
+        key = _shape(pod, self.labelled)
+        memo = self.victim_memo.get(key)
+        if memo is None:
+            found: dict[str, _Hit | None] = {}
+            fresh: set[str] = set(self.cands)
+        else:
+            found = memo[1]
+            fresh = set(self.touched[memo[0] :]) & set(self.cands)
+        for name in fresh:
+            found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=False)
+        self.victim_memo[key] = (len(self.touched), found)
+        # Best first. A greedy answer enters with its lower bound (and sorts before an exact
+        # answer of that size): it is refined by the exact search only when it comes up; a
+        # kept answer is checked (still allowed?) only when it comes up.
+        heap = [(hit.rank(name), name) for name, hit in found.items() if hit is not None]
+        heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            hit = found[name]
+            if hit is None:
                 continue
-            rank = (len(victims), [victim_sort_key(c) for c in victims], name)
-            if best is None or rank < best:
-                best, chosen = rank, victims
-        if best is not None:
-            return best[2], chosen
-        reason = memo[1] if memo is not None else self.no_node_reason(pod)
-        self.reason_memo[key] = (len(self.changed), reason)
-        return reason
+            if name not in fresh and hit.victims is not None and not self.allowed(hit.victims, hit.resources):
+                hit = None  # taken since: look again
+            elif hit.refined and hit.victims is not None:
+                return name, hit.victims
+            fresh.add(name)
+            hit = found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=hit is not None)
+            if hit is not None:
+                heapq.heappush(heap, (hit.rank(name), name))
+        return self.no_node_reason(pod)
 
     def on_node(
-        self, pod: Pod, state: NodeState, cands: Sequence[VictimCandidate], limit: int | None
-    ) -> list[VictimCandidate] | None:
-        """The fewest, then cheapest, allowed victims on the node that make the pod fit;
-        None when there are none (or only more than ``limit``)."""
+        self, pod: Pod, state: NodeState, cands: Sequence[VictimCandidate], refine: bool
+    ) -> _Hit | None:
+        """The fewest, then cheapest, allowed victims on the node that make the pod fit
+        (``refine``: by the exact search; else the greedy walk's, with a lower bound of
+        the count); None when there are none."""
+        reach = self.reach.get(state.name, {})
+        for r, q in pod.requests.items():
+            if q > 0:
+                total = state.allocatable(r)
+                if state.used.get(r, 0.0) - reach.get(r, 0.0) + q > total + slack(total):
+                    return None  # even with every candidate gone
         if static_reason(pod, state.node) or anti_affinity_reason(pod, state):
             return None
         short = shortfall(pod, state)
         if not short:
-            return []
+            return _Hit([], [], True, 0)
         dims = list(short)
         resources = reclaimed(pod, short)
         need = [short[d] for d in dims]
@@ -269,17 +314,17 @@ class _Walk:
                 useful.append((c, frees))
         if not useful:
             return None
-        reach = [sum(f[i] for _, f in useful) for i in range(len(dims))]
-        if any(r < n - t for r, n, t in zip(reach, need, tol, strict=True)):
+        most = [sum(f[i] for _, f in useful) for i in range(len(dims))]
+        if any(r < n - t for r, n, t in zip(most, need, tol, strict=True)):
             return None  # even every allowed victim leaves it short
         greedy = self.greedy(useful, need, tol, resources)
-        most = len(greedy) if greedy is not None else len(useful)
-        if limit is not None:
-            most = min(most, limit)
-        exact = self.exact_search(useful, need, tol, resources, most)
+        if not refine:
+            return _Hit(greedy, resources, False, _fewest(useful, need, tol))
+        upto = len(greedy) if greedy is not None else len(useful)
+        exact = self.exact_search(useful, need, tol, resources, upto)
         if exact is not None:
-            return exact
-        return greedy if greedy is not None and (limit is None or len(greedy) <= limit) else None
+            return _Hit(exact, resources, True, len(exact))
+        return _Hit(greedy, resources, True, len(greedy)) if greedy is not None else None
 
     def allowed(self, taken: Sequence[VictimCandidate], resources: Sequence[str]) -> bool:
         return self.headroom.allows(taken, resources) and self.budgets.allows(taken)
@@ -324,21 +369,19 @@ class _Walk:
     ) -> list[VictimCandidate] | None:
         """The first allowed covering set of the fewest pods, sets of one size tried in
         victim order (so the first found is the cheapest), among the first
-        ``exact_search_classes`` candidates, within ``search_steps``. Marks the plan
-        inexact when it could not look at every set it needed to."""
+        ``exact_search_classes`` candidates, while the plan's ``search_steps`` last. Marks
+        the plan inexact when it could not look at every set it needed to."""
+        if self.steps_left <= 0:
+            self.exact = False
+            return None
         pool = useful[: self.args.exact_search_classes]
         if len(pool) < len(useful):
             self.exact = False
-        biggest = [max(f[i] for _, f in pool) if pool else 0.0 for i in range(len(need))]
-        fewest = max(
-            (math.ceil((n - t) / b) if b > 0 else math.inf for n, t, b in zip(need, tol, biggest, strict=True)),
-            default=0,
-        )
-        steps = 0
+        fewest = _fewest(pool, need, tol)
         for k in range(max(1, int(min(fewest, most + 1))), most + 1):
             for combo in itertools.combinations(range(len(pool)), k):
-                steps += 1
-                if steps > self.args.search_steps:
+                self.steps_left -= 1
+                if self.steps_left < 0:
                     self.exact = False
                     return None
                 freed = [sum(pool[i][1][d] for i in combo) for d in range(len(need))]
@@ -351,21 +394,66 @@ class _Walk:
 
     def no_node_reason(self, pod: Pod) -> str:
         """Why each node refuses the pod even with every allowed victim gone, counted as
-        the scheduler's message counts them."""
-        counts: Counter[str] = Counter()
-        for name in self.names:
-            state = self.snapshot[name]
-            reason = static_reason(pod, state.node) or anti_affinity_reason(pod, state)
-            if reason is None:
-                short = shortfall(pod, state)
-                resources = reclaimed(pod, short)
-                cands = self.cands.get(name, ())
-                gone = [c.pod for c in cands if self.allowed([c], resources)]
-                left = shortfall(pod, state, gone)
-                reason = f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
-            counts[reason] += 1
+        the scheduler's message counts them (per shape, nodes no pod landed on since keep
+        their reason)."""
+        key = _shape(pod, self.labelled)
+        memo = self.reason_memo.get(key)
+        if memo is None:
+            reasons: dict[str, str] = {}
+            again: Iterable[str] = self.names
+        else:
+            reasons = memo[1]
+            again = set(self.touched[memo[0] :])
+        for name in again:
+            reasons[name] = self.node_reason(pod, self.snapshot[name])
+        self.reason_memo[key] = (len(self.touched), reasons)
+        counts = Counter(reasons.values())
         parts = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda t: (-t[1], t[0])))
         return f"{NO_NODE}: 0/{len(self.names)} nodes ({parts})" if parts else f"{NO_NODE}: no schedulable node"
+
+    def node_reason(self, pod: Pod, state: NodeState) -> str:
+        reason = static_reason(pod, state.node) or anti_affinity_reason(pod, state)
+        if reason is not None:
+            return reason
+        short = shortfall(pod, state)
+        resources = reclaimed(pod, short)
+        gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed([c], resources)]
+        left = shortfall(pod, state, gone)
+        return f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
+
+
+def _fewest(
+    useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
+    need: Sequence[float],
+    tol: Sequence[float],
+) -> int:
+    """A lower bound of how many of ``useful`` cover ``need``: in each resource, the
+    shortfall over the largest single free."""
+    bound = 1
+    for i, (n, t) in enumerate(zip(need, tol, strict=True)):
+        big = max((f[i] for _, f in useful), default=0.0)
+        bound = max(bound, math.ceil((n - t) / big) if big > 0 else len(useful) + 1)
+    return bound
+
+
+@dataclass(slots=True)
+class _Hit:
+    """A node's answer for a pod: the victims (None: the greedy walk found none), the
+    resources they were checked in, whether the exact search ran (else ``lower`` bounds
+    the count from below)."""
+
+    victims: list[VictimCandidate] | None
+    resources: list[str]
+    refined: bool
+    lower: int
+
+    def rank(self, node: str) -> tuple[int, list[tuple[object, ...]], str]:
+        """Fewest victims, then the cheapest (their victim-order keys, compared in order),
+        then the node's name; an unrefined answer by its lower bound, before the refined
+        ones of that size."""
+        if not self.refined or self.victims is None:
+            return (self.lower, [], node)
+        return (len(self.victims), [c.rank for c in self.victims], node)
 
 
 def reclaimed(pod: Pod, short: Mapping[str, float]) -> list[str]:

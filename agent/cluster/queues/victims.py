@@ -15,7 +15,7 @@ before it), a pod that alone would take its queue below deserved.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agent.cluster.engine import slack
 from agent.cluster.queues.shares import QueueUsage
@@ -45,6 +45,8 @@ class VictimCandidate:
     deletion_cost: int
     eviction_cost: int
     running: float
+    #: Its victim-order key (``VICTIM_ORDER``), kept: plans compare sets by it.
+    rank: tuple[object, ...] = ()
 
     @property
     def key(self) -> str:
@@ -90,8 +92,10 @@ def candidates_by_node(
                     pod.running_seconds(now),
                 )
             )
-    for cands in out.values():
-        cands.sort(key=victim_sort_key)
+    for node, cands in out.items():
+        ranked = [replace(c, rank=victim_sort_key(c)) for c in cands]
+        ranked.sort(key=lambda c: c.rank)
+        out[node] = ranked
     return out
 
 
@@ -155,9 +159,15 @@ class Budgets:
                         selected[pdb.key].append(pod)
         self.allowed = {p.key: budget_status(p, selected[p.key]).allowed for p in self.pdbs}
         self.by_namespace = by_namespace
+        self._covering: dict[str, list[str]] = {}
 
     def covering(self, pod: Pod) -> list[str]:
-        return [p.key for p in self.by_namespace.get(pod.namespace, ()) if p.selects(pod)]
+        known = self._covering.get(pod.uid)
+        if known is None:
+            known = self._covering[pod.uid] = [
+                p.key for p in self.by_namespace.get(pod.namespace, ()) if p.selects(pod)
+            ]
+        return known
 
     def allows(self, taken: Iterable[VictimCandidate]) -> bool:
         if not self.pdbs:
