@@ -151,7 +151,7 @@ class _Walk:
         self.fit_memo: dict[object, _Seen] = {}
         #: Per shape: the touched-log position and, per node, the victims found there (and
         #: the resources they were checked in), or None.
-        self.victim_memo: dict[object, tuple[int, dict[str, tuple[list[VictimCandidate], list[str]] | None]]] = {}
+        self.victim_memo: dict[object, tuple[int, dict[str, _Hit | None]]] = {}
         self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
         self.labelled = any(state.guarded for state in self.snapshot.states.values())
         #: What every node could free at most (its donor candidates' requests summed).
