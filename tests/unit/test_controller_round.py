@@ -64,3 +64,18 @@ def test_a_round_that_could_not_write_or_read_is_a_failure() -> None:
     assert ctl._round_trouble() is None  # counted once per round
     ctl.cache.set_reachable("pods", False)
     assert "the API server cannot be read" in (ctl._round_trouble() or "")
+
+
+def test_queue_preemption_takes_no_new_victims_for_a_pod_it_already_evicted_for() -> None:
+    """The next round sees the same pod pending (the scheduler may have cleared its
+    nomination): the nomination is renewed, no new victim goes, until the hold is over."""
+    doc = yaml.safe_load(SCENARIO.read_text())
+    now = parse_time(doc["now"]) or 0.0
+    store = ObjectStore.from_dicts(doc["objects"])
+    ctl, acts = controller()
+    ctl.round(store, now)
+    ctl.round(store, now + 10)
+    assert acts == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues"),
+                    ("nominate default/q2-b to n1", "queues")]  # fmt: skip
+    ctl.round(store, now + 61)
+    assert acts[3:] == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues")]
