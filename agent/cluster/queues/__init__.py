@@ -49,8 +49,11 @@ defrag and DaemonSet preemption share):
   resource being reclaimed (when only pod slots are short: in the pod's own resources) and
   no budget is overdrawn. The node's answer: the fewest pods that cover the shortfall,
   then the first such set in victim order (sets of one size tried in lexicographic order
-  of victim-order positions, over the first ``exactSearchClasses`` candidates and within
-  ``searchSteps`` sets; else a greedy walk in victim order, tidied most expensive first).
+  of victim-order positions, over the first ``exactSearchClasses`` candidates, while the
+  plan's ``searchSteps`` sets last; else a greedy walk in victim order, tidied most
+  expensive first). The exact search runs only for the nodes that come up best by their
+  greedy answer's lower bound; per shape of pod, each node's answer is kept while no pod
+  lands there and its victims are still allowed.
 * The pod goes to the node with the fewest victims, then the cheapest (their victim-order
   keys compared in order), then the name; it is nominated there
   (``status.nominatedNodeName``) before its victims are evicted. None: ``NoNodeFits`` with

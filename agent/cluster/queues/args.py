@@ -23,7 +23,8 @@ class QueueArgs:
     #: order (the name is older than the per-node search: it counted classes of
     #: interchangeable pods cluster-wide).
     exact_search_classes: int = 16
-    #: Sets tried before the exact search gives up and the greedy walk's answer is kept.
+    #: Sets the exact searches of one plan try in all; past them, the greedy walk's
+    #: answers are kept (and the plan says it is not exact).
     search_steps: int = 200_000
 
     @classmethod
