@@ -105,6 +105,11 @@ def hostname_terms(pod: Pod) -> tuple[PodAffinityTerm, ...]:
     return tuple(t for t in pod.anti_affinity if t.topology_key == HOSTNAME_LABEL)
 
 
+def term_selects(term: PodAffinityTerm, owner_namespace: str, other: Pod) -> bool:
+    """A required anti-affinity term of a pod in ``owner_namespace`` selects ``other``."""
+    return _term_selects(term, owner_namespace, other)
+
+
 def _term_selects(term: PodAffinityTerm, owner_namespace: str, other: Pod) -> bool:
     namespaces = term.namespaces or (owner_namespace,)
     return other.namespace in namespaces and term.selector.matches(other.labels)

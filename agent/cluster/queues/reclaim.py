@@ -25,8 +25,10 @@ from agent.cluster.placement import (
     NodeState,
     Snapshot,
     anti_affinity_reason,
+    hostname_terms,
     shortfall,
     static_reason,
+    term_selects,
     why_not,
 )
 from agent.cluster.queues.args import QueueArgs
@@ -92,8 +94,8 @@ def pending_by_queue(starving: Sequence[str], pods: Sequence[Pod]) -> dict[str, 
 
 def _shape(pod: Pod, labelled: bool) -> object:
     """What decides where a pod fits, as a hashable key (the pod itself when a part of it
-    does not hash: no memo for it). Its namespace and labels count only when some pod of
-    the snapshot has hostname anti-affinity terms (``labelled``): only those read them."""
+    does not hash: no memo for it). Its namespace and labels count only when a hostname
+    anti-affinity term of some pod selects it (``labelled``): only those read them."""
     key = (
         tuple(sorted(pod.requests.items())),
         tuple(sorted(pod.node_selector.items())),
@@ -153,7 +155,10 @@ class _Walk:
         #: the resources they were checked in), or None.
         self.victim_memo: dict[object, tuple[int, dict[str, _Hit | None]]] = {}
         self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
-        self.labelled = any(state.guarded for state in self.snapshot.states.values())
+        #: (namespace, term) of every hostname anti-affinity term a pod carries (running
+        #: or pending: a pending pod may land): only a pod one of them selects has its
+        #: labels in its shape.
+        self.terms = [(p.namespace, t) for p in pods if p.anti_affinity for t in hostname_terms(p)]
         #: What every node could free at most (its donor candidates' requests summed).
         self.reach: dict[str, dict[str, float]] = {}
         for name, cands in self.cands.items():
@@ -165,6 +170,9 @@ class _Walk:
         #: Sets the exact searches of the whole plan may still try.
         self.steps_left = args.search_steps
         self.exact = True
+
+    def labelled(self, pod: Pod) -> bool:
+        return any(term_selects(t, ns, pod) for ns, t in self.terms)
 
     # -- serving one pod ----------------------------------------------------------------
     def serve(self, queue: str, pod: Pod) -> tuple[str, Reclaim | str | None]:
@@ -236,7 +244,7 @@ class _Walk:
     def fits_somewhere(self, pod: Pod) -> str | None:
         """The first node by name the pod fits on as things stand (the scheduler picks its
         own; this only tells later pods of the plan where room went)."""
-        key = _shape(pod, self.labelled)
+        key = _shape(pod, self.labelled(pod))
         seen = self.fit_memo.get(key)
         if seen is None:
             names: list[str] = self.names
@@ -255,7 +263,7 @@ class _Walk:
         while its victims are still allowed (headroom and budgets only shrink, so a set
         that is still allowed is still the best there, and a node with none still has
         none)."""
-        key = _shape(pod, self.labelled)
+        key = _shape(pod, self.labelled(pod))
         memo = self.victim_memo.get(key)
         if memo is None:
             found: dict[str, _Hit | None] = {}
@@ -396,7 +404,7 @@ class _Walk:
         """Why each node refuses the pod even with every allowed victim gone, counted as
         the scheduler's message counts them (per shape, nodes no pod landed on since keep
         their reason)."""
-        key = _shape(pod, self.labelled)
+        key = _shape(pod, self.labelled(pod))
         memo = self.reason_memo.get(key)
         if memo is None:
             reasons: dict[str, str] = {}
