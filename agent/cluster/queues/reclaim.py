@@ -158,7 +158,10 @@ class _Walk:
         #: (namespace, term) of every hostname anti-affinity term a pod carries (running
         #: or pending: a pending pod may land): only a pod one of them selects has its
         #: labels in its shape.
-        self.terms = [(p.namespace, t) for p in pods if p.anti_affinity for t in hostname_terms(p)]
+        self.terms = list(
+            {(p.namespace, t) for p in pods if p.anti_affinity for t in hostname_terms(p)}
+        )
+        self.selected: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
         #: What every node could free at most (its donor candidates' requests summed).
         self.reach: dict[str, dict[str, float]] = {}
         for name, cands in self.cands.items():
@@ -172,7 +175,11 @@ class _Walk:
         self.exact = True
 
     def labelled(self, pod: Pod) -> bool:
-        return any(term_selects(t, ns, pod) for ns, t in self.terms)
+        key = (pod.namespace, tuple(sorted(pod.labels.items())))
+        known = self.selected.get(key)
+        if known is None:
+            known = self.selected[key] = any(term_selects(t, ns, pod) for ns, t in self.terms)
+        return known
 
     # -- serving one pod ----------------------------------------------------------------
     def serve(self, queue: str, pod: Pod) -> tuple[str, Reclaim | str | None]:
@@ -250,9 +257,14 @@ class _Walk:
             names: list[str] = self.names
         else:
             names = sorted(set(seen.nodes) | set(self.changed[seen.at :]))
-        fitting = [n for n in names if why_not(pod, self.snapshot[n]) is None]
-        self.fit_memo[key] = _Seen(fitting, len(self.changed))
-        return fitting[0] if fitting else None
+        # in name order, up to the first that fits: the ones before it no longer do (they
+        # only come back through ``changed``), the ones after it are kept unchecked
+        for i, name in enumerate(names):
+            if why_not(pod, self.snapshot[name]) is None:
+                self.fit_memo[key] = _Seen(names[i:], len(self.changed))
+                return name
+        self.fit_memo[key] = _Seen([], len(self.changed))
+        return None
 
     # -- with victims --------------------------------------------------------------------
     def best_node(self, pod: Pod) -> tuple[str, list[VictimCandidate]] | str:
