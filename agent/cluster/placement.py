@@ -80,6 +80,17 @@ class NodeState:
         total = self.allocatable(resource)
         return 100.0 * self.used.get(resource, 0.0) / total if total > 0 else 0.0
 
+    def add(self, pod: Pod) -> None:
+        """Count ``pod`` on the node (its requests, its slot, its anti-affinity terms)."""
+        _add(self, pod)
+
+    def drop(self, pod: Pod) -> None:
+        """Stop counting ``pod`` on the node (by identity)."""
+        for r, q in pod.requests.items():
+            self.used[r] = self.used.get(r, 0.0) - q
+        _drop(self.pods, pod)
+        _drop(self.guarded, pod)
+
     def blocked_for(self, pod: Pod) -> dict[str, float]:
         """Capacity held by reservations this pod does not own."""
         out: dict[str, float] = {}
@@ -92,6 +103,11 @@ class NodeState:
 
 def hostname_terms(pod: Pod) -> tuple[PodAffinityTerm, ...]:
     return tuple(t for t in pod.anti_affinity if t.topology_key == HOSTNAME_LABEL)
+
+
+def term_selects(term: PodAffinityTerm, owner_namespace: str, other: Pod) -> bool:
+    """A required anti-affinity term of a pod in ``owner_namespace`` selects ``other``."""
+    return _term_selects(term, owner_namespace, other)
 
 
 def _term_selects(term: PodAffinityTerm, owner_namespace: str, other: Pod) -> bool:
@@ -156,11 +172,7 @@ class Snapshot:
         self, pod: Pod, name: str, taken: Iterable[tuple[Hold, dict[str, float]]] = ()
     ) -> None:
         """Unbind pod from node ``name`` (undoing ``place`` when given its result)."""
-        state = self.states[name]
-        for r, q in pod.requests.items():
-            state.used[r] = state.used.get(r, 0.0) - q
-        _drop(state.pods, pod)
-        _drop(state.guarded, pod)
+        self.states[name].drop(pod)
         for hold, before in taken:
             hold.remaining = before
 
@@ -185,13 +197,58 @@ def _add(state: NodeState, pod: Pod) -> None:
 # -- the checks --------------------------------------------------------------------------
 
 
-def resources_reason(pod: Pod, state: NodeState, blocked: Mapping[str, float]) -> str | None:
-    alloc = state.node.allocatable
+#: The key of ``shortfall`` for missing pod slots.
+POD_SLOTS = "pods"
+
+
+def shortfall(
+    pod: Pod,
+    state: NodeState,
+    without: Iterable[Pod] = (),
+    blocked: Mapping[str, float] | None = None,
+) -> dict[str, float]:
+    """What is missing for ``pod`` to fit on the node once the pods ``without`` are gone:
+    per requested resource, used + reserved-for-others + request - freed - allocatable where
+    that is above the float slack of allocatable, and ``pods`` = the slots missing. Empty
+    when the resources and the pod count allow it. The one reading of "fits" of the
+    planners: queue and DaemonSet preemption ask it with their victims, ``why_not`` without."""
+    if blocked is None:
+        blocked = state.blocked_for(pod) if state.holds else {}
+    freed: dict[str, float] = {}
+    gone = 0
+    for victim in without:
+        gone += 1
+        for r, q in victim.requests.items():
+            freed[r] = freed.get(r, 0.0) + q
+    short: dict[str, float] = {}
     for r, q in pod.requests.items():
-        if q <= 0:
-            continue
-        total = alloc.get(r, 0.0)
-        if state.used.get(r, 0.0) + blocked.get(r, 0.0) + q > total + slack(total):
+        gap = _over(state, blocked, r, q, freed.get(r, 0.0))
+        if gap is not None:
+            short[r] = gap
+    slots = len(state.pods) - gone + 1 - state.node.max_pods
+    if slots > 0:
+        short[POD_SLOTS] = slots
+    return short
+
+
+def _over(
+    state: NodeState, blocked: Mapping[str, float], resource: str, request: float, freed: float = 0.0
+) -> float | None:
+    """How far a pod's ``request`` of ``resource`` takes the node above its allocatable
+    (reserved-for-others counted as used, ``freed`` taken off), or None when it stays
+    within (float slack); a resource the pod does not request never blocks it."""
+    if request <= 0:
+        return None
+    total = state.node.allocatable.get(resource, 0.0)
+    gap = state.used.get(resource, 0.0) + blocked.get(resource, 0.0) + request - freed - total
+    return gap if gap > slack(total) else None
+
+
+def resources_reason(pod: Pod, state: NodeState, blocked: Mapping[str, float]) -> str | None:
+    """The first requested resource that does not fit (``shortfall``'s rule, no dict built:
+    defrag asks it for thousands of nodes)."""
+    for r, q in pod.requests.items():
+        if _over(state, blocked, r, q) is not None:
             return f"Insufficient {r}"
     return None
 

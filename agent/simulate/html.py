@@ -202,7 +202,12 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
         rows = [(q, v.get("deserved"), v.get("allocated"), v.get("request"))
                 for q, v in queues.get("queues", {}).items()]
         parts.append("<h2>Queues</h2>" + _table(["queue", "deserved", "allocated", "request"], rows))
-        parts.append(_table(["victims"], [(v,) for v in queues.get("victims", [])]))
+        chosen = queues.get("victimsFor", {})
+        parts.append(_table(["victim", "evicted for", "node"],
+                            [(v, chosen.get(v, {}).get("pod", "-"), chosen.get(v, {}).get("node", "-"))
+                             for v in queues.get("victims", [])]))  # fmt: skip
+        if queues.get("unplaced"):
+            parts.append(_table(["pending pod", "no victims because"], list(queues["unplaced"].items())))
     if "daemonset" in report:
         rows = [(p, v.get("node"), v.get("strategy"), ", ".join(v.get("victims", [])) or "-")
                 for p, v in report["daemonset"].items()]

@@ -7,9 +7,9 @@ evicted for are then placed by the real scheduler, or not.
 A victim frees room, but the scheduler decides who takes it: the victim's own ReplicaSet
 makes a replacement at once, and it competes for that room with the pod the victim was
 evicted for. A victim whose room went to its own replacement let nothing run: waste.
-DaemonSet preemption nominates its pod to the node first (the scheduler then holds the
-room); queue preemption frees room across the cluster and nominates nothing. The
-tests print, for each engine, the victims evicted and the pending pods that came to run.
+DaemonSet and queue preemption nominate the pending pod to the node they make room on
+before its victims go (the scheduler then holds the room for it). The tests print, for
+each engine, the victims evicted, the pending pods that came to run and the waste.
 
 Queue preemption plans on the whole cluster (capacity is the sum of the Ready nodes'); to
 keep the test's queues to the test's node, their pods ask only for an extended resource
@@ -83,11 +83,8 @@ def test_queue_preemption_evicts_through_the_api_and_the_starving_queue_runs(
     kube: RealCluster, made: Made, ns: str
 ) -> None:
     slot = f"waterline.test/{ns}"
-    pool_node(kube, ns, {slot: "4"})
-    q1, q2 = unique("q1"), unique("q2")
-    for name in (q1, q2):
-        made.add(QUEUES, {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "Queue",
-                          "metadata": {"name": name}, "spec": {"weight": 1}})  # fmt: skip
+    node = pool_node(kube, ns, {slot: "4"})
+    q1, q2 = queues(made)
     # q1 takes all 4 slots; then q2 asks for 2: it deserves half (2), holds none
     kube.apply([replicaset(ns, "batch-1", ns, 4, {slot: "1"}, labels={QUEUE_LABEL: q1})])
     wait_running(kube, ns, "app=batch-1", 4)
@@ -95,23 +92,78 @@ def test_queue_preemption_evicts_through_the_api_and_the_starving_queue_runs(
     wait_until(lambda: len(pending(kube, ns, "app=batch-2")) == 2, 60, "q2 pending")
 
     planned = plans_only(kube, "queues", {"queues": {"enabled": False}})
-    assert planned == 2  # q2's deserved share: two of q1's pods
-    config = {"queues": {"enabled": True}}
-    with replicas(kube, 1, config=config) as (replica,):
+    assert planned == 2  # q2's deserved share: two of q1's pods, one for each of its pods
+    victims, came, landed, quiet = reclaim_run(kube, ns, "app=batch-2", 2)
+    # Each victim was 1 slot for one 1-slot pod: a victim that let nothing run is waste.
+    print(f"\nqueue preemption on the real scheduler: {len(victims)} victims evicted "
+          f"({', '.join(victims)}); starving queue's pending pods scheduled: {came} of 2, on "
+          f"{', '.join(landed) or '-'}; waste (victims that let nothing run): "
+          f"{len(victims) - came}")  # fmt: skip
+    assert all(v.startswith("batch-1-") for v in victims)  # only the queue above its share
+    # Nominated to the node before its victim went, each pod had the room held for it:
+    # no victim's replacement took it (the queue-level selection, before: 2, 3 and 17
+    # victims in three runs, 0, 1 and 15 wasted).
+    assert came == 2 and landed == [node, node], (victims, landed)
+    assert len(victims) == 2 == quiet, victims
+
+
+def test_queue_preemption_chooses_its_victims_on_the_node_the_pod_fits(
+    kube: RealCluster, made: Made, ns: str
+) -> None:
+    """Two nodes of 2 slots, q1 on all four; q2's one pod asks 2 slots. Counted across the
+    cluster, any two of q1's pods give q2 its share; only two on one node seat its pod."""
+    slot = f"waterline.test/{ns}"
+    nodes = [pool_node(kube, ns, {slot: "2"}) for _ in range(2)]
+    q1, q2 = queues(made)
+    kube.apply([replicaset(ns, "batch-1", ns, 4, {slot: "1"}, labels={QUEUE_LABEL: q1})])
+    running = wait_running(kube, ns, "app=batch-1", 4)
+    where = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in running}
+    kube.apply([replicaset(ns, "wide", ns, 1, {slot: "2"}, labels={QUEUE_LABEL: q2})])
+    wait_until(lambda: len(pending(kube, ns, "app=wide")) == 1, 60, "q2 pending")
+
+    assert plans_only(kube, "queues", {"queues": {"enabled": False}}) == 2
+    victims, came, landed, quiet = reclaim_run(kube, ns, "app=wide", 1)
+    on = sorted({where.get(v, "?") for v in victims})
+    print(f"\nqueue preemption across two nodes on the real scheduler: {len(victims)} victims "
+          f"evicted ({', '.join(victims)}) on {', '.join(on)}; the 2-slot pod scheduled: "
+          f"{'on ' + landed[0] if came else 'no'}; waste (victims that let nothing run): "
+          f"{len(victims) - 2 * came}")  # fmt: skip
+    # The first set: two victims on one node, the node the pod was nominated to.
+    first = {where[v] for v in victims[:2]}
+    assert len(first) == 1 and first <= set(nodes), (victims, where)
+    if came:
+        assert landed == sorted(first) and len(victims) == 2 == quiet, (victims, landed)
+    # Known limit (measured: the pod ran in none of 4 runs): when the first victim is gone
+    # and the pod still does not fit, the scheduler retries it, finds nothing it may
+    # preempt itself (equal priority) and clears the nomination; the victims' replacements
+    # then take the room. Without the controller's hold, every round took a new set
+    # (179, 209 and 187 victims in three runs); with it, one set per 60 s.
+    assert len(victims) <= 4, victims
+
+
+def queues(made: Made) -> tuple[str, str]:
+    q1, q2 = unique("q1"), unique("q2")
+    for name in (q1, q2):
+        made.add(QUEUES, {"apiVersion": "qos.waterline.io/v1alpha1", "kind": "Queue",
+                          "metadata": {"name": name}, "spec": {"weight": 1}})  # fmt: skip
+    return q1, q2
+
+
+def reclaim_run(
+    kube: RealCluster, ns: str, selector: str, count: int
+) -> tuple[list[str], int, list[str], int]:
+    """Queue preemption enabled until the starving pods run (or 60 s), then five more
+    rounds: (victims evicted, starving pods running, their nodes, victims evicted by the
+    time they ran)."""
+    with replicas(kube, 1, config={"queues": {"enabled": True}}) as (replica,):
         wait_until(lambda: evicted(replica), 90, "the first victims")
-        # q2's pods placed by the scheduler into the room, as far as they get it
-        came = wait_share(kube, ns, "app=batch-2", 2, 60)
+        came = wait_share(kube, ns, selector, count, 60)
         quiet = len(evicted(replica))
         rounds = replica.controller.rounds
         wait_until(lambda: replica.controller.rounds >= rounds + 5, 60, "five more rounds")
         victims = evicted(replica)
-    print(f"\nqueue preemption on the real scheduler: {len(victims)} victims evicted "
-          f"({', '.join(victims)}); starving queue's pending pods scheduled: {came} of 2; "
-          f"waste (victims whose room its own replacement took): {len(victims) - came}")  # fmt: skip
-    assert came >= 1, "no victim let the starving queue's pod run"
-    assert all(v.startswith("batch-1-") for v in victims)  # only the queue above its share
-    if came == 2:  # its share reached: no further victim
-        assert len(victims) == quiet
+    landed = sorted(p["spec"]["nodeName"] for p in running_pods(kube, ns, selector))
+    return victims, came, landed, quiet
 
 
 def wait_share(kube: RealCluster, ns: str, selector: str, count: int, timeout: float) -> int:

@@ -1,5 +1,5 @@
-"""One leader round without an API server: the engines' plans reach the acts, and queue
-preemption pauses while a Queue is invalid (the shares of the others depend on it)."""
+"""One leader round without an API server: the engines' plans reach the acts (queue
+preemption nominates its pod, then evicts), and queue preemption pauses while a Queue is invalid (the shares of the others depend on it)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ def controller() -> tuple[Controller, list[tuple[str, str]]]:
     def evict(pod: Pod, source: str = "migration") -> None:
         evicted.append((pod.key, source))
 
+    def nominate(pod: Pod, node: str, source: str) -> None:
+        evicted.append((f"nominate {pod.key} to {node}", source))
+
     ctl.writer.time_left = lambda: 10.0  # type: ignore[method-assign]
     ctl.writer.evict = evict  # type: ignore[method-assign,assignment]
+    ctl.writer.nominate = nominate  # type: ignore[method-assign,assignment]
     return ctl, evicted
 
 
@@ -39,7 +43,8 @@ def test_queue_preemption_evicts_when_enabled_and_pauses_on_an_invalid_queue() -
 
     ctl, evicted = controller()
     ctl.round(store, now)
-    assert evicted == [("default/q1-low", "queues")]
+    # the pending pod is nominated to the node before its victim goes
+    assert evicted == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues")]
 
     ctl, evicted = controller()
     bad = {"kind": "Queue", "metadata": {"name": "q9"}, "spec": {"weight": -1}}
@@ -59,3 +64,18 @@ def test_a_round_that_could_not_write_or_read_is_a_failure() -> None:
     assert ctl._round_trouble() is None  # counted once per round
     ctl.cache.set_reachable("pods", False)
     assert "the API server cannot be read" in (ctl._round_trouble() or "")
+
+
+def test_queue_preemption_takes_no_new_victims_for_a_pod_it_already_evicted_for() -> None:
+    """The next round sees the same pod pending (the scheduler may have cleared its
+    nomination): the nomination is renewed, no new victim goes, until the hold is over."""
+    doc = yaml.safe_load(SCENARIO.read_text())
+    now = parse_time(doc["now"]) or 0.0
+    store = ObjectStore.from_dicts(doc["objects"])
+    ctl, acts = controller()
+    ctl.round(store, now)
+    ctl.round(store, now + 10)
+    assert acts == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues"),
+                    ("nominate default/q2-b to n1", "queues")]  # fmt: skip
+    ctl.round(store, now + 61)
+    assert acts[3:] == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues")]

@@ -118,3 +118,12 @@ def test_the_cpu_isolation_classes_get_their_own_section():
     assert "<td>default/batch-1, default/batch-2</td>" in idle
     plain = render_html(build_report(load_scenario(SCENARIOS / "node-cpu-throttle.yaml")), "t")
     assert 'id="cpu-isolation"' not in plain
+
+
+def test_queue_victims_name_the_pod_and_node_they_were_chosen_for():
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-fit-two-nodes.yaml")), "t")
+    assert "<th>victim</th><th>evicted for</th><th>node</th>" in html
+    assert "<td>default/b1</td><td>default/w</td><td>n2</td>" in html
+    assert "<td>default/b2</td><td>default/w</td><td>n2</td>" in html
+    nowhere = render_html(build_report(load_scenario(SCENARIOS / "queues-fits-nowhere.yaml")), "t")
+    assert "<td>default/w</td><td>NoNodeFits: 0/2 nodes (2 Insufficient cpu)</td>" in nowhere

@@ -49,6 +49,7 @@ def test_container_ids_come_from_status():
          "spec.containers[0].resources.requests.cpu"),
         (lambda r: r["spec"].update({"priority": "high"}), "spec.priority"),
         (lambda r: r["status"].update({"qosClass": "Gold"}), "status.qosClass"),
+        (lambda r: r["spec"].update({"preemptionPolicy": "Sometimes"}), "spec.preemptionPolicy"),
         (lambda r: r["metadata"].update({"creationTimestamp": "yesterday"}), ""),
     ],
 )
@@ -59,6 +60,13 @@ def test_bad_pods_name_the_pod_and_field(mutate, field):
         parse_pod(raw)
     assert err.value.name == "default/p"
     assert field in str(err.value)
+
+
+def test_preemption_policy_defaults_as_the_api_server_does():
+    assert parse_pod(pod("p")).preemption_policy == "PreemptLowerPriority"
+    raw = pod("p")
+    raw["spec"]["preemptionPolicy"] = "Never"
+    assert parse_pod(raw).preemption_policy == "Never"
 
 
 def test_the_schedulers_refusal_is_read_from_pod_scheduled():

@@ -8,9 +8,13 @@ node by the configured strategies, tried in order.
 
 Decisions where DESIGN.md is silent:
 
-* Fit is checked against requests, as the scheduler does: active pods are the pods bound to
+* Fit is checked against requests, as the scheduler does, by the placement check every
+  planner shares (``agent.cluster.placement.shortfall``): active pods are the pods bound to
   the node and not finished (terminating pods still hold their room until they are gone,
   but are never chosen again as victims).
+* A pod placed by the scheduler (bound by node affinity, not ``spec.nodeName``) that the
+  node's selector, required affinity, taints or hostname anti-affinity refuse gets no
+  victims (``strategy: null``): evicting pods would not let the scheduler place it.
 * A pod without creationTimestamp has an unknown age and is taken as past the delay.
 * A pending DaemonSet pod whose node is unknown, or whose affinity names several nodes, is
   skipped (there is no single node to make room on).

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from agent.cluster.daemonset.args import MULTIPLE, SINGLE, DaemonSetArgs
-from agent.cluster.engine import EPSILON, slack
+from agent.cluster.engine import EPSILON
+from agent.cluster.placement import NodeState, anti_affinity_reason, shortfall, static_reason
 from agent.model.objects import Node, Pod
 from agent.model.ordering import By, Order, ordered_by
 from agent.model.store import ObjectStore
@@ -23,52 +24,46 @@ CLASS_NAMES = ("regular", "owner", "opted-out")
 
 
 # -- the node snapshot -------------------------------------------------------------------
-@dataclass(slots=True)
 class NodeRoom:
-    """A node's allocatable against the requests of its active pods; updated as the plan
+    """A node's allocatable against the requests of its active pods (a placement
+    ``NodeState``: "fits" is read the way every planner reads it); updated as the plan
     evicts victims and places DaemonSet pods."""
 
-    node: Node
-    pods: list[Pod]
-    used: dict[str, float] = field(default_factory=dict)
+    __slots__ = ("state",)
 
-    def __post_init__(self) -> None:
-        for pod in self.pods:
-            for r, q in pod.requests.items():
-                self.used[r] = self.used.get(r, 0.0) + q
+    def __init__(self, node: Node, pods: Iterable[Pod]) -> None:
+        self.state = NodeState(node)
+        for pod in pods:
+            self.state.add(pod)
 
-    def free(self, resource: str) -> float:
-        return self.node.allocatable.get(resource, 0.0) - self.used.get(resource, 0.0)
+    @property
+    def node(self) -> Node:
+        return self.state.node
+
+    @property
+    def pods(self) -> list[Pod]:
+        return self.state.pods
 
     def shortfall(self, pod: Pod, without: Iterable[Pod] = ()) -> dict[str, float]:
         """What is missing for ``pod`` to fit once ``without`` are gone (``pods`` = slots)."""
-        freed: dict[str, float] = {}
-        count = 0
-        for victim in without:
-            count += 1
-            for r, q in victim.requests.items():
-                freed[r] = freed.get(r, 0.0) + q
-        short = {}
-        for r, q in pod.requests.items():
-            gap = q - self.free(r) - freed.get(r, 0.0)
-            if q > 0 and gap > slack(q):
-                short[r] = gap
-        if len(self.pods) - count + 1 > self.node.max_pods:
-            short["pods"] = len(self.pods) - count + 1 - self.node.max_pods
-        return short
+        return shortfall(pod, self.state, without)
+
+    def blocked(self, pod: Pod) -> str | None:
+        """Why no victim can make room for ``pod`` here: a pod the scheduler places (bound
+        by node affinity, not by ``spec.nodeName``) must also pass the node's selector,
+        affinity, taints and hostname anti-affinity, which evicting pods for it does not
+        change (anti-affinity aside: the planners never evict to satisfy it)."""
+        if pod.node_name:
+            return None  # bound by name: the scheduler's filters do not run for it
+        return static_reason(pod, self.state.node) or anti_affinity_reason(pod, self.state)
 
     def remove(self, victims: Iterable[Pod]) -> None:
         gone = {v.uid for v in victims}
-        for pod in self.pods:
-            if pod.uid in gone:
-                for r, q in pod.requests.items():
-                    self.used[r] = self.used.get(r, 0.0) - q
-        self.pods = [p for p in self.pods if p.uid not in gone]
+        for pod in [p for p in self.state.pods if p.uid in gone]:
+            self.state.drop(pod)
 
     def place(self, pod: Pod) -> None:
-        self.pods.append(pod)
-        for r, q in pod.requests.items():
-            self.used[r] = self.used.get(r, 0.0) + q
+        self.state.add(pod)
 
 
 # -- victims: who may go, and in which order --------------------------------------------
@@ -283,10 +278,11 @@ def decide(
         if not past_delay(pod, now, args.preemption_start_delay):
             continue
         room = rooms[node_name]
-        if not room.shortfall(pod):
+        blocked = room.blocked(pod)
+        if blocked is None and not room.shortfall(pod):
             room.place(pod)  # it fits: the scheduler will place it, later pods see it there
             continue
-        strategy, victims = plan_pod(room, pod, owners, args)
+        strategy, victims = plan_pod(room, pod, owners, args) if blocked is None else (None, [])
         if strategy is not None:
             room.remove(victims)
             room.place(pod)

@@ -17,12 +17,14 @@ CONFIG_KEYS = {"exactSearchClasses": "exact_search_classes", "searchSteps": "sea
 
 @dataclass(frozen=True, slots=True)
 class QueueArgs:
-    """See ``select_victims`` for how the two bounds are used."""
+    """Bounds of the victim search on one node, for one pending pod (``reclaim``)."""
 
-    #: The exact search looks at the first this-many candidate classes (a class is the
-    #: pods of one queue with the same request of the reclaimed resources).
+    #: The exact search looks at the first this-many candidates of the node, in victim
+    #: order (the name is older than the per-node search: it counted classes of
+    #: interchangeable pods cluster-wide).
     exact_search_classes: int = 16
-    #: Search steps before the exact search gives up and keeps the best found so far.
+    #: Sets the exact searches of one plan try in all; past them, the greedy walk's
+    #: answers are kept (and the plan says it is not exact).
     search_steps: int = 200_000
 
     @classmethod

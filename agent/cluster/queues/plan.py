@@ -1,5 +1,6 @@
-"""The queue preemption plan of a snapshot: deserved shares, starving queues, the need and
-the victims (the rules are in the package docstring)."""
+"""The queue preemption plan of a snapshot: deserved shares, starving queues, the need, and
+for the starving queues' pending pods the node and victims that make each fit (the rules
+are in the package docstring)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.cluster.queues.args import QueueArgs
+from agent.cluster.queues.reclaim import Reclaim, reclaim
 from agent.cluster.queues.shares import cluster_capacity, deserved, need, queue_usage, starving
-from agent.cluster.queues.victims import candidates, select_victims
-from agent.model.objects import Node, Pod
+from agent.model.objects import Node, Pod, PodDisruptionBudget
 from agent.model.queue import Queue
 from agent.model.store import ObjectStore
 
@@ -25,19 +26,29 @@ class QueueStatus:
 class QueuePlan:
     status: Mapping[str, QueueStatus] = field(default_factory=dict)
     starving: tuple[str, ...] = ()
+    #: The queue-level shortfall (DESIGN.md): what the starving queues lack beyond free.
     need: Mapping[str, float] = field(default_factory=dict)
-    #: Pod keys to evict, in victim order.
-    victims: tuple[str, ...] = ()
-    #: The resources being reclaimed (those with a positive need), sorted.
-    resources: tuple[str, ...] = ()
-    #: Sum over reclaimed resources of (freed - need) / cluster total.
-    excess: float = 0.0
-    #: True when the victims are proven the best by the rule in ``select_victims``.
+    #: One per pending pod given victims: the pod, its node, its victims.
+    reclaims: tuple[Reclaim, ...] = ()
+    #: Pending pods of starving queues that fit without a victim.
+    fits_now: tuple[str, ...] = ()
+    #: Pending pods of starving queues served without victims, and why.
+    unplaced: Mapping[str, str] = field(default_factory=dict)
+    #: True when every victim set is proven the fewest, then cheapest, on its node.
     exact: bool = True
+
+    @property
+    def victims(self) -> tuple[str, ...]:
+        """Pod keys to evict: the reclaims' victims, in the order the pods were served."""
+        return tuple(v for r in self.reclaims for v in r.victims)
+
+    def chosen_for(self) -> dict[str, Reclaim]:
+        """Each victim's reclaim: the pod it is evicted for and the node."""
+        return {v: r for r in self.reclaims for v in r.victims}
 
 
 def plan(snapshot: ObjectStore, args: QueueArgs, now: float) -> QueuePlan:
-    return decide(snapshot.queues, snapshot.nodes.values(), snapshot.pods, now, args)
+    return decide(snapshot.queues, snapshot.nodes.values(), snapshot.pods, now, args, snapshot.pdbs)
 
 
 def decide(
@@ -46,8 +57,11 @@ def decide(
     pods: Sequence[Pod],
     now: float,
     args: QueueArgs | None = None,
+    pdbs: Sequence[PodDisruptionBudget] = (),
 ) -> QueuePlan:
-    """Deserved shares, starving queues, the need and the victims, at ``now``."""
+    """Deserved shares, starving queues, the need and the reclaims, at ``now``."""
+    args = args or QueueArgs()
+    nodes = list(nodes)
     usage = queue_usage(queues, pods)
     capacity = cluster_capacity(nodes, pods)
     requests = {n: u.request for n, u in usage.items()}
@@ -63,13 +77,7 @@ def decide(
     }
     hungry = tuple(starving(queues, usage, shares))
     short = need(hungry, usage, shares, capacity.free)
-    if not short:
+    if not hungry:
         return QueuePlan(status, hungry, short)
-    resources = tuple(sorted(short))
-    cands, headroom = candidates(queues, usage, shares, resources, now)
-    totals = tuple(capacity.total.get(r, 0.0) for r in resources)
-    found = select_victims(cands, headroom, tuple(short[r] for r in resources), totals, args)
-    if found is None:
-        return QueuePlan(status, hungry, short, resources=resources)
-    victims = tuple(cands[p].key for p in found.picks)
-    return QueuePlan(status, hungry, short, victims, resources, found.excess, found.exact)
+    done = reclaim(queues, usage, shares, hungry, nodes, pods, pdbs, now, args)
+    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced, done.exact)

@@ -77,6 +77,11 @@ class Container:
     container_id: str = ""  # "containerd://abc..." from status.containerStatuses
 
 
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
+
+
 @dataclass(frozen=True, slots=True)
 class Pod:
     namespace: str
@@ -116,6 +121,12 @@ class Pod:
     #: The kubelet is (about to be) rewriting the pod's CPU cgroup files: an in-place
     #: resize under way (``agent.model.objects.resize``).
     resizing: bool = False
+    #: ``spec.preemptionPolicy``: ``Never`` = the pod waits for room, it never has other
+    #: pods evicted for it (by the scheduler, or by Waterline's queue preemption).
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    #: ``status.nominatedNodeName``: the node a preemption made (is making) room on for
+    #: this pending pod.
+    nominated_node: str = ""
 
     @property
     def key(self) -> str:
@@ -306,6 +317,14 @@ def _unschedulable(status: Mapping[str, Any]) -> str:
     return ""
 
 
+def _preemption_policy(raw: object) -> str:
+    if raw is None:
+        return PREEMPT_LOWER_PRIORITY
+    if raw not in PREEMPTION_POLICIES:
+        raise ValueError(f"spec.preemptionPolicy: must be one of {list(PREEMPTION_POLICIES)}, got {raw!r}")
+    return str(raw)
+
+
 def parse_pod(raw: Mapping[str, Any]) -> Pod:
     """Parse a core/v1 Pod dict."""
     meta = metadata(raw)
@@ -390,6 +409,8 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
             claims=claims,
             unschedulable="" if spec.get("nodeName") else _unschedulable(status),
             resizing=resize_under_way(spec, status),
+            preemption_policy=_preemption_policy(spec.get("preemptionPolicy")),
+            nominated_node=str(status.get("nominatedNodeName") or ""),
         )
 
     return guarded("Pod", label, "", body)

@@ -1,6 +1,10 @@
 """The ``queues`` section, when the scenario has a Queue: per queue deserved, allocated and
-request, the victims in victim order; also the starving queues, the need and whether the
-victim search was exact (``exactVictimSearch``)."""
+request, the victims (in the order their pods were served); also the starving queues, the
+need, whether every victim set was proven the fewest then cheapest
+(``exactVictimSearch``), and where the victims were chosen: ``victimsFor`` (per victim, the
+pending pod it is evicted for and the node both are on), ``reclaims`` (per pending pod
+given victims: its node and victims), ``fitsNow`` (pending pods that fit without a victim)
+and ``unplaced`` (pending pods of starving queues left without victims, with the reason)."""
 
 from __future__ import annotations
 
@@ -29,6 +33,10 @@ def render(plan: QueuePlan, args: QueueArgs) -> dict[str, Any]:
         "need": rounded(plan.need),
         "victims": list(plan.victims),
         "exactVictimSearch": plan.exact,
+        "victimsFor": {v: {"pod": r.pod, "node": r.node} for v, r in plan.chosen_for().items()},
+        "reclaims": [{"pod": r.pod, "node": r.node, "victims": list(r.victims)} for r in plan.reclaims],
+        "fitsNow": list(plan.fits_now),
+        "unplaced": dict(plan.unplaced),
     }
 
 

@@ -1,0 +1,516 @@
+"""Fit-aware reclaim: for each pending pod of a starving queue, the node where the fewest,
+cheapest victims make it fit, or why there is none (the rules are in the package
+docstring).
+
+A plan is a walk over the pending pods on a placement snapshot (``agent.cluster.placement``,
+the one reading of "fits" that defrag and DaemonSet preemption use too) that the walk
+updates as it goes: victims leave their node, the pod lands on it, donor queues' headroom
+and the disruption budgets shrink. Two memos keep it linear in practice at thousands of
+nodes: pods of the same shape (requests, scheduling constraints, labels) reuse the nodes
+found for the previous one, and only nodes the plan changed since are looked at again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from agent.cluster.engine import slack
+from agent.cluster.placement import (
+    POD_SLOTS,
+    NodeState,
+    Snapshot,
+    anti_affinity_reason,
+    hostname_terms,
+    shortfall,
+    static_reason,
+    term_selects,
+    why_not,
+)
+from agent.cluster.queues.args import QueueArgs
+from agent.cluster.queues.shares import QueueUsage, is_pending
+from agent.cluster.queues.victims import (
+    Budgets,
+    Headroom,
+    VictimCandidate,
+    candidates_by_node,
+)
+from agent.model.objects import PREEMPT_NEVER, Node, Pod, PodDisruptionBudget
+from agent.model.ordering import By, Order, ordered_by
+from agent.model.queue import QUEUE_LABEL, Queue
+
+#: Reasons a pending pod gets no victims.
+NEVER = "PreemptionPolicyNever"
+ABOVE_DESERVED = "AboveDeserved"
+NO_NODE = "NoNodeFits"
+LEAVING = "VictimsLeaving"
+
+#: The order a starving queue's pending pods are served in: higher priority, older, name.
+PENDING_ORDER: Order[Pod] = ordered_by(
+    By("higher priority", lambda p: -p.priority),
+    By("older", lambda p: p.creation_time if p.creation_time is not None else -math.inf),
+    By("namespace/name", lambda p: p.key),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaim:
+    """A pending pod, the node it is nominated to and the victims evicted there for it."""
+
+    pod: str
+    node: str
+    #: Keys of the victims, in victim order.
+    victims: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaimed:
+    #: Pods placed by evicting victims, in the order they were served.
+    reclaims: tuple[Reclaim, ...] = ()
+    #: Pods that fit somewhere without a victim (the scheduler places them; no nomination).
+    fits_now: tuple[str, ...] = ()
+    #: Pods served that got no victims, with the reason.
+    unplaced: Mapping[str, str] = field(default_factory=dict)
+    #: True when every node's victim set was proven the fewest-then-cheapest.
+    exact: bool = True
+
+
+def pending_by_queue(starving: Sequence[str], pods: Sequence[Pod]) -> dict[str, list[Pod]]:
+    """The pending pods of each starving queue, in the order they are served."""
+    wanted = set(starving)
+    out: dict[str, list[Pod]] = {q: [] for q in starving}
+    for pod in pods:
+        queue = pod.labels.get(QUEUE_LABEL)
+        if queue in wanted and is_pending(pod):
+            out[queue].append(pod)
+    for queue in out:
+        out[queue] = PENDING_ORDER.sort(out[queue])
+    return out
+
+
+def _shape(pod: Pod, labelled: bool) -> object:
+    """What decides where a pod fits, as a hashable key (the pod itself when a part of it
+    does not hash: no memo for it). Its namespace and labels count only when a hostname
+    anti-affinity term of some pod selects it (``labelled``): only those read them."""
+    key = (
+        tuple(sorted(pod.requests.items())),
+        tuple(sorted(pod.node_selector.items())),
+        pod.node_affinity,
+        pod.tolerations,
+        pod.anti_affinity,
+        (pod.namespace, tuple(sorted(pod.labels.items()))) if labelled else None,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return id(pod)
+    return key
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the last scan for a shape found, and the change log position it saw."""
+
+    nodes: list[str]
+    at: int
+
+
+class _Walk:
+    """The plan's mutable state while it serves pending pods."""
+
+    def __init__(
+        self,
+        queues: Sequence[Queue],
+        usage: Mapping[str, QueueUsage],
+        shares: Mapping[str, Mapping[str, float]],
+        nodes: Sequence[Node],
+        pods: Sequence[Pod],
+        pdbs: Sequence[PodDisruptionBudget],
+        now: float,
+        args: QueueArgs,
+    ) -> None:
+        usable = sorted((n for n in nodes if n.ready and not n.unschedulable), key=lambda n: n.name)
+        self.snapshot = Snapshot.build(usable, pods)
+        self.names = [n.name for n in usable]
+        self.shares = shares
+        self.allocated = {name: dict(u.allocated) for name, u in usage.items()}
+        self.headroom = Headroom(queues, usage, shares)
+        self.budgets = Budgets(pdbs, pods)
+        self.cands = {
+            name: cs
+            for name, cs in candidates_by_node(queues, usage, self.headroom.left, now).items()
+            if name in self.snapshot.states
+        }
+        self.args = args
+        #: Nodes whose room grew (victims left), in order: the memos re-check only these.
+        self.changed: list[str] = []
+        #: Every node a pod landed on, in order (its room changed either way).
+        self.touched: list[str] = []
+        self.fit_memo: dict[object, _Seen] = {}
+        #: Per shape: the touched-log position and, per node, the victims found there (and
+        #: the resources they were checked in), or None.
+        self.victim_memo: dict[object, tuple[int, dict[str, _Hit | None]]] = {}
+        self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
+        #: (namespace, term) of every hostname anti-affinity term a pod carries (running
+        #: or pending: a pending pod may land): only a pod one of them selects has its
+        #: labels in its shape.
+        self.terms = list(
+            {(p.namespace, t) for p in pods if p.anti_affinity for t in hostname_terms(p)}
+        )
+        self.selected: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
+        #: What every node could free at most (its donor candidates' requests summed).
+        self.reach: dict[str, dict[str, float]] = {}
+        for name, cands in self.cands.items():
+            total: dict[str, float] = {}
+            for c in cands:
+                for r, q in c.pod.requests.items():
+                    total[r] = total.get(r, 0.0) + q
+            self.reach[name] = total
+        #: Sets the exact searches of the whole plan may still try.
+        self.steps_left = args.search_steps
+        self.exact = True
+
+    def labelled(self, pod: Pod) -> bool:
+        key = (pod.namespace, tuple(sorted(pod.labels.items())))
+        known = self.selected.get(key)
+        if known is None:
+            known = self.selected[key] = any(term_selects(t, ns, pod) for ns, t in self.terms)
+        return known
+
+    # -- serving one pod ----------------------------------------------------------------
+    def serve(self, queue: str, pod: Pod) -> tuple[str, Reclaim | str | None]:
+        """("fits", None) when it fits without victims; ("reclaim", Reclaim); or
+        ("unplaced", reason)."""
+        node = self.fits_somewhere(pod)
+        if node is not None:
+            self.land(queue, pod, node, ())
+            return "fits", None
+        if self.victims_leaving(pod):
+            # as the scheduler: no more victims for a pod while pods are still leaving the
+            # node it was nominated to; the room they leave is counted as its own
+            self.land(queue, pod, pod.nominated_node, ())
+            return "unplaced", f"{LEAVING} {pod.nominated_node}"
+        if pod.preemption_policy == PREEMPT_NEVER:
+            return "unplaced", NEVER
+        if not self.within_deserved(queue, pod):
+            return "unplaced", ABOVE_DESERVED
+        found = self.best_node(pod)
+        if isinstance(found, str):
+            return "unplaced", found
+        name, victims = found
+        self.land(queue, pod, name, victims)
+        return "reclaim", Reclaim(pod.key, name, tuple(c.key for c in victims))
+
+    def victims_leaving(self, pod: Pod) -> bool:
+        """The pod is nominated to a node where pods of no higher priority are terminating
+        (the scheduler's own test before it lets a nominated pod preempt again)."""
+        state = self.snapshot.states.get(pod.nominated_node) if pod.nominated_node else None
+        return state is not None and any(
+            p.is_terminating and p.priority <= pod.priority for p in state.pods
+        )
+
+    def within_deserved(self, queue: str, pod: Pod) -> bool:
+        """Placing the pod keeps its queue at or below deserved in every queue resource it
+        requests (Volcano's reclaim asks the same of the proportion plugin)."""
+        deserved, allocated = self.shares[queue], self.allocated[queue]
+        for r, q in pod.requests.items():
+            if q > 0 and r in deserved:
+                d = deserved[r]
+                if allocated.get(r, 0.0) + q > d + slack(d):
+                    return False
+        return True
+
+    def land(self, queue: str, pod: Pod, name: str, victims: Sequence[VictimCandidate]) -> None:
+        state = self.snapshot[name]
+        for c in victims:
+            state.drop(c.pod)
+            allocated = self.allocated[c.queue]
+            for r, q in c.pod.requests.items():
+                allocated[r] = allocated.get(r, 0.0) - q
+        if victims:
+            gone = {id(c) for c in victims}
+            self.cands[name] = [c for c in self.cands[name] if id(c) not in gone]
+            reach = self.reach[name]
+            for c in victims:
+                for r, q in c.pod.requests.items():
+                    reach[r] = reach.get(r, 0.0) - q
+            self.headroom.take(victims)
+            self.budgets.take(victims)
+            self.changed.append(name)
+        self.touched.append(name)
+        state.add(pod)
+        allocated = self.allocated.setdefault(queue, {})
+        for r, q in pod.requests.items():
+            allocated[r] = allocated.get(r, 0.0) + q
+
+    # -- without victims -----------------------------------------------------------------
+    def fits_somewhere(self, pod: Pod) -> str | None:
+        """The first node by name the pod fits on as things stand (the scheduler picks its
+        own; this only tells later pods of the plan where room went)."""
+        key = _shape(pod, self.labelled(pod))
+        seen = self.fit_memo.get(key)
+        if seen is None:
+            names: list[str] = self.names
+        else:
+            names = sorted(set(seen.nodes) | set(self.changed[seen.at :]))
+        # in name order, up to the first that fits: the ones before it no longer do (they
+        # only come back through ``changed``), the ones after it are kept unchecked
+        for i, name in enumerate(names):
+            if why_not(pod, self.snapshot[name]) is None:
+                self.fit_memo[key] = _Seen(names[i:], len(self.changed))
+                return name
+        self.fit_memo[key] = _Seen([], len(self.changed))
+        return None
+
+    # -- with victims --------------------------------------------------------------------
+    def best_node(self, pod: Pod) -> tuple[str, list[VictimCandidate]] | str:
+        """The node with the fewest victims, then the cheapest (their victim-order keys,
+        compared in order), then the name; or the reason there is none.
+
+        Per shape, the answer of each node is kept: a node no pod landed on since keeps it
+        while its victims are still allowed (headroom and budgets only shrink, so a set
+        that is still allowed is still the best there, and a node with none still has
+        none)."""
+        key = _shape(pod, self.labelled(pod))
+        memo = self.victim_memo.get(key)
+        if memo is None:
+            found: dict[str, _Hit | None] = {}
+            fresh: set[str] = set(self.cands)
+        else:
+            found = memo[1]
+            fresh = set(self.touched[memo[0] :]) & set(self.cands)
+        for name in fresh:
+            found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=False)
+        self.victim_memo[key] = (len(self.touched), found)
+        # Best first. A greedy answer enters with its lower bound (and sorts before an exact
+        # answer of that size): it is refined by the exact search only when it comes up; a
+        # kept answer is checked (still allowed?) only when it comes up.
+        heap = [(hit.rank(name), name) for name, hit in found.items() if hit is not None]
+        heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            hit = found[name]
+            if hit is None:
+                continue
+            if name not in fresh and hit.victims is not None and not self.allowed(hit.victims, hit.resources):
+                hit = None  # taken since: look again
+            elif hit.refined and hit.victims is not None:
+                return name, hit.victims
+            fresh.add(name)
+            hit = found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=hit is not None)
+            if hit is not None:
+                heapq.heappush(heap, (hit.rank(name), name))
+        return self.no_node_reason(pod)
+
+    def on_node(
+        self, pod: Pod, state: NodeState, cands: Sequence[VictimCandidate], refine: bool
+    ) -> _Hit | None:
+        """The fewest, then cheapest, allowed victims on the node that make the pod fit
+        (``refine``: by the exact search; else the greedy walk's, with a lower bound of
+        the count); None when there are none."""
+        reach = self.reach.get(state.name, {})
+        for r, q in pod.requests.items():
+            if q > 0:
+                total = state.allocatable(r)
+                if state.used.get(r, 0.0) - reach.get(r, 0.0) + q > total + slack(total):
+                    return None  # even with every candidate gone
+        if static_reason(pod, state.node) or anti_affinity_reason(pod, state):
+            return None
+        short = shortfall(pod, state)
+        if not short:
+            return _Hit([], [], True, 0)
+        dims = list(short)
+        resources = reclaimed(pod, short)
+        need = [short[d] for d in dims]
+        tol = [0.0 if d == POD_SLOTS else slack(state.allocatable(d)) for d in dims]
+        useful: list[tuple[VictimCandidate, tuple[float, ...]]] = []
+        for c in cands:
+            frees = tuple(1.0 if d == POD_SLOTS else c.pod.request(d) for d in dims)
+            if any(f > 0 for f in frees) and self.allowed([c], resources):
+                useful.append((c, frees))
+        if not useful:
+            return None
+        most = [sum(f[i] for _, f in useful) for i in range(len(dims))]
+        if any(r < n - t for r, n, t in zip(most, need, tol, strict=True)):
+            return None  # even every allowed victim leaves it short
+        greedy = self.greedy(useful, need, tol, resources)
+        if not refine:
+            return _Hit(greedy, resources, False, _fewest(useful, need, tol))
+        upto = len(greedy) if greedy is not None else len(useful)
+        exact = self.exact_search(useful, need, tol, resources, upto)
+        if exact is not None:
+            return _Hit(exact, resources, True, len(exact))
+        return _Hit(greedy, resources, True, len(greedy)) if greedy is not None else None
+
+    def allowed(self, taken: Sequence[VictimCandidate], resources: Sequence[str]) -> bool:
+        return self.headroom.allows(taken, resources) and self.budgets.allows(taken)
+
+    def greedy(
+        self,
+        useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
+        need: Sequence[float],
+        tol: Sequence[float],
+        resources: Sequence[str],
+    ) -> list[VictimCandidate] | None:
+        """Victim order, taking a pod that frees something still short and is allowed
+        with those taken, until the pod fits; then drop, most expensive first, any pod
+        it still fits without."""
+        taken: list[int] = []
+        freed = [0.0] * len(need)
+        for i, (c, frees) in enumerate(useful):
+            if _covers(freed, need, tol):
+                break
+            if not any(f > 0 and x < n - t for f, x, n, t in zip(frees, freed, need, tol, strict=True)):
+                continue
+            if not self.allowed([useful[j][0] for j in taken] + [c], resources):
+                continue
+            taken.append(i)
+            freed = [x + f for x, f in zip(freed, frees, strict=True)]
+        if not _covers(freed, need, tol):
+            return None
+        for i in sorted(taken, reverse=True):
+            less = [x - f for x, f in zip(freed, useful[i][1], strict=True)]
+            if _covers(less, need, tol):
+                taken.remove(i)
+                freed = less
+        return [useful[i][0] for i in sorted(taken)]
+
+    def exact_search(
+        self,
+        useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
+        need: Sequence[float],
+        tol: Sequence[float],
+        resources: Sequence[str],
+        most: int,
+    ) -> list[VictimCandidate] | None:
+        """The first allowed covering set of the fewest pods, sets of one size tried in
+        victim order (so the first found is the cheapest), among the first
+        ``exact_search_classes`` candidates, while the plan's ``search_steps`` last. Marks
+        the plan inexact when it could not look at every set it needed to."""
+        if self.steps_left <= 0:
+            self.exact = False
+            return None
+        pool = useful[: self.args.exact_search_classes]
+        if len(pool) < len(useful):
+            self.exact = False
+        fewest = _fewest(pool, need, tol)
+        for k in range(max(1, int(min(fewest, most + 1))), most + 1):
+            for combo in itertools.combinations(range(len(pool)), k):
+                self.steps_left -= 1
+                if self.steps_left < 0:
+                    self.exact = False
+                    return None
+                freed = [sum(pool[i][1][d] for i in combo) for d in range(len(need))]
+                if not _covers(freed, need, tol):
+                    continue
+                chosen = [pool[i][0] for i in combo]
+                if self.allowed(chosen, resources):
+                    return chosen
+        return None
+
+    def no_node_reason(self, pod: Pod) -> str:
+        """Why each node refuses the pod even with every allowed victim gone, counted as
+        the scheduler's message counts them (per shape, nodes no pod landed on since keep
+        their reason)."""
+        key = _shape(pod, self.labelled(pod))
+        memo = self.reason_memo.get(key)
+        if memo is None:
+            reasons: dict[str, str] = {}
+            again: Iterable[str] = self.names
+        else:
+            reasons = memo[1]
+            again = set(self.touched[memo[0] :])
+        for name in again:
+            reasons[name] = self.node_reason(pod, self.snapshot[name])
+        self.reason_memo[key] = (len(self.touched), reasons)
+        counts = Counter(reasons.values())
+        parts = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda t: (-t[1], t[0])))
+        return f"{NO_NODE}: 0/{len(self.names)} nodes ({parts})" if parts else f"{NO_NODE}: no schedulable node"
+
+    def node_reason(self, pod: Pod, state: NodeState) -> str:
+        reason = static_reason(pod, state.node) or anti_affinity_reason(pod, state)
+        if reason is not None:
+            return reason
+        short = shortfall(pod, state)
+        resources = reclaimed(pod, short)
+        gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed([c], resources)]
+        left = shortfall(pod, state, gone)
+        return f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
+
+
+def _fewest(
+    useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
+    need: Sequence[float],
+    tol: Sequence[float],
+) -> int:
+    """A lower bound of how many of ``useful`` cover ``need``: in each resource, the
+    shortfall over the largest single free."""
+    bound = 1
+    for i, (n, t) in enumerate(zip(need, tol, strict=True)):
+        big = max((f[i] for _, f in useful), default=0.0)
+        bound = max(bound, math.ceil((n - t) / big) if big > 0 else len(useful) + 1)
+    return bound
+
+
+@dataclass(slots=True)
+class _Hit:
+    """A node's answer for a pod: the victims (None: the greedy walk found none), the
+    resources they were checked in, whether the exact search ran (else ``lower`` bounds
+    the count from below)."""
+
+    victims: list[VictimCandidate] | None
+    resources: list[str]
+    refined: bool
+    lower: int
+
+    def rank(self, node: str) -> tuple[int, list[tuple[object, ...]], str]:
+        """Fewest victims, then the cheapest (their victim-order keys, compared in order),
+        then the node's name; an unrefined answer by its lower bound, before the refined
+        ones of that size."""
+        if not self.refined or self.victims is None:
+            return (self.lower, [], node)
+        return (len(self.victims), [c.rank for c in self.victims], node)
+
+
+def reclaimed(pod: Pod, short: Mapping[str, float]) -> list[str]:
+    """The resources being reclaimed on a node, in which no victim may take its queue below
+    deserved: those the pod is short of there; when only pod slots are short, the pod's
+    own requests (a slot is no queue resource, yet its victim must not be free to take)."""
+    return [d for d in short if d != POD_SLOTS] or [r for r, q in pod.requests.items() if q > 0]
+
+
+def _covers(freed: Sequence[float], need: Sequence[float], tol: Sequence[float]) -> bool:
+    return all(x >= n - t for x, n, t in zip(freed, need, tol, strict=True))
+
+
+def reclaim(
+    queues: Sequence[Queue],
+    usage: Mapping[str, QueueUsage],
+    shares: Mapping[str, Mapping[str, float]],
+    starving: Sequence[str],
+    nodes: Sequence[Node],
+    pods: Sequence[Pod],
+    pdbs: Sequence[PodDisruptionBudget],
+    now: float,
+    args: QueueArgs,
+) -> Reclaimed:
+    """Serve the starving queues' pending pods, queue by queue in ``starving`` order, each
+    queue's pods in ``PENDING_ORDER``."""
+    walk = _Walk(queues, usage, shares, nodes, pods, pdbs, now, args)
+    reclaims: list[Reclaim] = []
+    fits_now: list[str] = []
+    unplaced: dict[str, str] = {}
+    for queue, waiting in pending_by_queue(starving, pods).items():
+        for pod in waiting:
+            outcome, detail = walk.serve(queue, pod)
+            if outcome == "fits":
+                fits_now.append(pod.key)
+            elif isinstance(detail, Reclaim):
+                reclaims.append(detail)
+            elif isinstance(detail, str):
+                unplaced[pod.key] = detail
+    return Reclaimed(tuple(reclaims), tuple(fits_now), unplaced, walk.exact)
