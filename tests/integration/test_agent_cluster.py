@@ -5,7 +5,7 @@ made by the real ReplicaSet controller, Events, and the node's interference tain
 through the agent's token past the admission policy of deploy/admission.yaml.
 
 The first test runs a real busy process in real cgroups v1; the others a fake cgroup tree
-(tests/integration/agent_env.Load) whose CPU counters the test advances, so the load is
+(devtools/harness/agent_env.Load) whose CPU counters the test advances, so the load is
 exact. Pods are made by ReplicaSets, scheduled by the scheduler and run by kwok; their
 cgroups are built from their real uids once they exist.
 """
