@@ -209,6 +209,10 @@ def choose_writes(cgroup_version: int, driver: str | None, state_dir: str) -> Cg
         if cgroup_version == 2:
             log.warning("caps and marks are written directly: a daemon-reload lifts them until the "
                         "next tick", code="systemd_writes_off", reason=choice.reason)  # fmt: skip
+        if os.path.exists(os.path.join(state_dir, STATE_FILE)) and (left := UnitsState(state_dir).units()):
+            log.error("units keep properties an earlier run set through systemd; they are given "
+                      "back only where systemd's bus is reachable", code="systemd_units_left",
+                      units=sorted(left))  # fmt: skip
         return DirectWrites()
     assert bus is not None
     log.info("caps and marks are set through systemd's units", code="systemd_writes_on",

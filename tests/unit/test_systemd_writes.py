@@ -16,7 +16,13 @@ import pytest
 
 from executors.busctl import BusError
 from executors.cgroup_throttle import CgroupThrottler
-from executors.cgroup_writes import DirectWrites, SystemdWrites, UnitsState, choose_writes
+from executors.cgroup_writes import (
+    DirectWrites,
+    SystemdWrites,
+    UnitRecord,
+    UnitsState,
+    choose_writes,
+)
 from executors.quota_state import QuotaState
 from executors.systemd_units import (
     IDLE_WEIGHT,
@@ -96,9 +102,13 @@ def test_busctl_replies_are_parsed_or_refused() -> None:
         parse_version("t 5")
 
 
-def test_a_v1_or_cgroupfs_host_writes_directly(tmp_path: Path) -> None:
+def test_a_v1_or_cgroupfs_host_writes_directly_and_says_what_units_still_hold(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
     assert isinstance(choose_writes(1, "systemd", str(tmp_path)), DirectWrites)
+    UnitsState(str(tmp_path)).put("a.scope", UnitRecord({QUOTA: UNSET}, {QUOTA: 500000}))
     assert isinstance(choose_writes(2, "cgroupfs", str(tmp_path)), DirectWrites)
+    assert "systemd_units_left" in capsys.readouterr().out
 
 
 # -- SystemdWrites with a unit manager that behaves as systemd does -----------------------------
