@@ -241,6 +241,13 @@ class AgentMetrics:
         )
         for control in REVERTED_CONTROLS:
             self.caps_reverted.labels(control)
+        self.writes_through_systemd = Gauge(
+            "waterline_cgroup_writes_through_systemd",
+            "1 when caps and idle marks are set as systemd units' runtime properties (cgroup "
+            "v2, the kubelet's systemd driver, systemd's bus reachable: a daemon-reload keeps "
+            "them), 0 when they are written straight into the cgroup files.",
+            registry=r,
+        )
         self.last_success = Gauge(
             "waterline_last_successful_tick_timestamp_seconds",
             "Unix time of the end of the last tick that completed without error.",

@@ -26,7 +26,10 @@ Every mark is checked against the kernel each time it is asked for (each tick): 
 something reverted (``systemctl daemon-reload`` puts a systemd unit's properties back) is
 written again and reported (``on_reverted``, an ``engine.records.Reverted``: the
 agent counts it in ``waterline_caps_reverted_total{control="cpu_idle" | "cpu_burst"}``
-and says it once per pod, as for the caps, ``agent.node.holding``). Where the kernel
+and says it once per pod, as for the caps, ``agent.node.holding``). Where systemd owns the
+pod slice (v2, the systemd driver, its bus reachable) the idle mark is also the unit's
+runtime ``CPUWeight=idle``, so a reload keeps it (``executors.cgroup_writes``); burst has no
+systemd property and stays a direct write held by the check. Where the kernel
 lacks a file the class is not offered (``support``), said once in the log. Failures are
 logged, never raised.
 """
@@ -50,6 +53,7 @@ from collectors.layout import PodCgroupLayout, kubepods_path
 from engine.records import CPU_BURST, CPU_IDLE, Reverted
 from engine.state import NodeState
 from executors.actuators import CpuIsolator
+from executors.cgroup_writes import CgroupWrites, DirectWrites
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
 
 IDLE_FILE = "cpu.idle"
@@ -86,8 +90,11 @@ class CgroupIsolator(CpuIsolator):
     released_code = "marks-released"
 
     def __init__(self, mounts: CgroupMounts, state: IsolationState,
-                 layout: PodCgroupLayout | None = None, kubelet_root: str = "") -> None:
+                 layout: PodCgroupLayout | None = None, kubelet_root: str = "",
+                 writes: CgroupWrites | None = None) -> None:
         self.version = mounts.version
+        #: Where the marks go: the files, or systemd's units (``executors.cgroup_writes``).
+        self.writes: CgroupWrites = writes if writes is not None else DirectWrites()
         root = mounts.v1.get("cpu") if self.version == 1 else mounts.unified
         if root is None:
             raise ValueError("no cpu controller hierarchy: no CPU isolation")
@@ -137,11 +144,12 @@ class CgroupIsolator(CpuIsolator):
         return read_bytes(self._path(cgroup, name), 64).decode().strip()
 
     def _write(self, cgroup: str, name: str, text: str) -> None:
-        fd = os.open(self._path(cgroup, name), os.O_WRONLY | os.O_TRUNC)  # never O_CREAT
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+        """A mark: through ``self.writes`` (systemd's unit property where it keeps one)."""
+        self.writes.write(self.cpu_root, cgroup, name, text)
+
+    def _give_back(self, cgroup: str, name: str, text: str) -> None:
+        """What was there (and the unit's own property, where one was set)."""
+        self.writes.give_back(self.cpu_root, cgroup, name, text)
 
     def _quota(self, cgroup: str) -> int | None:
         """The cgroup's CFS quota in us (None: unlimited); raises OSError/ValueError."""
@@ -210,8 +218,8 @@ class CgroupIsolator(CpuIsolator):
             return True
         saved = record.idle
         try:
-            self._write(saved.cgroup, self.files.idle, "0")
-            self._write(saved.cgroup, self.files.weight, saved.original)
+            self._give_back(saved.cgroup, self.files.idle, "0")
+            self._give_back(saved.cgroup, self.files.weight, saved.original)
         except OSError as err:
             if err.errno != errno.ENOENT:
                 self._log.warning("idle: release failed, will retry", pod=record.key, error=str(err))
@@ -281,7 +289,7 @@ class CgroupIsolator(CpuIsolator):
         done: set[str] = set()
         for name, saved in record.burst.items():
             try:
-                self._write(saved.cgroup, self.files.burst, saved.original)
+                self._give_back(saved.cgroup, self.files.burst, saved.original)
             except OSError as err:
                 if err.errno != errno.ENOENT:
                     self._log.warning("burst: release failed, will retry", pod=record.key,
@@ -332,13 +340,13 @@ class CgroupIsolator(CpuIsolator):
             try:
                 if os.path.exists(self._path(found.path, self.files.idle)) and \
                         self._read(found.path, self.files.idle) == "1":
-                    self._write(found.path, self.files.idle, "0")
-                    self._write(found.path, self.files.weight, spec_weight(self.version, pod))
+                    self._give_back(found.path, self.files.idle, "0")
+                    self._give_back(found.path, self.files.weight, spec_weight(self.version, pod))
                     wrote = True
                 for cgroup in (found.path, *found.containers.values()):
                     burst = self._path(cgroup, self.files.burst)
                     if os.path.exists(burst) and self._read(cgroup, self.files.burst) not in ("0", ""):
-                        self._write(cgroup, self.files.burst, "0")
+                        self._give_back(cgroup, self.files.burst, "0")
                         wrote = True
             except (OSError, UnicodeDecodeError) as err:
                 self._log.warning("rebuild: not written", pod=pod.key, error=str(err))

@@ -25,8 +25,10 @@ was changed under us (a resize, an operator's ``set-property``): that value beco
 original a release writes back, and the cap is written over it (never above it); one
 tighter than the cap is the cap now, reported with the pod's new cap. A cap that cannot
 be written back is dropped from the state file and reported so, and the node's memory
-drops it too: the agent never claims a cap the kernel does not hold. Why writes stay direct rather than through systemd's
-``CPUQuota=`` property: docs/vm.md.
+drops it too: the agent never claims a cap the kernel does not hold. Where systemd owns the
+cgroup (v2, the systemd driver, its bus reachable) the cap is set as the unit's runtime
+property as well, so a reload keeps it (``executors.cgroup_writes``); the read-back stays
+the net for every other writer (docs/vm.md).
 
 After a restart the agent adopts the caps the state file names (``executors.adoption``)
 and hands back those of pods that are gone (:meth:`restore_uid`); a state file that could
@@ -39,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 
@@ -53,6 +54,7 @@ from collectors.layout import PodCgroupLayout
 from engine.records import CPU_QUOTA, Reverted
 from engine.state import NodeState
 from executors.actuators import CpuThrottler
+from executors.cgroup_writes import CgroupWrites, DirectWrites
 from executors.quota_state import ContainerQuota, QuotaState, ThrottledPod
 
 MIN_QUOTA_US = 1000
@@ -87,8 +89,11 @@ class CgroupThrottler(CpuThrottler):
         state: QuotaState,
         layout: PodCgroupLayout | None = None,
         kubelet_root: str = "",
+        writes: CgroupWrites | None = None,
     ) -> None:
         self.version = mounts.version
+        #: Where the quotas go: the files, or systemd's units (``executors.cgroup_writes``).
+        self.writes: CgroupWrites = writes if writes is not None else DirectWrites()
         root = mounts.v1.get("cpu") if self.version == 1 else mounts.unified
         if root is None:
             raise ValueError("no cpu controller hierarchy: cannot throttle")
@@ -111,12 +116,13 @@ class CgroupThrottler(CpuThrottler):
         quota, period = parse_quota(self.version, raw, period_text)
         return raw, quota, period
 
-    def _write(self, path: str, text: str) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)  # never O_CREAT: a gone cgroup is ENOENT
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+    def _write(self, cgroup: str, version: int, text: str) -> None:
+        """A cap: through ``self.writes`` (systemd's unit property where it keeps one)."""
+        self.writes.write(self.cpu_root, cgroup, V1_QUOTA if version == 1 else V2_MAX, text)
+
+    def _give_back(self, cgroup: str, version: int, text: str) -> None:
+        """An original (and the unit's own property, where one was set)."""
+        self.writes.give_back(self.cpu_root, cgroup, V1_QUOTA if version == 1 else V2_MAX, text)
 
     # -- CpuThrottler --------------------------------------------------------------
 
@@ -173,7 +179,7 @@ class CgroupThrottler(CpuThrottler):
                 continue
             text = str(quota) if self.version == 1 else f"{quota} {period}"
             try:
-                self._write(self._quota_file(cgroup, self.version), text)
+                self._write(cgroup, self.version, text)
             except OSError as err:
                 self._log.warning(
                     "throttle: quota write failed", pod=pod.key, container=name, error=str(err)
@@ -216,7 +222,7 @@ class CgroupThrottler(CpuThrottler):
                     raw, _quota, period = self._read(cgroup)
                     text = spec_quota(self.version, limits.get(name), period)
                     if raw != text:
-                        self._write(self._quota_file(cgroup, self.version), text)
+                        self._give_back(cgroup, self.version, text)
                         wrote = True
                 except (OSError, ValueError, UnicodeDecodeError) as err:
                     self._log.warning("rebuild: quota not written", pod=pod.key,
@@ -272,7 +278,7 @@ class CgroupThrottler(CpuThrottler):
                 self.state.put_container(uid, name, ContainerQuota(
                     saved.cgroup, saved.version, raw, saved.cap))  # fmt: skip
             if quota != want:
-                self._write(self._quota_file(saved.cgroup, saved.version), text)
+                self._write(saved.cgroup, saved.version, text)
         except OSError as err:
             with contextlib.suppress(OSError):  # the kernel does not hold it: say so
                 self.state.set_caps(uid, {name: None})
@@ -292,9 +298,8 @@ class CgroupThrottler(CpuThrottler):
             return True
         done: set[str] = set()
         for name, saved in record.containers.items():
-            path = self._quota_file(saved.cgroup, saved.version)
             try:
-                self._write(path, saved.original)
+                self._give_back(saved.cgroup, saved.version, saved.original)
             except OSError as err:
                 if err.errno != errno.ENOENT:
                     self._log.warning(

@@ -43,6 +43,8 @@ class HostParts:
     actuators: tuple[Actuator, ...]
     throttler: CgroupThrottler | None = None
     isolator: CgroupIsolator | None = None
+    #: Caps and marks set as systemd units' properties (``executors.cgroup_writes``).
+    through_systemd: bool = False
 
     @property
     def holders(self) -> tuple[Holder, ...]:
@@ -64,6 +66,7 @@ def build_host_parts(
     /proc. The actuators share the state directory, one file each."""
     from collectors.node_stats import NodeStatsCollector
     from collectors.pod_stats import PodStatsCollector
+    from executors.cgroup_writes import choose_writes
     from executors.isolation_state import IsolationState
     from executors.quota_state import QuotaState
 
@@ -83,11 +86,13 @@ def build_host_parts(
     collector = HostCollector(pod_stats, node_stats, pod_log, node_log, node_cpu)
     if dry_run:
         return HostParts(collector, (dry_run_throttler(), dry_run_isolator()))
+    # Through systemd or straight into the files: what the host is decides (detected once).
+    writes = choose_writes(mounts.version, layout.detect_driver(), state_dir)
     try:
-        throttler = CgroupThrottler(mounts, QuotaState(state_dir), layout)
-        isolator = CgroupIsolator(mounts, IsolationState(state_dir), layout)
+        throttler = CgroupThrottler(mounts, QuotaState(state_dir), layout, writes=writes)
+        isolator = CgroupIsolator(mounts, IsolationState(state_dir), layout, writes=writes)
     except ValueError as err:
         log.error("cannot throttle on this host: quotas and CPU isolation will not be written",
                   error=str(err))
         return HostParts(collector, (dry_run_throttler(),))  # no isolator: no class offered
-    return HostParts(collector, (throttler, isolator), throttler, isolator)
+    return HostParts(collector, (throttler, isolator), throttler, isolator, writes.through_systemd)

@@ -18,14 +18,17 @@ def release(args: argparse.Namespace) -> int:
     quota file names, and the original weight and burst of every cgroup the isolation
     file names (``cpu.idle`` back to 0 first), exactly as they were, and forget them.
     Exit 1 when some could not be written (they stay in the files: run it again)."""
+    from executors.cgroup_writes import choose_writes
     from executors.isolation_state import IsolationState
     from executors.quota_state import QuotaState
 
     log = structlog.get_logger()
     try:
         mounts, layout = host_cgroups(args.cgroup_root, args.proc_root, args.kubelet_cgroup_root)
-        throttler = CgroupThrottler(mounts, QuotaState(args.state_dir), layout)
-        isolator = CgroupIsolator(mounts, IsolationState(args.state_dir), layout)
+        # the units' own properties given back too, where the agent set them through systemd
+        writes = choose_writes(mounts.version, layout.detect_driver(), args.state_dir)
+        throttler = CgroupThrottler(mounts, QuotaState(args.state_dir), layout, writes=writes)
+        isolator = CgroupIsolator(mounts, IsolationState(args.state_dir), layout, writes=writes)
     except (OSError, ValueError) as err:
         log.error("cannot release: no cgroup tree to write", error=str(err))
         return 2

@@ -101,6 +101,7 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     )
     collector, throttler, isolator = host.collector, host.throttler, host.isolator
     metrics = AgentMetrics()
+    metrics.writes_through_systemd.set(1 if host.through_systemd else 0)
     # Caps and marks that survive systemd, one keeper for both (agent.node.holding): the
     # caps read back before each tick, the marks as each tick asks for them.
     keeper = HeldKeeper(brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n),

@@ -80,10 +80,10 @@ def test_a_cap_that_cannot_be_written_back_is_forgotten(tmp_path: Path) -> None:
     path.chmod(0o444)
     real_write = throttler._write
 
-    def refuse(target: str, text: str) -> None:
-        if target == str(path):
+    def refuse(cgroup: str, version: int, text: str) -> None:
+        if cgroup == c1:
             raise PermissionError(13, "Permission denied")
-        real_write(target, text)
+        real_write(cgroup, version, text)
 
     throttler._write = refuse  # type: ignore[method-assign]
     [found] = throttler.hold()
@@ -134,7 +134,7 @@ def test_the_keeper_counts_every_revert_logs_once_per_pod_and_forgets_lost_caps(
     assert "default/web" not in brain.state.throttled  # the kernel does not hold it
 
 
-def _refuse(_path: str, _text: str) -> None:
+def _refuse(_cgroup: str, _version: int, _text: str) -> None:
     raise OSError(5, "Input/output error")
 
 

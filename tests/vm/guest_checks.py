@@ -46,6 +46,7 @@ BATCH_CID = "b1" * 32
 WEB_CID = "a1" * 32
 SCRATCH_CID = "c1" * 32
 UNLIMITED = "max 100000"
+NO_BUS = "unix:path=/run/waterline-checks/no-bus"
 
 Figures = dict[str, Any]
 CHECKS: list[tuple[str, Callable[[Figures], None]]] = []
@@ -195,7 +196,8 @@ def policy(metric: str, value: str, min_ratio: int, step_ratio: int) -> list[dic
 class Agent:
     """``waterline agent --local`` on this guest, its JSON log in a file."""
 
-    def __init__(self, name: str, rules: list[dict[str, Any]], ticks: int | None = None) -> None:
+    def __init__(self, name: str, rules: list[dict[str, Any]], ticks: int | None = None,
+                 bus: bool = True) -> None:  # fmt: skip
         (WORK / "objects" / "policy.json").write_text(json.dumps(rules))
         self.log_path = WORK / f"agent-{name}.log"
         self.state = WORK / f"state-{name}"
@@ -206,7 +208,10 @@ class Agent:
         if ticks is not None:
             args += ["--ticks", str(ticks)]
         self.log_file = open(self.log_path, "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT)
+        # bus=False: systemd's bus unreachable for the agent, which then writes the files
+        # directly (its fallback; what the checks written before issue 30 measure)
+        env = None if bus else {**os.environ, "DBUS_SYSTEM_BUS_ADDRESS": NO_BUS}
+        self.proc = subprocess.Popen(args, stdout=self.log_file, stderr=subprocess.STDOUT, env=env)
 
     def events(self) -> list[dict[str, Any]]:
         out = []
@@ -431,7 +436,7 @@ def caps_hold_across_daemon_reloads(f: Figures) -> None:
     lift is written back by the next tick, counted, logged once for the pod; the state
     never claims a cap the kernel does not hold; the kernel-measured CPU stays at the cap."""
     cap = "50000 100000"
-    agent = Agent("hold", policy("cpu_total_usage", "0", 25, 10))
+    agent = Agent("hold", policy("cpu_total_usage", "0", 25, 10), bus=False)
     watcher = Watcher(BATCH.quota_file)
     steps: list[dict[str, Any]] = []
 
@@ -548,7 +553,7 @@ def idle_and_burst_held_across_daemon_reload(f: Figures) -> None:
     f["original"] = {"idle": read(idle_file), "weight": read(weight_file), "burst": read(burst_file),
                      "web_cpu_max": read(f"{WEB.container}/cpu.max")}  # fmt: skip
     want_burst = "75000"
-    agent = Agent("isolation", isolation_policy(50))
+    agent = Agent("isolation", isolation_policy(50), bus=False)
     watcher = Watcher(f"{CG}/{idle_file}")
     try:
         f["seconds_to_idle"] = wait_for("batch idle", lambda: read(idle_file) == "1", timeout=AGENT_START)
@@ -598,6 +603,99 @@ def idle_and_burst_held_across_daemon_reload(f: Figures) -> None:
                for x in f["idle_lifts"]), f  # fmt: skip
     assert f["agent_rc"] == 0, f
     assert f["released"] == {"idle": "0", "weight": f["original"]["weight"], "burst": f["original"]["burst"]}, f
+
+
+def unit_props(unit: str, *names: str) -> dict[str, str]:
+    """A unit's own properties, as systemd says them."""
+    return dict(zip(names, sh("systemctl", "show", unit, "--value", *(f"-p{n}" for n in names)).splitlines(),
+                    strict=True))  # fmt: skip
+
+
+@check
+def systemd_keeps_caps_and_marks_through_a_reload_storm(f: Figures) -> None:
+    """Issue 30: with systemd's bus reachable the agent sets batch's cap as its scope's
+    runtime property (``CPUQuotaPerSecUSec``) and the idle mark as its pod slice's
+    ``CPUWeight=idle``; web's burst stays a direct write (no property). Under load, a storm
+    of daemon-reloads and ``set-property`` calls on the slice and the scope lifts none of
+    them (a watcher polling every 20 ms), no revert is counted; on exit the release gives
+    every file and every unit property back exactly, and a reload after it re-imposes nothing."""
+    cap, want_burst, reloads_wanted, budget = "50000 100000", "75000", 20, 600.0
+    batch_scope, batch_slice = scope(BATCH_CID), pod_slice("besteffort", BATCH_UID)
+    # The units' own values, as the kubelet would have set them: a 1.5-core limit on
+    # batch's scope, weight 50 on its slice, 1.5 cores on web's scope (burst borrows from it)
+    sh("systemctl", "set-property", "--runtime", batch_scope, "CPUQuota=150%")
+    sh("systemctl", "set-property", "--runtime", batch_slice, "CPUWeight=50")
+    sh("systemctl", "set-property", "--runtime", scope(WEB_CID), "CPUQuota=150%")
+    files = {"cap": BATCH.quota_file, "idle": f"{CG}/{BATCH.path}/cpu.idle",
+             "weight": f"{CG}/{BATCH.path}/cpu.weight", "burst": f"{CG}/{WEB.container}/cpu.max.burst"}
+    props = {batch_scope: ("CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec"), batch_slice: ("CPUWeight",)}
+    f["original"] = {k: read(v) for k, v in files.items()}
+    f["original_props"] = {u: unit_props(u, *n) for u, n in props.items()}
+    pods_file = WORK / "objects" / "pods.json"
+    pods_before = pods_file.read_text()
+    limited = WEB.manifest({"qos.waterline.io/latency-critical": "true"},
+                           {"requests": {"cpu": "500m"}, "limits": {"cpu": "1500m"}}, "Burstable")
+    pods_file.write_text(json.dumps([BATCH.manifest({}, {}, "BestEffort"), limited]))
+    rules = policy("cpu_total_usage", "0", 25, 10)
+    rules[0]["spec"]["cpuIsolation"] = {"idle": {}, "burst": {"quotaPercent": 50}}
+    agent = Agent("systemd", rules)
+    held = {"cap": cap, "idle": "1", "burst": want_burst}
+    watchers = {k: Watcher(files[k], step=0.02) for k in held}
+    steps: list[dict[str, Any]] = []
+    try:
+        f["seconds_to_hold"] = wait_for("cap, idle and burst in force", lambda: all(
+            read(files[k]) == v for k, v in held.items()), timeout=AGENT_START)  # fmt: skip
+        time.sleep(2 * INTERVAL)
+        f["props_held"] = {u: unit_props(u, *n) for u, n in props.items()}
+        for w in watchers.values():
+            w.start()
+        f["cores_before"] = cores(BATCH, 5)
+        u0, t0 = BATCH.usage_s(), time.monotonic()
+        commands = [("systemctl", "daemon-reload")] * reloads_wanted
+        commands[5:5] = [("systemctl", "set-property", "--runtime", batch_slice, "MemoryAccounting=yes")]
+        commands[12:12] = [("systemctl", "set-property", "--runtime", batch_scope, "MemoryAccounting=yes")]
+        for cmd in commands:
+            if time.monotonic() - t0 > budget:
+                break
+            started = time.monotonic()
+            sh(*cmd)
+            steps.append({"what": " ".join(cmd[1:3]), "command_s": round(time.monotonic() - started, 2),
+                          **{k: read(files[k]) for k in held}})  # fmt: skip
+            time.sleep(max(0.0, 3.0 - (time.monotonic() - started)))  # 20 reloads in 60 s at most
+        f["storm_s"] = round(time.monotonic() - t0, 1)
+        f["cores_across_storm"] = (BATCH.usage_s() - u0) / (time.monotonic() - t0)
+        time.sleep(2 * INTERVAL)
+        metrics = agent.metrics()
+        f["reverted"] = {c: metrics.get(f'waterline_caps_reverted_total{{control="{c}"}}')
+                         for c in ("cpu_quota", "cpu_idle", "cpu_burst")}  # fmt: skip
+        f["through_systemd"] = metrics.get("waterline_cgroup_writes_through_systemd")
+    finally:
+        for w in watchers.values():
+            w.done.set()
+        f["agent_rc"] = agent.stop()
+        f["longest_tick_s"] = _longest_tick(agent)
+        f["steps"] = steps
+        pods_file.write_text(pods_before)
+    for w in watchers.values():
+        w.join(5)
+    f["reloads"] = sum(1 for s in steps if s["what"].startswith("daemon-reload"))
+    f["lifts"] = {k: w.lifts(held[k]) for k, w in watchers.items()}
+    f["released"] = {k: read(v) for k, v in files.items()}
+    f["released_props"] = {u: unit_props(u, *n) for u, n in props.items()}
+    sh("systemctl", "daemon-reload")  # the units' own values only: nothing of the agent's left
+    f["after_release_reload"] = {k: read(v) for k, v in files.items()}
+    f["events"] = [e.get("code") for e in agent.events() if str(e.get("code", "")).startswith("systemd_")]
+    sh("systemctl", "set-property", "--runtime", scope(WEB_CID), "CPUQuota=")
+    assert f["through_systemd"] == 1.0 and "systemd_writes_on" in f["events"], f
+    assert f["props_held"][batch_scope]["CPUQuotaPerSecUSec"] == "500ms", f
+    assert f["props_held"][batch_slice]["CPUWeight"] == "idle", f
+    assert f["reloads"] >= 10, f
+    assert all(not lifts for lifts in f["lifts"].values()), f  # 0 ms lifted
+    assert f["reverted"] == {"cpu_quota": 0.0, "cpu_idle": 0.0, "cpu_burst": 0.0}, f
+    assert f["cores_across_storm"] <= 0.5 * 1.1, f
+    assert f["agent_rc"] == 0, f
+    assert f["released"] == f["original"] == f["after_release_reload"], f
+    assert f["released_props"] == f["original_props"], f
 
 
 # -- running them -----------------------------------------------------------------------

@@ -84,3 +84,16 @@ def test_idle_mark_and_burst_are_held_across_daemon_reload_and_released_exactly(
     assert (f["reverted"]["cpu_burst"] or 0) >= burst_lifted and f["revert_log_lines"] == 1
     assert f["released"] == {"idle": "0", "weight": f["original"]["weight"], "burst": f["original"]["burst"]}
     assert f["isolated_pods"] == {"idle": 1.0, "burst": 1.0}
+
+
+def test_systemd_keeps_caps_and_marks_through_a_reload_storm(guest: GuestRun) -> None:
+    """Issue 30: the cap and the idle mark set as the units' runtime properties; under load
+    a storm of daemon-reloads and set-property calls lifts none of them (0 ms in a 20 ms
+    watcher), no revert is counted, and the release gives every file and property back."""
+    f = guest.result("systemd_keeps_caps_and_marks_through_a_reload_storm")
+    assert f["through_systemd"] == 1.0 and f["reloads"] >= 10
+    assert f["lifts"] == {"cap": [], "idle": [], "burst": []}
+    assert f["reverted"] == {"cpu_quota": 0.0, "cpu_idle": 0.0, "cpu_burst": 0.0}
+    assert f["cores_across_storm"] <= 0.5 * 1.1
+    assert f["released"] == f["original"] == f["after_release_reload"]
+    assert f["released_props"] == f["original_props"]
