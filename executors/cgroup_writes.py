@@ -198,7 +198,7 @@ def probe_bus(bus: Busctl | None) -> tuple[int, str | None]:
 
 def choose_writes(cgroup_version: int, driver: str | None, state_dir: str) -> CgroupWrites:
     """This host's way (``executors.systemd_units.choose``); said once when it is not
-    systemd's on a v2 host (``systemd_writes_off``: the waterline_cgroup_writes_through_systemd
+    systemd's on a v2 host (``systemd-writes-off``: the waterline_cgroup_writes_through_systemd
     gauge reads 0)."""
     binary = find_busctl() if cgroup_version == 2 and driver == "systemd" else None
     bus = Busctl(binary) if binary is not None else None
@@ -208,13 +208,13 @@ def choose_writes(cgroup_version: int, driver: str | None, state_dir: str) -> Cg
     if not choice.systemd:
         if cgroup_version == 2:
             log.warning("caps and marks are written directly: a daemon-reload lifts them until the "
-                        "next tick", code="systemd_writes_off", reason=choice.reason)  # fmt: skip
+                        "next tick", code="systemd-writes-off", reason=choice.reason)  # fmt: skip
         if os.path.exists(os.path.join(state_dir, STATE_FILE)) and (left := UnitsState(state_dir).units()):
             log.error("units keep properties an earlier run set through systemd; they are given "
-                      "back only where systemd's bus is reachable", code="systemd_units_left",
+                      "back only where systemd's bus is reachable", code="systemd-units-left",
                       units=sorted(left))  # fmt: skip
         return DirectWrites()
     assert bus is not None
-    log.info("caps and marks are set through systemd's units", code="systemd_writes_on",
+    log.info("caps and marks are set through systemd's units", code="systemd-writes-on",
              systemd=version)  # fmt: skip
     return SystemdWrites(bus, UnitsState(state_dir), version)

@@ -108,7 +108,7 @@ def test_a_v1_or_cgroupfs_host_writes_directly_and_says_what_units_still_hold(
     assert isinstance(choose_writes(1, "systemd", str(tmp_path)), DirectWrites)
     UnitsState(str(tmp_path)).put("a.scope", UnitRecord({QUOTA: UNSET}, {QUOTA: 500000}))
     assert isinstance(choose_writes(2, "cgroupfs", str(tmp_path)), DirectWrites)
-    assert "systemd_units_left" in capsys.readouterr().out
+    assert "systemd-units-left" in capsys.readouterr().out
 
 
 # -- SystemdWrites with a unit manager that behaves as systemd does -----------------------------

@@ -684,9 +684,9 @@ def systemd_keeps_caps_and_marks_through_a_reload_storm(f: Figures) -> None:
     f["released_props"] = {u: unit_props(u, *n) for u, n in props.items()}
     sh("systemctl", "daemon-reload")  # the units' own values only: nothing of the agent's left
     f["after_release_reload"] = {k: read(v) for k, v in files.items()}
-    f["events"] = [e.get("code") for e in agent.events() if str(e.get("code", "")).startswith("systemd_")]
+    f["events"] = [e.get("code") for e in agent.events() if str(e.get("code", "")).startswith("systemd-")]
     sh("systemctl", "set-property", "--runtime", scope(WEB_CID), "CPUQuota=")
-    assert f["through_systemd"] == 1.0 and "systemd_writes_on" in f["events"], f
+    assert f["through_systemd"] == 1.0 and "systemd-writes-on" in f["events"], f
     assert f["props_held"][batch_scope]["CPUQuotaPerSecUSec"] == "500ms", f
     assert f["props_held"][batch_slice]["CPUWeight"] == "idle", f
     assert f["reloads"] >= 10, f
