@@ -25,7 +25,8 @@ Every ``--sample`` seconds (default 60) the agent's RSS (VmRSS), CPU seconds
 (utime+stime), open file descriptors, threads, ticks (its /metrics) and the watch
 faults its log reports (``watch failed`` and ``watch recovered`` lines: a reconnect after a
 fault) are recorded. The records go to ``--out`` (default ``soak-<time>/``:
-``samples.jsonl``, ``agent.log``, ``soak.html``: a self-contained page with SVG plots).
+``samples.jsonl``, ``agent.log``, ``soak.html``: a self-contained page with SVG plots,
+and each plot alone, ``soak-<figure>.svg``).
 The slope of RSS per hour is fitted by least squares over the samples after the first
 quarter of the run (the caches fill, the allocator settles) and printed with its 95%
 interval; "no growth" is an interval that holds 0.
@@ -245,10 +246,15 @@ def _svg(samples: list[Mapping[str, Any]], key: str, label: str, marks: list[tup
 
 
 def _report(out: Path, samples: list[dict[str, Any]], marks: list[tuple[float, str]], summary: str) -> None:
-    plots = "".join(_svg(samples, k, label, marks) for k, label in (
-        ("rss_mib", "RSS (MiB)"), ("cpu_per_tick_ms", "CPU per tick (ms, over the minute)"),
-        ("fds", "open file descriptors"), ("threads", "threads"),
-        ("watch_faults", "watch faults (cumulative)")))  # fmt: skip
+    figures = (("rss_mib", "RSS (MiB)"), ("cpu_per_tick_ms", "CPU per tick (ms, between samples)"),
+               ("fds", "open file descriptors"), ("threads", "threads"),
+               ("watch_faults", "watch faults (cumulative)"))  # fmt: skip
+    plots = ""
+    for key, label in figures:
+        plot = _svg(samples, key, label, marks)
+        plots += plot
+        if "<svg" in plot:  # each plot alone too, for a document to show
+            (out / f"soak-{key}.svg").write_text(plot[plot.index("<svg"):])
     (out / "soak.html").write_text(
         "<!doctype html><meta charset=utf-8><title>waterline agent soak</title>"
         f"<body style='font-family:sans-serif'><h2>waterline agent soak</h2><pre>{summary}</pre>"
