@@ -52,7 +52,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -213,7 +213,7 @@ def _churn(pool: Pool, count: int) -> int:
 # -- the report -------------------------------------------------------------------------
 
 
-def _svg(samples: list[Mapping[str, Any]], key: str, label: str, marks: list[tuple[float, str]]) -> str:
+def _svg(samples: Sequence[Mapping[str, Any]], key: str, label: str, marks: list[tuple[float, str]]) -> str:
     pts = [(s["t_min"], s[key]) for s in samples if s.get(key) is not None]
     w, h, pad = 640, 180, 40
     if len(pts) < 2:
@@ -263,6 +263,34 @@ def _report(out: Path, samples: list[dict[str, Any]], marks: list[tuple[float, s
 
 
 # -- the runs -----------------------------------------------------------------------------
+
+
+def _slope_text(samples: Sequence[Mapping[str, Any]], what: str) -> str:
+    b, half = slope([s["t_min"] / 60 for s in samples], [s["rss_mib"] for s in samples])
+    return (f"{what} {b:+.2f} MiB/h (95% interval {b - half:+.2f} .. {b + half:+.2f}, "
+            f"{len(samples)} samples)")  # fmt: skip
+
+
+def summarize(samples: list[dict[str, Any]], minutes: float, pods: int) -> str:
+    """The run in a few lines: RSS and its slope per hour after the first quarter (the
+    caches fill) and after the API server restart (its relist's one step left out), CPU per
+    tick, descriptors, threads, watch faults."""
+    rss = [s["rss_mib"] for s in samples]
+    per_tick = [s["cpu_per_tick_ms"] for s in samples if s.get("cpu_per_tick_ms")]
+    after_restart = [s for s in samples if s["t_min"] > minutes / 2 + 0.5]
+    return (
+        f"{len(samples)} samples over {minutes:g} min, {pods} pods, "
+        f"{samples[-1].get('churned', 0)} replaced, "
+        f"3 policy edits, an API server restart at {minutes / 2:g} min\n"
+        f"RSS {min(rss):.1f}-{max(rss):.1f} MiB (last {rss[-1]:.1f}); RSS slope: "
+        f"{_slope_text([s for s in samples if s['t_min'] >= minutes / 4], 'after the first quarter')}; "
+        f"{_slope_text(after_restart, 'after the restart')}\n"
+        f"CPU per tick: median {statistics.median(per_tick) if per_tick else math.nan:.2f} ms "
+        f"(range {min(per_tick, default=math.nan):.2f}-{max(per_tick, default=math.nan):.2f})\n"
+        f"fds {min(s['fds'] for s in samples)}-{max(s['fds'] for s in samples)}, threads "
+        f"{min(s['threads'] for s in samples)}-{max(s['threads'] for s in samples)}, watch "
+        f"faults {samples[-1]['watch_faults']}, recovered {samples[-1]['watch_recovered']}"
+    )
 
 
 def soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> None:
@@ -319,22 +347,7 @@ def soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> N
         pool.close()
     if agent.proc.returncode not in (0, -15, None):
         print(f"the agent exited with {agent.proc.returncode}: see {out / 'agent.log'}")
-    settled = [s for s in samples if s["t_min"] >= args.minutes / 4]
-    b, half = slope([s["t_min"] / 60 for s in settled], [s["rss_mib"] for s in settled])
-    rss = [s["rss_mib"] for s in samples]
-    per_tick = [s["cpu_per_tick_ms"] for s in samples if s.get("cpu_per_tick_ms")]
-    summary = (
-        f"{len(samples)} samples over {args.minutes} min, {args.pods} pods, {churned} replaced, "
-        f"3 policy edits, an API server restart at {args.minutes / 2:.0f} min\n"
-        f"RSS {min(rss):.1f}-{max(rss):.1f} MiB (last {rss[-1]:.1f}); slope after the first "
-        f"quarter {b:+.2f} MiB/h (95% interval {b - half:+.2f} .. {b + half:+.2f}, "
-        f"{len(settled)} samples)\n"
-        f"CPU per tick: median {statistics.median(per_tick) if per_tick else math.nan:.2f} ms "
-        f"(range {min(per_tick, default=math.nan):.2f}-{max(per_tick, default=math.nan):.2f})\n"
-        f"fds {min(s['fds'] for s in samples)}-{max(s['fds'] for s in samples)}, threads "
-        f"{min(s['threads'] for s in samples)}-{max(s['threads'] for s in samples)}, watch "
-        f"faults {samples[-1]['watch_faults']}, recovered {samples[-1]['watch_recovered']}"
-    )
+    summary = summarize(samples, args.minutes, args.pods)
     print(summary)
     _report(out, samples, marks, summary)
     print(f"plot: {out / 'soak.html'}")
@@ -376,9 +389,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--rss", action="store_true")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="redo the summary and plots of a run's folder (same --minutes, --pods)")
     parser.add_argument("--tree", type=Path, action="append",
                         help="--rss: the agent's code from this tree (repeatable: the trees in turn)")
     args = parser.parse_args(argv or [])
+    if args.report is not None:
+        samples = [json.loads(line) for line in (args.report / "samples.jsonl").read_text().splitlines()]
+        marks = [(args.minutes * q / 4, "policy edit") for q in (1, 3)]
+        marks.append((args.minutes / 2, "policy edit, apiserver restart"))
+        summary = summarize(samples, args.minutes, args.pods)
+        print(summary)
+        _report(args.report, samples, sorted(marks), summary)
+        return
     if not (BIN / "kube-apiserver").exists():
         print(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first; nothing measured")
         return
