@@ -17,7 +17,7 @@ BENCHMARKS = (
     "bench.defrag_e2e",
     "bench.faults",
 )
-ON_REQUEST = ("bench.colocation", "bench.watch_recovery")
+ON_REQUEST = ("bench.colocation", "bench.watch_recovery", "bench.soak", "bench.agent_memory")
 
 
 def main(argv: list[str]) -> int:

@@ -1,4 +1,4 @@
-"""Collector cost per tick on a node of 250 pods x 3 containers.
+"""Collector cost per tick on a node of N pods x 3 containers (50, 250, 500, 1000).
 
 Builds fake cgroup trees on tmpfs (``/dev/shm``): a v1 host shaped like ours (separate
 ``cpu``, ``cpuacct`` and ``memory`` hierarchies, cgroupfs driver, containerd) and a v2
@@ -15,13 +15,21 @@ times, memory, PSI, load) over the machine's own /proc and over a fake /proc sha
 With ``lc``, the same collector plus the interference metrics (``lc_*``,
 ``collectors.interference``): the Guaranteed third of the pods are the latency-critical
 ones (no pod is labelled), each container holds ``LC_TASKS`` tasks whose schedstat lives
-in a fake /proc, so a tick also reads 84 x 3 task lists and 84 x 3 x 2 schedstat files.
+in a fake /proc, so a tick also reads 84 x 3 task lists and 84 x 3 x 2 schedstat files;
+its ratio is to a bare loop over the same files plus those.
 
-Goals (issue 3): at most 3x the bare read loop; peak RSS under 80 MiB.
+Each pod count of the sweep (50, 250, 500, 1000: the cost should grow linearly) runs
+``ROUNDS`` rounds of bare loop, collector, collector + lc in turn, each in a fresh
+interpreter; the ratio is taken round by round (so a machine that slows down part way
+slows both sides of it) and printed as the median with its range over the rounds.
+``--pods 250`` runs one size.
+
+Goals (issues 3 and 32): at most 1.3x the bare read loop at 250 pods; peak RSS under 80 MiB.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -35,7 +43,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PODS = 250
+PODS = (50, 250, 500, 1000)
+GOAL_PODS = 250
+ROUNDS = 3
 CONTAINERS = 3
 LC_TASKS = 2  # tasks per container of a latency-critical pod
 TICKS = 40
@@ -75,8 +85,11 @@ def _write(path: Path, text: str) -> None:
     path.write_text(text)
 
 
-def _build(base: Path, version: int) -> tuple[list[dict[str, object]], list[str]]:
-    """Make the tree; returns raw pod specs and the files the collector reads each tick."""
+def _build(
+    base: Path, version: int, pods_n: int
+) -> tuple[list[dict[str, object]], list[str], list[str]]:
+    """Make the tree; returns raw pod specs, the files the collector reads each tick and
+    the ones the lc_* metrics add (task lists and their schedstat)."""
     roots = [base / c for c in ("cpu", "cpuacct", "memory")] if version == 1 else [base]
     for r in roots:
         r.mkdir(parents=True, exist_ok=True)
@@ -84,7 +97,8 @@ def _build(base: Path, version: int) -> tuple[list[dict[str, object]], list[str]
         _write(base / "cgroup.controllers", "cpuset cpu io memory pids\n")
     pods: list[dict[str, object]] = []
     files: list[str] = []
-    for i in range(PODS):
+    lc_files: list[str] = []
+    for i in range(pods_n):
         qos = QOS[i % 3]
         uid = f"0000{i:04d}-aaaa-bbbb-cccc-{i:012d}"
         if version == 1:
@@ -128,21 +142,26 @@ def _build(base: Path, version: int) -> tuple[list[dict[str, object]], list[str]
                 files += [str(d / f) for f in ("cpu.stat", "memory.current", "memory.stat",
                                                "cpu.pressure", "memory.pressure")]  # fmt: skip
         if qos == "Guaranteed":
-            _add_tasks(base, version, [f"{pod_rel}/{n}" for n in names], i)
+            lc_files += _add_tasks(base, version, [f"{pod_rel}/{n}" for n in names], i)
         pods.append({"name": f"p{i:03d}", "uid": uid, "qos": qos, "ids": ids})
-    return pods, files
+    return pods, files, lc_files
 
 
-def _add_tasks(base: Path, version: int, rels: list[str], pod: int) -> None:
-    """Task lists in the container cgroups, and their schedstat in ``base/proc``."""
+def _add_tasks(base: Path, version: int, rels: list[str], pod: int) -> list[str]:
+    """Task lists in the container cgroups, and their schedstat in ``base/proc``; returns
+    the files written."""
+    files = []
     for c, rel in enumerate(rels):
         tids = [100_000 + pod * 100 + c * 10 + t for t in range(LC_TASKS)]
         cgroup = base / "cpu" / rel if version == 1 else base / rel
-        _write(cgroup / ("tasks" if version == 1 else "cgroup.threads"),
-               "".join(f"{t}\n" for t in tids))  # fmt: skip
+        tasks = cgroup / ("tasks" if version == 1 else "cgroup.threads")
+        _write(tasks, "".join(f"{t}\n" for t in tids))
+        files.append(str(tasks))
         for tid in tids:
             (base / "proc" / str(tid)).mkdir(parents=True)
             _write(base / "proc" / str(tid) / "schedstat", "12345678901 2345678901 4242\n")
+            files.append(str(base / "proc" / str(tid) / "schedstat"))
+    return files
 
 
 HOST_CPUS = 64
@@ -219,7 +238,7 @@ def _per_tick(fn: object, ticks: int) -> float:
     return statistics.median(samples)
 
 
-def child(version: int, what: str) -> None:
+def child(version: int, what: str, pods_n: int) -> None:
     """Runs in a fresh interpreter; prints one JSON line."""
     import structlog
 
@@ -230,10 +249,11 @@ def child(version: int, what: str) -> None:
 
     base = Path(tempfile.mkdtemp(prefix=f"waterline-bench-{os.getpid()}-", dir="/dev/shm"))
     try:
-        raw, files = _build(base, version)
-        if what == "bare":
-            seconds = _per_tick(lambda: _bare(files), TICKS)
-            out = {"seconds": seconds, "files": len(files)}
+        raw, files, lc_files = _build(base, version, pods_n)
+        if what in ("bare", "bare-lc"):
+            read = files + lc_files if what == "bare-lc" else files
+            seconds = _per_tick(lambda: _bare(read), TICKS)
+            out = {"seconds": seconds, "files": len(read)}
         else:
             pods = [
                 Pod(
@@ -256,7 +276,7 @@ def child(version: int, what: str) -> None:
                 mounts = CgroupMounts(str(base), {}, str(base), frozenset({"cpu", "memory"}))
             collector = PodStatsCollector(mounts)
             first = collector.collect(pods)  # locates every cgroup (cached afterwards)
-            assert len(first.usage) == PODS, (len(first.usage), first.missing[:3])
+            assert len(first.usage) == pods_n, (len(first.usage), first.missing[:3])
             tick = (lambda: collector.collect(pods)) if what == "collector" else _with_lc(
                 collector, pods, base, version
             )
@@ -286,37 +306,56 @@ def _with_lc(collector: Any, pods: list[Any], base: Path, version: int) -> Calla
     return tick
 
 
-def _run(version: int | str, what: str) -> dict[str, float]:
+def _run(version: int | str, what: str, pods_n: int = GOAL_PODS) -> dict[str, float]:
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.collectors", str(version), what],
+        [sys.executable, "-m", "bench.collectors", str(version), what, str(pods_n)],
         cwd=root, capture_output=True, text=True, check=True,
     )  # fmt: skip
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def _spread(values: list[float], fmt: str) -> str:
+    """The median of the rounds and their range."""
+    return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench collectors")
+    parser.add_argument("--pods", default=",".join(map(str, PODS)),
+                        help="comma-separated pod counts (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    args = parser.parse_args(argv or [])
     if not os.path.isdir("/dev/shm"):
         print("no /dev/shm: skipped")
         return
-    print(f"{PODS} pods x {CONTAINERS} containers, median of {TICKS} ticks, CPU time")
+    sizes = [int(n) for n in args.pods.split(",")]
+    print(f"pods x {CONTAINERS} containers, CPU time per tick (median of {TICKS} ticks), "
+          f"{args.rounds} rounds of bare / collector / bare with the lc files / collector + lc; "
+          "median [range] of the rounds")
     for version in (1, 2):
-        bare = _run(version, "bare")
-        coll = _run(version, "collector")
-        lc = _run(version, "lc")
-        ratio = coll["seconds"] / bare["seconds"]
-        print(
-            f"cgroup v{version}: collector {coll['seconds'] * 1e3:.1f} ms/tick, "
-            f"bare read loop {bare['seconds'] * 1e3:.1f} ms/tick ({bare['files']:.0f} files), "
-            f"ratio {ratio:.2f}x (goal <= 3x); collector peak RSS {coll['rss_mib']:.1f} MiB "
-            f"(goal < 80 MiB)"
-        )
-        print(
-            f"cgroup v{version}: collector + lc_* metrics {lc['seconds'] * 1e3:.1f} ms/tick "
-            f"(+{(lc['seconds'] / coll['seconds'] - 1) * 100:.0f}%: {PODS // 3 + 1} "
-            f"latency-critical pods, {LC_TASKS} tasks per container); peak RSS "
-            f"{lc['rss_mib']:.1f} MiB"
-        )
+        for n in sizes:
+            bare, coll, bare_lc, lc = [], [], [], []
+            for _ in range(args.rounds):
+                bare.append(_run(version, "bare", n))
+                coll.append(_run(version, "collector", n))
+                bare_lc.append(_run(version, "bare-lc", n))
+                lc.append(_run(version, "lc", n))
+            ratio = [c["seconds"] / b["seconds"] for c, b in zip(coll, bare, strict=True)]
+            lc_ratio = [x["seconds"] / b["seconds"] for x, b in zip(lc, bare_lc, strict=True)]
+            extra = [(x["seconds"] / c["seconds"] - 1) * 100 for x, c in zip(lc, coll, strict=True)]
+            goal = " (goal <= 1.3x)" if n == GOAL_PODS else ""
+            print(
+                f"cgroup v{version} pods={n:>4}: collector "
+                f"{_spread([c['seconds'] * 1e3 for c in coll], '.1f')} ms/tick, bare read loop "
+                f"{_spread([b['seconds'] * 1e3 for b in bare], '.1f')} ms/tick "
+                f"({bare[0]['files']:.0f} files), ratio {_spread(ratio, '.2f')}x{goal}; "
+                f"with lc_* {_spread(lc_ratio, '.2f')}x its bare loop "
+                f"({bare_lc[0]['files']:.0f} files){goal} "
+                f"(+{_spread(extra, '.0f')}% over the collector: {n // 3 + (n % 3 > 0)} "
+                f"latency-critical pods); peak RSS {max(c['rss_mib'] for c in coll):.1f} MiB, "
+                f"with lc_* {max(x['rss_mib'] for x in lc):.1f} MiB (goal < 80 MiB)"
+            )
     host = _run("node", "host")["seconds"]
     fake = _run("node", "fake")["seconds"]
     print(
@@ -326,9 +365,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "node":
+    if len(sys.argv) >= 3 and sys.argv[1] == "node":
         child_node(sys.argv[2])
-    elif len(sys.argv) == 3:
-        child(int(sys.argv[1]), sys.argv[2])
+    elif len(sys.argv) == 4:
+        child(int(sys.argv[1]), sys.argv[2], int(sys.argv[3]))
     else:
         main()

@@ -119,18 +119,26 @@ class TickWork:
         self.evicted_now: set[str] = set()
         #: Actions whose eviction round this tick evicted something.
         self.rounds: set[str] = set()
+        #: Sorted candidates by (scope, sorter, evict): the pods, their figures and the
+        #: time do not change within a tick, so each list is built and sorted once.
+        self._ranked: dict[tuple[Any, str, bool], list[Candidate]] = {}
         rate = ctx.settings.eviction_rate_limit
         bucket = state.refill(rate, ctx.now)
         self.limits = RoundLimits(ctx.node.name, ctx.now, ctx.brake or ctx.settings.cluster_brake,
                                   rate, bucket, state.backoff)
 
     def candidates(self, action: Action, sorter: str, evict: bool = False) -> list[Candidate]:
+        ranked = self._ranked.get((action.scope, sorter, evict))
+        if ranked is None:
+            ranked = self._ranked[(action.scope, sorter, evict)] = self._rank(action, sorter, evict)
+        gone, now_gone = self.state.evicting, self.evicted_now  # these change as the tick goes
+        return [c for c in ranked if c.pod.key not in gone and c.pod.key not in now_gone]
+
+    def _rank(self, action: Action, sorter: str, evict: bool) -> list[Candidate]:
         ctx = self.ctx
         now, ext_cpu, labels = ctx.now, ctx.settings.ext_cpu_resource, ctx.namespace_labels
         out = []
         for key, pod in ctx.pods.items():
-            if key in self.state.evicting or key in self.evicted_now:
-                continue
             if never_candidate_reason(pod) is not None:
                 continue
             if evict and never_evicted_reason(pod) is not None:

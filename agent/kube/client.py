@@ -13,7 +13,8 @@ bound is up *and* carries the API server's own ``timeout`` parameter, so the ser
 abandons (does not commit) a write it could not finish in time. The controller bounds
 each leader write by the time left before its renew deadline.
 
-``kubernetes.client`` is imported here, lazily, when an API is built.
+The client's transport is imported here, lazily, when an API is built, and without its
+typed models and API classes (``agent.kube.lean``: 39 MiB the agent never used).
 """
 
 from __future__ import annotations
@@ -160,9 +161,12 @@ def build_api(
     """An API from a kubeconfig path, else in-cluster config (service account), else
     ``$KUBECONFIG`` / ``~/.kube/config``."""
     import urllib3
-    from kubernetes import client, config
 
-    configuration = client.Configuration()
+    from agent.kube import lean
+
+    kube = lean.load()
+    config = kube.config
+    configuration = kube.Configuration()
     try:
         if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)
@@ -183,7 +187,7 @@ def build_api(
         total=0, connect=0, read=0, redirect=0, status=0, raise_on_redirect=False
     )
     configuration.connection_pool_maxsize = args.pool_size
-    api_client = client.ApiClient(configuration)
+    api_client = kube.ApiClient(configuration)
     api_client.user_agent = "waterline/0.1.0"
     return KubeApi(api_client, args, access)
 

@@ -31,17 +31,41 @@ class Order(Generic[T]):
 
     rules: tuple[By[T], ...]
     name: str = ""
-    _keys: tuple[Callable[[T], Any], ...] = field(init=False, repr=False, compare=False)
+    _key: Callable[[T], tuple[Any, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_keys", tuple(r.key for r in self.rules))
+        object.__setattr__(self, "_key", _tupled(tuple(r.key for r in self.rules)))
 
     def key(self, item: T) -> tuple[Any, ...]:
-        return tuple(k(item) for k in self._keys)
+        return self._key(item)
 
     def sort(self, items: Iterable[T]) -> list[T]:
-        keys = self._keys
-        return sorted(items, key=lambda item: tuple(k(item) for k in keys))
+        return sorted(items, key=self._key)
+
+
+def _tupled(keys: tuple[Callable[[T], Any], ...]) -> Callable[[T], tuple[Any, ...]]:
+    """One function making the tuple of the keys. Spelled out for up to six keys: a
+    generator over the keys costs 2.4x as much per item (the node sorters have 3 to 6
+    rules and sort every pod of the node, several times a tick)."""
+    if len(keys) == 1:
+        (a,) = keys
+        return lambda i: (a(i),)
+    if len(keys) == 2:
+        a, b = keys
+        return lambda i: (a(i), b(i))
+    if len(keys) == 3:
+        a, b, c = keys
+        return lambda i: (a(i), b(i), c(i))
+    if len(keys) == 4:
+        a, b, c, d = keys
+        return lambda i: (a(i), b(i), c(i), d(i))
+    if len(keys) == 5:
+        a, b, c, d, e = keys
+        return lambda i: (a(i), b(i), c(i), d(i), e(i))
+    if len(keys) == 6:
+        a, b, c, d, e, f = keys
+        return lambda i: (a(i), b(i), c(i), d(i), e(i), f(i))
+    return lambda i: tuple(k(i) for k in keys)
 
 
 def ordered_by(*rules: By[T], name: str = "") -> Order[T]:

@@ -1,0 +1,421 @@
+"""The agent's own cost over time (issue 32): memory, CPU, descriptors and threads of the
+agent process against the real kube-apiserver, with pods coming and going.
+
+    python -m bench soak                      # 1 hour, 250 pods, 10 pods replaced a minute
+    python -m bench soak --minutes 15         # a short run
+    python -m bench soak --minutes 1440       # the full day (documented, not run here)
+    python -m bench soak --rss                # the memory figure of docs/agent-cost.md only
+
+A cluster of tests/cluster.py is started in a temporary folder and deploy/ installed; a
+kwok node (64 cores, 300 pods) gets ``--pods`` pause pods of two ReplicaSets (one stays,
+one churns), a policy of two rules selecting the node, and the agent, run as its own
+process (``python -m agent agent``, as the DaemonSet runs it) with a token of its
+ServiceAccount bound to the DaemonSet's pod on that node, its cgroup root a fake v2 tree
+(kwok runs no containers: the pods have no cgroup and no figure; the agent's work per
+tick is the same bar the reads), ticking every second.
+
+During the run:
+
+* **churn**: every minute ``--churn`` pods of the churning ReplicaSet are deleted (its
+  controller makes new ones at once: as many created as deleted);
+* **policy edits**: every quarter of the run the policy's waterline changes;
+* **an API server restart** at half time (kill -9, started again on the same port).
+
+Every ``--sample`` seconds (default 60) the agent's RSS (VmRSS), CPU seconds
+(utime+stime), open file descriptors, threads, ticks (its /metrics) and the watch
+faults its log reports (``watch failed`` and ``watch recovered`` lines: a reconnect after a
+fault) are recorded. The records go to ``--out`` (default ``soak-<time>/``:
+``samples.jsonl``, ``agent.log``, ``soak.html``: a self-contained page with SVG plots,
+and each plot alone, ``soak-<figure>.svg``).
+The slope of RSS per hour is fitted by least squares over the samples after the first
+quarter of the run (the caches fill, the allocator settles) and printed with its 95%
+interval; "no growth" is an interval that holds 0.
+
+``--rss`` instead runs the agent three times for 20 ticks on the same node and prints
+the peak RSS it logs when it stops (``max_rss_mib``), as docs/install.md measured it.
+``--python PATH`` runs the agent with another interpreter (a venv of
+requirements/runtime.lock only, as the image has: no dev tools imported by accident).
+
+The agent as the DaemonSet on a real node (``make node``) is not part of this: that node
+is one per machine and was reserved to others when this was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from agent.kube.deleting import delete
+from agent.kube.resources import PODS
+from tests.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
+from tests.cluster import start as start_cluster
+from tests.integration.agent_env import QOS, Pool
+from tests.unit.fake_cgroups import FakeTree
+
+ROOT = Path(__file__).resolve().parent.parent
+CHURNING = 20  # pods of the churning ReplicaSet
+#: t (95%, two-sided) for small degrees of freedom; the normal figure beyond.
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+        10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04, 60: 2.00}  # fmt: skip
+
+
+def _t95(dof: int) -> float:
+    if dof > 60:
+        return 1.96
+    return _T95[max(k for k in _T95 if k <= max(dof, 1))]
+
+
+def slope(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares slope of ys over xs and the half-width of its 95% interval."""
+    n = len(xs)
+    if n < 3:
+        return math.nan, math.nan
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    a = my - b * mx
+    residual = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys, strict=True)) / (n - 2)
+    return b, _t95(n - 2) * math.sqrt(residual / sxx)
+
+
+# -- the agent process --------------------------------------------------------------
+
+
+class AgentProcess:
+    """``python -m agent agent`` in cluster mode on a fake cgroup tree; /metrics on a port."""
+
+    def __init__(self, python: str, kubeconfig: Path, node: str, tmp: Path, log: Path,
+                 ticks: int | None = None, tree: Path = ROOT) -> None:  # fmt: skip
+        FakeTree(tmp / "cg", 2)
+        self.port = _free_port()
+        args = [python, "-m", "agent", "agent", "--kubeconfig", str(kubeconfig),
+                "--node-name", node, "--node-cpu", "pods", "--cgroup-root", str(tmp / "cg"),
+                "--proc-root", "/proc", "--state-dir", str(tmp / "state"),
+                "--metrics-addr", f"127.0.0.1:{self.port}", "--interval", "1"]  # fmt: skip
+        if ticks is not None:
+            args += ["--ticks", str(ticks)]
+        self.log = log
+        env = {**os.environ, "PYTHONPATH": str(tree), "POD_NAMESPACE": "waterline-system"}
+        self.proc = subprocess.Popen(args, cwd=tmp, env=env, stdout=subprocess.DEVNULL,  # noqa: S603
+                                     stderr=log.open("ab"))  # fmt: skip
+
+    def sample(self) -> dict[str, Any]:
+        pid = self.proc.pid
+        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        tck = os.sysconf("SC_CLK_TCK")
+        return {
+            "rss_mib": int(status["VmRSS"].split()[0]) / 1024,
+            "hwm_mib": int(status["VmHWM"].split()[0]) / 1024,
+            "threads": int(status["Threads"]),
+            "fds": len(os.listdir(f"/proc/{pid}/fd")),
+            "cpu_seconds": (int(stat[11]) + int(stat[12])) / tck,
+            "ticks": self.ticks(),
+            "watch_faults": self.count("watch failed"),
+            "watch_recovered": self.count("watch recovered"),
+        }
+
+    def ticks(self) -> float | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:  # noqa: S310
+                text = r.read().decode()
+        except OSError:
+            return None
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("waterline_ticks_total{"))  # fmt: skip
+
+    def count(self, event: str) -> int:
+        needle = f'"event": "{event}'
+        with self.log.open(errors="replace") as f:
+            return sum(needle in line or f'"event":"{event}' in line for line in f)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- the cluster's side ---------------------------------------------------------------
+
+
+def _node_with_pods(kube: RealCluster, pool: Pool, pods: int) -> str:
+    node = kube.node(labels=pool.labels, allocatable={"cpu": "64", "memory": "256Gi", "pods": "300"})
+    pool.nodes.append(node)
+    churning = min(CHURNING, pods // 2)
+    pool.replicaset("steady", pods - churning, node=node)
+    pool.replicaset("churn", churning, node=node)
+    pool.running("steady", pods - churning, timeout=600)
+    pool.running("churn", churning, timeout=300)
+    return node
+
+
+def _policy(pool: Pool, value: str, name: str | None = None) -> str:
+    action = "soak-throttle"
+    if name is None:
+        pool.action({"coolDownSeconds": 300, "throttle": {"cpuThrottle": {"minCPURatio": 10,
+                                                                          "stepCPURatio": 10}}},
+                    name=action)  # fmt: skip
+        return pool.policy(action, value=value, name=f"soak-{pool.namespace}")
+    pool.kube.apply([{
+        "apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": name},
+        "spec": {"nodeSelector": {"matchLabels": dict(pool.labels)},
+                 "objectiveEnsurances": [
+                     {"name": "cpu", "actionName": action, "restoreThreshold": 1,
+                      "metricRule": {"name": "cpu_total_usage", "value": value}},
+                     {"name": "mem", "actionName": action,
+                      "metricRule": {"name": "memory_total_utilization", "value": "95"}}]}},
+    ])  # fmt: skip
+    return name
+
+
+def _agent_kubeconfig(kube: RealCluster, node: str, minutes: float) -> Path:
+    """The agent's identity on ``node`` (as ``RealCluster.agent_kubeconfig``), its token
+    good for the whole run (a day's soak outlives the 2 h default)."""
+    pod = kube.wait_for_pod(NAMESPACE, f"spec.nodeName={node}", "app.kubernetes.io/name=waterline-agent")
+    hours = max(2, math.ceil(minutes / 60) + 1)
+    token = kube.token(AGENT_SA, pod=pod, duration=f"{hours}h")
+    return kube.token_kubeconfig(token, name=f"soak-agent-{node}")
+
+
+def _churn(pool: Pool, count: int) -> int:
+    gone = 0
+    for pod in pool.pods("churn")[:count]:
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        delete(pool.api, PODS, pod["metadata"]["name"], pool.namespace)
+        gone += 1
+    return gone
+
+
+# -- the report -------------------------------------------------------------------------
+
+
+def _svg(samples: Sequence[Mapping[str, Any]], key: str, label: str, marks: list[tuple[float, str]]) -> str:
+    pts = [(s["t_min"], s[key]) for s in samples if s.get(key) is not None]
+    w, h, pad = 640, 180, 40
+    if len(pts) < 2:
+        return f"<p>{label}: fewer than two samples</p>"
+    x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts) or 1
+    ys = [p[1] for p in pts]
+    y0, y1 = min(ys), max(ys)
+    if y1 - y0 < 1e-9:
+        y0, y1 = y0 - 1, y1 + 1
+
+    def sx(x: float) -> float:
+        return pad + (x - x0) / ((x1 - x0) or 1) * (w - 2 * pad)
+
+    def sy(y: float) -> float:
+        return h - pad + (y - y0) / (y1 - y0) * (2 * pad - h)
+
+    line = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+    mark = "".join(f'<line x1="{sx(t):.1f}" y1="{pad / 2}" x2="{sx(t):.1f}" y2="{h - pad}" '
+                   f'stroke="#c33" stroke-dasharray="3,3"/><text x="{sx(t) + 3:.1f}" y="{pad / 2 + 10}" '
+                   f'font-size="10" fill="#c33">{what}</text>' for t, what in marks if x0 <= t <= x1)  # fmt: skip
+    return (
+        f'<h3>{label}</h3><svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}">'
+        f'<rect width="{w}" height="{h}" fill="#fff" stroke="#ccc"/>{mark}'
+        f'<polyline fill="none" stroke="#236" stroke-width="1.5" points="{line}"/>'
+        f'<text x="4" y="{sy(y1) + 4:.1f}" font-size="10">{y1:.4g}</text>'
+        f'<text x="4" y="{sy(y0) + 4:.1f}" font-size="10">{y0:.4g}</text>'
+        f'<text x="{pad}" y="{h - 8}" font-size="10">{x0:.0f} min</text>'
+        f'<text x="{w - pad - 30}" y="{h - 8}" font-size="10">{x1:.0f} min</text></svg>'
+    )
+
+
+def _report(out: Path, samples: list[dict[str, Any]], marks: list[tuple[float, str]], summary: str) -> None:
+    figures = (("rss_mib", "RSS (MiB)"), ("cpu_per_tick_ms", "CPU per tick (ms, between samples)"),
+               ("fds", "open file descriptors"), ("threads", "threads"),
+               ("watch_faults", "watch faults (cumulative)"))  # fmt: skip
+    plots = ""
+    for key, label in figures:
+        plot = _svg(samples, key, label, marks)
+        plots += plot
+        if "<svg" in plot:  # each plot alone too, for a document to show
+            (out / f"soak-{key}.svg").write_text(plot[plot.index("<svg"):])
+    (out / "soak.html").write_text(
+        "<!doctype html><meta charset=utf-8><title>waterline agent soak</title>"
+        f"<body style='font-family:sans-serif'><h2>waterline agent soak</h2><pre>{summary}</pre>"
+        f"{plots}</body>"
+    )
+
+
+# -- the runs -----------------------------------------------------------------------------
+
+
+def _slope_text(samples: Sequence[Mapping[str, Any]], what: str) -> str:
+    b, half = slope([s["t_min"] / 60 for s in samples], [s["rss_mib"] for s in samples])
+    return (f"{what} {b:+.2f} MiB/h (95% interval {b - half:+.2f} .. {b + half:+.2f}, "
+            f"{len(samples)} samples)")  # fmt: skip
+
+
+def summarize(samples: list[dict[str, Any]], minutes: float, pods: int) -> str:
+    """The run in a few lines: RSS and its slope per hour after the first quarter (the
+    caches fill) and after the API server restart (its relist's one step left out), CPU per
+    tick, descriptors, threads, watch faults."""
+    rss = [s["rss_mib"] for s in samples]
+    per_tick = [s["cpu_per_tick_ms"] for s in samples if s.get("cpu_per_tick_ms")]
+    after_restart = [s for s in samples if s["t_min"] > minutes / 2 + 0.5]
+    return (
+        f"{len(samples)} samples over {minutes:g} min, {pods} pods, "
+        f"{samples[-1].get('churned', 0)} replaced, "
+        f"3 policy edits, an API server restart at {minutes / 2:g} min\n"
+        f"RSS {min(rss):.1f}-{max(rss):.1f} MiB (last {rss[-1]:.1f}); RSS slope: "
+        f"{_slope_text([s for s in samples if s['t_min'] >= minutes / 4], 'after the first quarter')}; "
+        f"{_slope_text(after_restart, 'after the restart')}\n"
+        f"CPU per tick: median {statistics.median(per_tick) if per_tick else math.nan:.2f} ms "
+        f"(range {min(per_tick, default=math.nan):.2f}-{max(per_tick, default=math.nan):.2f})\n"
+        f"fds {min(s['fds'] for s in samples)}-{max(s['fds'] for s in samples)}, threads "
+        f"{min(s['threads'] for s in samples)}-{max(s['threads'] for s in samples)}, watch "
+        f"faults {samples[-1]['watch_faults']}, recovered {samples[-1]['watch_recovered']}"
+    )
+
+
+def soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> None:
+    pool = Pool(kube, "soak")
+    node = _node_with_pods(kube, pool, args.pods)
+    policy = _policy(pool, "40")
+    _policy(pool, "40", name=policy)  # the second rule, by the same path as the edits
+    agent = AgentProcess(args.python, _agent_kubeconfig(kube, node, args.minutes), node, tmp,
+                         out / "agent.log")
+    samples: list[dict[str, Any]] = []
+    marks: list[tuple[float, str]] = []
+    start = time.monotonic()
+    end = start + args.minutes * 60
+    edits = [start + args.minutes * 60 * q / 4 for q in (1, 2, 3)]
+    restart_at = start + args.minutes * 30
+    restarted = False
+    churned = 0
+    next_sample = start + 5
+    next_churn = start + 60
+    print(f"soak: {args.pods} pods on {node}, {args.minutes} min, churn {args.churn}/min, "
+          f"a sample every {args.sample} s; records in {out}")
+    try:
+        with (out / "samples.jsonl").open("w") as f:
+            while time.monotonic() < end and agent.proc.poll() is None:
+                now = time.monotonic()
+                if now >= next_sample:
+                    s = {"t_min": (now - start) / 60, **agent.sample(), "churned": churned}
+                    if samples and s["ticks"] and samples[-1].get("ticks"):
+                        dt = s["ticks"] - samples[-1]["ticks"]
+                        s["cpu_per_tick_ms"] = ((s["cpu_seconds"] - samples[-1]["cpu_seconds"])
+                                                / dt * 1e3 if dt > 0 else None)  # fmt: skip
+                    samples.append(s)
+                    f.write(json.dumps(s) + "\n")
+                    f.flush()
+                    print(f"  {s['t_min']:6.1f} min rss {s['rss_mib']:.1f} MiB fds {s['fds']} "
+                          f"threads {s['threads']} ticks {s['ticks']} cpu/tick "
+                          f"{s.get('cpu_per_tick_ms') or 0:.2f} ms watch faults {s['watch_faults']}",
+                          flush=True)  # fmt: skip
+                    next_sample += args.sample
+                if args.churn and now >= next_churn:
+                    churned += _churn(pool, args.churn)
+                    next_churn += 60
+                if edits and now >= edits[0]:
+                    edits.pop(0)
+                    _policy(pool, str(30 + 5 * len(edits)), name=policy)
+                    marks.append(((now - start) / 60, "policy edit"))
+                if not restarted and now >= restart_at:
+                    restarted = True
+                    marks.append(((now - start) / 60, "apiserver restart"))
+                    kube.restart_apiserver()
+                time.sleep(1)
+    finally:
+        agent.stop()
+        pool.close()
+    if agent.proc.returncode not in (0, -15, None):
+        print(f"the agent exited with {agent.proc.returncode}: see {out / 'agent.log'}")
+    summary = summarize(samples, args.minutes, args.pods)
+    print(summary)
+    _report(out, samples, marks, summary)
+    print(f"plot: {out / 'soak.html'}")
+
+
+def rss_only(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> None:
+    """Three runs of 20 ticks per tree, the trees in turn; the peak RSS each run logs
+    when it stops."""
+    pool = Pool(kube, "rss")
+    try:
+        node = _node_with_pods(kube, pool, args.pods)
+        policy = _policy(pool, "40")
+        _policy(pool, "40", name=policy)
+        trees = args.tree or [ROOT]
+        peaks: dict[Path, list[float]] = {t: [] for t in trees}
+        for run in range(3):
+            for i, tree in enumerate(trees):
+                log = out / f"agent-rss-{i}-{run}.log"
+                agent = AgentProcess(args.python, _agent_kubeconfig(kube, node, 10), node,
+                                     tmp / f"r{i}-{run}", log, ticks=20, tree=tree)
+                agent.proc.wait(300)
+                stopped = [json.loads(line) for line in log.read_text().splitlines()
+                           if '"agent stopped"' in line]  # fmt: skip
+                peaks[tree].append(stopped[-1]["max_rss_mib"] if stopped else math.nan)
+        for tree, got in peaks.items():
+            print(f"agent in cluster mode ({tree}), {args.pods} running pods on its node, 20 "
+                  f"ticks, peak RSS (max_rss_mib) of 3 runs: {', '.join(f'{p:.1f}' for p in got)} "
+                  f"MiB (goal < 80 MiB; {args.python})")
+    finally:
+        pool.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench soak")
+    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--pods", type=int, default=250)
+    parser.add_argument("--churn", type=int, default=10, help="pods replaced a minute")
+    parser.add_argument("--sample", type=float, default=60.0, help="seconds between samples")
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--python", default=sys.executable)
+    parser.add_argument("--rss", action="store_true")
+    parser.add_argument("--report", type=Path, default=None,
+                        help="redo the summary and plots of a run's folder (same --minutes, --pods)")
+    parser.add_argument("--tree", type=Path, action="append",
+                        help="--rss: the agent's code from this tree (repeatable: the trees in turn)")
+    args = parser.parse_args(argv or [])
+    if args.report is not None:
+        samples = [json.loads(line) for line in (args.report / "samples.jsonl").read_text().splitlines()]
+        marks = [(args.minutes * q / 4, "policy edit") for q in (1, 3)]
+        marks.append((args.minutes / 2, "policy edit, apiserver restart"))
+        summary = summarize(samples, args.minutes, args.pods)
+        print(summary)
+        _report(args.report, samples, sorted(marks), summary)
+        return
+    if not (BIN / "kube-apiserver").exists():
+        print(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first; nothing measured")
+        return
+    out = args.out or Path(f"soak-{time.strftime('%Y%m%d-%H%M%S')}")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="waterline-soak-") as tmp_dir:
+        tmp = Path(tmp_dir)
+        kube = start_cluster(tmp / "cluster")
+        try:
+            kube.install()
+            (rss_only if args.rss else soak)(kube, args, out.resolve(), tmp)
+        finally:
+            kube.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
