@@ -58,10 +58,10 @@ from typing import Any
 
 from agent.kube.deleting import delete
 from agent.kube.resources import PODS
-from tests.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
-from tests.cluster import start as start_cluster
-from tests.integration.agent_env import QOS, Pool
-from tests.unit.fake_cgroups import FakeTree
+from devtools.harness.agent_env import QOS, Pool
+from devtools.harness.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
+from devtools.harness.cluster import start as start_cluster
+from devtools.harness.fake_cgroups import FakeTree
 
 ROOT = Path(__file__).resolve().parent.parent
 CHURNING = 20  # pods of the churning ReplicaSet
