@@ -676,8 +676,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     configure_logging("console", "error")  # the agent's per-action lines would drown the table
     out = args.out or os.path.join(ROOT, "bench-out", time.strftime("colocation-%Y%m%d-%H%M%S"))
     os.makedirs(out, exist_ok=True)
-    with bench_setup(args, *found) as bench:
-        described = run(args, bench, out)
+    from devtools.demo.live import terminate_as_interrupt
+
+    try:  # Ctrl-C, SIGTERM and SIGHUP end the run through the clean-up (processes, cgroups)
+        with terminate_as_interrupt(), bench_setup(args, *found) as bench:
+            described = run(args, bench, out)
+    except KeyboardInterrupt:
+        print(f"interrupted: every process and cgroup of the run removed; no report ({out})",
+              file=sys.stderr)  # fmt: skip
+        raise SystemExit(130) from None
     with open(os.path.join(out, "run.json"), "w", encoding="utf-8") as f:
         json.dump(described, f, indent=1)
     render(out)

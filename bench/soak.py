@@ -6,7 +6,7 @@ agent process against the real kube-apiserver, with pods coming and going.
     python -m bench soak --minutes 1440       # the full day (documented, not run here)
     python -m bench soak --rss                # the memory figure of docs/agent-cost.md only
 
-A cluster of tests/cluster.py is started in a temporary folder and deploy/ installed; a
+A cluster of devtools/harness/cluster.py is started in a temporary folder and deploy/ installed; a
 kwok node (64 cores, 300 pods) gets ``--pods`` pause pods of two ReplicaSets (one stays,
 one churns), a policy of two rules selecting the node, and the agent, run as its own
 process (``python -m agent agent``, as the DaemonSet runs it) with a token of its

@@ -111,7 +111,8 @@ def choose(cgroup_version: int, driver: str | None, bus: str | None) -> Choice:
     bus answering (``bus``: None when it answered, else why not). Never configured: what
     the host is decides."""
     if cgroup_version != 2:
-        return Choice(False, f"cgroup v{cgroup_version}: systemd does not re-apply properties the agent writes there")
+        return Choice(False, f"cgroup v{cgroup_version}: writes stay direct (systemd writes are built "
+                             "and verified on v2 only; the per-tick read-back holds the caps)")
     if driver != "systemd":
         return Choice(False, f"the kubelet's cgroup driver is {driver or 'unknown (no kubepods cgroup yet)'}, "
                              "not systemd: no unit owns the pods' cgroups")  # fmt: skip

@@ -44,8 +44,15 @@ td.bars{padding:2px 6px}td.bars svg{display:block}
 
 
 def _cell(value: Any) -> str:
-    """A table cell's text: a value the report leaves out (None) reads "-", not "None"."""
-    return "-" if value is None else str(value)
+    """A table cell's text: a value the report leaves out (None) reads "-", not "None";
+    a mapping of resources reads ``cpu 2, memory 1073741824``, not a Python dict."""
+    if value is None:
+        return "-"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_cell(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, list | tuple):
+        return ", ".join(_cell(v) for v in value) or "-"
+    return str(value)
 
 
 def _result_or_cap(action: Mapping[str, Any]) -> str:

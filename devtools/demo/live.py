@@ -104,7 +104,7 @@ def live_demo(
     session = Session(args, tree, tempfile.mkdtemp(prefix=f"{kubelet_root}-"), held)
     ok = False
     try:
-        with _terminate_as_interrupt():
+        with terminate_as_interrupt():
             ok = _run(session)
     except KeyboardInterrupt:
         say("\ninterrupted: cleaning up")
@@ -233,7 +233,7 @@ def _clean_up(s: Session) -> bool:
 
 
 @contextlib.contextmanager
-def _terminate_as_interrupt() -> Iterator[None]:
+def terminate_as_interrupt() -> Iterator[None]:
     """SIGTERM and SIGHUP (the terminal closed) end the demo like Ctrl-C does: through
     the clean-up. (SIGKILL cannot be caught: the busy processes die with the demo by
     themselves, and the next demo removes the cgroups.)"""
