@@ -25,6 +25,7 @@ from agent.model.quantity import parse_quantity
 from agent.node.batch_status import batch_patch
 from devtools.harness.agent_env import QOS, Load, Pool, running_agent, tick_until
 from devtools.harness.cluster import RealCluster, unique
+from devtools.harness.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -75,14 +76,14 @@ def test_the_node_publishes_batch_capacity_and_the_scheduler_places_batch_pods_b
         status = _status(pool, node)
         assert BATCH_MEMORY in status["allocatable"] and BATCH_MEMORY in status["capacity"]
         _batch_pod(pool, "batch-a", node, 1500)
-        kube.wait(lambda: _scheduled(pool, "batch-a"), 60)
+        wait_until(lambda: _scheduled(pool, "batch-a"), 60, "batch-a scheduled")
         _batch_pod(pool, "batch-b", node, 1000)  # 1500 + 1000 > 2000: it waits
-        kube.wait(lambda: any(c.get("reason") == "Unschedulable" for c in pool.api.request(
-            "GET", f"/api/v1/namespaces/{pool.namespace}/pods/batch-b")["status"].get("conditions", [])), 60)
+        wait_until(lambda: any(c.get("reason") == "Unschedulable" for c in pool.api.request(
+            "GET", f"/api/v1/namespaces/{pool.namespace}/pods/batch-b")["status"].get("conditions", [])), 60, "batch-b Unschedulable")
         assert not _scheduled(pool, "batch-b")
         merge_patch(pool.api, POLICIES, policy, {"spec": {"batchCapacity": {"max": {"cpu": "4"}}}})
         tick_until(agent, load, {}, lambda s: _batch_cpu(pool, node) == 4000)
-        kube.wait(lambda: _scheduled(pool, "batch-b"), 60)  # it fits now
+        wait_until(lambda: _scheduled(pool, "batch-b"), 60, "batch-b scheduled")  # it fits now
         agent.restore_all("test: an uninstall")
         status = _status(pool, node)
         assert BATCH_CPU not in status["allocatable"] and BATCH_CPU not in status["capacity"]

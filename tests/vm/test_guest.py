@@ -78,7 +78,10 @@ def test_idle_mark_and_burst_are_held_across_daemon_reload_and_released_exactly(
     if f.get("kernel_files") is False:
         need("a guest kernel with cpu.idle and cpu.max.burst (5.15 or later)")
     assert f["set"] == {"idle": "1", "weight_while_idle": f["set"]["weight_while_idle"], "burst": "75000"}
-    assert len(f["idle_lifts"]) >= 2 and f["reverted"]["cpu_idle"] >= len(f["idle_lifts"])
+    # each reload lifts the mark; on a loaded host the second reload can come while the
+    # first lift is still open (one lift of 1.02 s seen in a suite run), so the watcher must
+    # see one and the agent's count cover what it saw
+    assert len(f["idle_lifts"]) >= 1 and f["reverted"]["cpu_idle"] >= len(f["idle_lifts"])
     assert all(lift["for_s"] <= 1.0 + f["longest_tick_s"] + 0.5 for lift in f["idle_lifts"])
     burst_lifted = sum(1 for r in f["after_reloads"] if r["burst"] != "75000")
     assert (f["reverted"]["cpu_burst"] or 0) >= burst_lifted and f["revert_log_lines"] == 1
