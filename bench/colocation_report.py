@@ -251,10 +251,19 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
               "[low-high] = 95% interval, block bootstrap over rounds; BE kept % = batch kernel "
               "CPU (cpuacct) of the no-agent window's; BE % of spare = of the node's core minus "
               "web's CPU minus other processes'; BE iter % = batch iterations of the no-agent "
-              "window's; others % = the bench CPU used by processes outside the bench"]  # fmt: skip
+              "window's; others % = the bench CPU used by processes outside the bench; util % = "
+              "the bench CPU's busy share; web thr % = web's CFS periods throttled; steal % = time "
+              "the hypervisor took; other CPU % = the busy share of the machine's other CPU(s); "
+              "undrained = windows whose pause did not empty web's queue first"]  # fmt: skip
     if run["mode"] == "quick":
         lines.append("--quick: a smoke run; its verdicts are undecided by design, its figures are not a measurement")
     return "\n".join(lines) + "\n"
+
+
+def _loadavg(machine: dict[str, Any]) -> str:
+    """The 1-minute load average at the start, as uptime prints it (two decimals)."""
+    first = machine.get("loadavg", ["?"])[0]
+    return f"{first:.2f}" if isinstance(first, int | float) else str(first)
 
 
 def _header(run: dict[str, Any]) -> list[str]:
@@ -265,7 +274,7 @@ def _header(run: dict[str, Any]) -> list[str]:
         f"co-location ({run['mode']}) on real cgroup v1, CPU {run['cpu']} as a one-core node: "
         f"{a['rounds']} rounds x {len(run['cases'])} cases x {len(run['windows'])} windows "
         f"({a['warmup']} s warm-up + {a['window']} s measured each, order rotated each round); "
-        f"{run['minutes']:.1f} min; {m.get('date', '')}, load average {m.get('loadavg', ['?'])[0]}",
+        f"{run['minutes']:.1f} min; {m.get('date', '')}, load average {_loadavg(m)}",
         f"sizing: web alone, no limit, {sz['seconds']:.0f} s: {cpr:.3f} ms of CPU a request; "
         f"rate {run['rate']:.0f} req/s ({'sized' if run['rate_sized'] else 'given'}: "
         f"{cpr * run['rate'] / 1e3 / run['web_limit']:.0%} of a {run['web_limit']:g} core limit)",

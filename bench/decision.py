@@ -103,7 +103,7 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench decision")
+    parser = argparse.ArgumentParser(prog="python -m bench decision", description=__doc__.split("\n\n")[0])
     parser.add_argument("--pods", default=",".join(map(str, PODS)),
                         help="comma-separated pod counts (default: %(default)s)")
     args = parser.parse_args(argv or [])

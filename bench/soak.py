@@ -381,14 +381,16 @@ def rss_only(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench soak")
-    parser.add_argument("--minutes", type=float, default=60.0)
-    parser.add_argument("--pods", type=int, default=250)
-    parser.add_argument("--churn", type=int, default=10, help="pods replaced a minute")
-    parser.add_argument("--sample", type=float, default=60.0, help="seconds between samples")
-    parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--python", default=sys.executable)
-    parser.add_argument("--rss", action="store_true")
+    parser = argparse.ArgumentParser(prog="python -m bench soak", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=60.0, help="how long the soak runs (default 60)")
+    parser.add_argument("--pods", type=int, default=250, help="running pods on the agent's kwok node (default 250)")
+    parser.add_argument("--churn", type=int, default=10, help="pods replaced a minute (default 10)")
+    parser.add_argument("--sample", type=float, default=60.0, help="seconds between samples (default 60)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the run's folder (samples.jsonl, the page); default: ./soak-DATE")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs the agent (default: this one)")
+    parser.add_argument("--rss", action="store_true",
+                        help="only the agent's peak memory with --pods running pods (docs/agent-cost.md)")
     parser.add_argument("--report", type=Path, default=None,
                         help="redo the summary and plots of a run's folder (same --minutes, --pods)")
     parser.add_argument("--tree", type=Path, action="append",
