@@ -131,13 +131,7 @@ class RealNode:
             self._start("containerd", [str(self.bin / "containerd"), "--config", str(self.folder / "containerd.toml")])
             _wait_for(lambda: SOCKET.exists(), deadline, "containerd's socket")
             self._load_images()
-            self._start("kubelet", [
-                str(self.bin / "kubelet"), "--config", str(self.folder / "kubelet.yaml"),
-                "--kubeconfig", str(self.folder / "kubelet.kubeconfig"),
-                "--hostname-override", self.name, "--node-ip", self.ip,
-                "--node-labels", ",".join(f"{k}={v}" for k, v in LABELS.items()),
-                "--root-dir", str(KUBELET_ROOT), "--v", str(lay.verbosity),
-            ])  # fmt: skip
+            self.start_kubelet()
             self.cluster.wait_nodes_ready([self.name], deadline)
             self._start("kube-proxy", [str(self.bin / "kube-proxy"), "--config", str(self.folder / "kube-proxy.yaml"),
                                        "--v", str(lay.verbosity)])  # fmt: skip
@@ -145,6 +139,21 @@ class RealNode:
         except BaseException:
             self.down()
             raise
+
+    def start_kubelet(self) -> subprocess.Popen[bytes]:
+        """Start the kubelet (``up`` does; a test restarts it to see what it does at its start)."""
+        self._start("kubelet", [
+            str(self.bin / "kubelet"), "--config", str(self.folder / "kubelet.yaml"),
+            "--kubeconfig", str(self.folder / "kubelet.kubeconfig"),
+            "--hostname-override", self.name, "--node-ip", self.ip,
+            "--node-labels", ",".join(f"{k}={v}" for k, v in LABELS.items()),
+            "--root-dir", str(KUBELET_ROOT), "--v", str(self.cluster._layout().verbosity),
+        ])  # fmt: skip
+        return self.cluster.procs["kubelet"]
+
+    def stop_kubelet(self) -> bool:
+        """Stop the kubelet (SIGTERM, as systemd does), leaving containerd and the pods."""
+        return _stop(self._state().get("kubelet"))
 
     def _pki(self) -> None:
         pki = self.cluster._layout().pki
