@@ -16,7 +16,7 @@ import heapq
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.cluster.engine import slack
@@ -112,6 +112,23 @@ def _shape(pod: Pod, labelled: bool) -> object:
 
 
 @dataclass(slots=True)
+class _Ranked:
+    """Per shape, what ``best_node`` keeps between pods: each node's answer and a heap of
+    (rank, push order, node, answer) over them. The heap is kept, not rebuilt per pod:
+    an entry whose answer is no longer the node's (a later answer replaced it) is
+    dropped when it comes up, so only the nodes the plan changed are pushed again."""
+
+    found: dict[str, _Hit | None]
+    heap: list[tuple[tuple[int, list[tuple[object, ...]], str], int, str, _Hit]]
+    at: int
+
+    def put(self, name: str, hit: _Hit | None, order: Iterator[int]) -> None:
+        self.found[name] = hit
+        if hit is not None:
+            heapq.heappush(self.heap, (hit.rank(name), next(order), name, hit))
+
+
+@dataclass(slots=True)
 class _Seen:
     """What the last scan for a shape found, and the change log position it saw."""
 
@@ -151,9 +168,12 @@ class _Walk:
         #: Every node a pod landed on, in order (its room changed either way).
         self.touched: list[str] = []
         self.fit_memo: dict[object, _Seen] = {}
-        #: Per shape: the touched-log position and, per node, the victims found there (and
-        #: the resources they were checked in), or None.
-        self.victim_memo: dict[object, tuple[int, dict[str, _Hit | None]]] = {}
+        #: Per shape: each node's victims (and the resources they were checked in), or
+        #: None, with the heap that orders them and the touched-log position they saw.
+        self.victim_memo: dict[object, _Ranked] = {}
+        #: Push order of the heaps' entries (the same node's old and new answer may rank
+        #: alike; this keeps the tuples from comparing answers).
+        self.order = itertools.count()
         self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
         #: (namespace, term) of every hostname anti-affinity term a pod carries (running
         #: or pending: a pending pod may land): only a pod one of them selects has its
@@ -278,32 +298,31 @@ class _Walk:
         key = _shape(pod, self.labelled(pod))
         memo = self.victim_memo.get(key)
         if memo is None:
-            found: dict[str, _Hit | None] = {}
+            memo = self.victim_memo[key] = _Ranked({}, [], 0)
             fresh: set[str] = set(self.cands)
         else:
-            found = memo[1]
-            fresh = set(self.touched[memo[0] :]) & set(self.cands)
+            fresh = {n for n in self.touched[memo.at :] if n in self.cands}
         for name in fresh:
-            found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=False)
-        self.victim_memo[key] = (len(self.touched), found)
+            memo.put(name, self.on_node(pod, self.snapshot[name], self.cands[name], refine=False), self.order)
+        memo.at = len(self.touched)
         # Best first. A greedy answer enters with its lower bound (and sorts before an exact
         # answer of that size): it is refined by the exact search only when it comes up; a
         # kept answer is checked (still allowed?) only when it comes up.
-        heap = [(hit.rank(name), name) for name, hit in found.items() if hit is not None]
-        heapq.heapify(heap)
+        found, heap = memo.found, memo.heap
         while heap:
-            _, name = heapq.heappop(heap)
-            hit = found[name]
-            if hit is None:
-                continue
+            entry = heapq.heappop(heap)
+            name, hit = entry[2], entry[3]
+            if found.get(name) is not hit:
+                continue  # replaced since it was pushed
             if name not in fresh and hit.victims is not None and not self.allowed(hit.victims, hit.resources):
-                hit = None  # taken since: look again
+                refine = False  # taken since: look again
             elif hit.refined and hit.victims is not None:
+                heapq.heappush(heap, entry)  # still the node's answer for the next pod
                 return name, hit.victims
+            else:
+                refine = True
             fresh.add(name)
-            hit = found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=hit is not None)
-            if hit is not None:
-                heapq.heappush(heap, (hit.rank(name), name))
+            memo.put(name, self.on_node(pod, self.snapshot[name], self.cands[name], refine=refine), self.order)
         return self.no_node_reason(pod)
 
     def on_node(
