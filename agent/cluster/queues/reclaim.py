@@ -12,6 +12,7 @@ found for the previous one, and only nodes the plan changed since are looked at 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
@@ -130,10 +131,19 @@ class _Ranked:
 
 @dataclass(slots=True)
 class _Seen:
-    """What the last scan for a shape found, and the change log position it saw."""
+    """What the last scan for a shape found: the nodes from ``nodes[start]`` on (sorted;
+    kept whole, not sliced, so a scan that finds room early copies nothing), and the
+    change log position it saw."""
 
     nodes: list[str]
+    start: int
     at: int
+
+
+def _holds(names: list[str], start: int, name: str) -> bool:
+    """``name`` is in the sorted ``names[start:]``."""
+    i = bisect.bisect_left(names, name, start)
+    return i < len(names) and names[i] == name
 
 
 class _Walk:
@@ -274,16 +284,20 @@ class _Walk:
         key = _shape(pod, self.labelled(pod))
         seen = self.fit_memo.get(key)
         if seen is None:
-            names: list[str] = self.names
+            names, start = self.names, 0
         else:
-            names = sorted(set(seen.nodes) | set(self.changed[seen.at :]))
+            names, start = seen.nodes, seen.start
+            back = {n for n in self.changed[seen.at :] if not _holds(names, start, n)}
+            if back:  # two sorted runs: the sort merges them in linear time
+                names, start = names[start:] + sorted(back), 0
+                names.sort()
         # in name order, up to the first that fits: the ones before it no longer do (they
         # only come back through ``changed``), the ones after it are kept unchecked
-        for i, name in enumerate(names):
-            if why_not(pod, self.snapshot[name]) is None:
-                self.fit_memo[key] = _Seen(names[i:], len(self.changed))
-                return name
-        self.fit_memo[key] = _Seen([], len(self.changed))
+        for i in range(start, len(names)):
+            if why_not(pod, self.snapshot[names[i]]) is None:
+                self.fit_memo[key] = _Seen(names, i, len(self.changed))
+                return names[i]
+        self.fit_memo[key] = _Seen([], 0, len(self.changed))
         return None
 
     # -- with victims --------------------------------------------------------------------
