@@ -37,6 +37,7 @@ from agent.cluster.queues.shares import QueueUsage, is_pending
 from agent.cluster.queues.victims import (
     Budgets,
     Headroom,
+    Taking,
     VictimCandidate,
     candidates_by_node,
 )
@@ -363,7 +364,7 @@ class _Walk:
         useful: list[tuple[VictimCandidate, tuple[float, ...]]] = []
         for c in cands:
             frees = tuple(1.0 if d == POD_SLOTS else c.pod.request(d) for d in dims)
-            if any(f > 0 for f in frees) and self.allowed([c], resources):
+            if any(f > 0 for f in frees) and self.allowed_one(c, resources):
                 useful.append((c, frees))
         if not useful:
             return None
@@ -382,6 +383,9 @@ class _Walk:
     def allowed(self, taken: Sequence[VictimCandidate], resources: Sequence[str]) -> bool:
         return self.headroom.allows(taken, resources) and self.budgets.allows(taken)
 
+    def allowed_one(self, c: VictimCandidate, resources: Sequence[str]) -> bool:
+        return self.headroom.allows_one(c, resources) and self.budgets.allows_one(c)
+
     def greedy(
         self,
         useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
@@ -394,13 +398,15 @@ class _Walk:
         it still fits without."""
         taken: list[int] = []
         freed = [0.0] * len(need)
+        taking = Taking(self.headroom, self.budgets, resources)
         for i, (c, frees) in enumerate(useful):
             if _covers(freed, need, tol):
                 break
             if not any(f > 0 and x < n - t for f, x, n, t in zip(frees, freed, need, tol, strict=True)):
                 continue
-            if not self.allowed([useful[j][0] for j in taken] + [c], resources):
+            if not taking.fits(c):
                 continue
+            taking.add(c)
             taken.append(i)
             freed = [x + f for x, f in zip(freed, frees, strict=True)]
         if not _covers(freed, need, tol):
@@ -470,7 +476,7 @@ class _Walk:
             return reason
         short = shortfall(pod, state)
         resources = reclaimed(pod, short)
-        gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed([c], resources)]
+        gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed_one(c, resources)]
         left = shortfall(pod, state, gone)
         return f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
 
