@@ -362,8 +362,10 @@ class _Walk:
         need = [short[d] for d in dims]
         tol = [0.0 if d == POD_SLOTS else slack(state.allocatable(d)) for d in dims]
         useful: list[tuple[VictimCandidate, tuple[float, ...]]] = []
+        slots = [d == POD_SLOTS for d in dims]
         for c in cands:
-            frees = tuple(1.0 if d == POD_SLOTS else c.pod.request(d) for d in dims)
+            requests = c.pod.requests
+            frees = tuple(1.0 if slot else requests.get(d, 0.0) for d, slot in zip(dims, slots, strict=True))
             if any(f > 0 for f in frees) and self.allowed_one(c, resources):
                 useful.append((c, frees))
         if not useful:
