@@ -12,11 +12,12 @@ found for the previous one, and only nodes the plan changed since are looked at 
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.cluster.engine import slack
@@ -36,6 +37,7 @@ from agent.cluster.queues.shares import QueueUsage, is_pending
 from agent.cluster.queues.victims import (
     Budgets,
     Headroom,
+    Taking,
     VictimCandidate,
     candidates_by_node,
 )
@@ -112,11 +114,37 @@ def _shape(pod: Pod, labelled: bool) -> object:
 
 
 @dataclass(slots=True)
+class _Ranked:
+    """Per shape, what ``best_node`` keeps between pods: each node's answer and a heap of
+    (rank, push order, node, answer) over them. The heap is kept, not rebuilt per pod:
+    an entry whose answer is no longer the node's (a later answer replaced it) is
+    dropped when it comes up, so only the nodes the plan changed are pushed again."""
+
+    found: dict[str, _Hit | None]
+    heap: list[tuple[tuple[int, list[tuple[object, ...]], str], int, str, _Hit]]
+    at: int
+
+    def put(self, name: str, hit: _Hit | None, order: Iterator[int]) -> None:
+        self.found[name] = hit
+        if hit is not None:
+            heapq.heappush(self.heap, (hit.rank(name), next(order), name, hit))
+
+
+@dataclass(slots=True)
 class _Seen:
-    """What the last scan for a shape found, and the change log position it saw."""
+    """What the last scan for a shape found: the nodes from ``nodes[start]`` on (sorted;
+    kept whole, not sliced, so a scan that finds room early copies nothing), and the
+    change log position it saw."""
 
     nodes: list[str]
+    start: int
     at: int
+
+
+def _holds(names: list[str], start: int, name: str) -> bool:
+    """``name`` is in the sorted ``names[start:]``."""
+    i = bisect.bisect_left(names, name, start)
+    return i < len(names) and names[i] == name
 
 
 class _Walk:
@@ -151,9 +179,12 @@ class _Walk:
         #: Every node a pod landed on, in order (its room changed either way).
         self.touched: list[str] = []
         self.fit_memo: dict[object, _Seen] = {}
-        #: Per shape: the touched-log position and, per node, the victims found there (and
-        #: the resources they were checked in), or None.
-        self.victim_memo: dict[object, tuple[int, dict[str, _Hit | None]]] = {}
+        #: Per shape: each node's victims (and the resources they were checked in), or
+        #: None, with the heap that orders them and the touched-log position they saw.
+        self.victim_memo: dict[object, _Ranked] = {}
+        #: Push order of the heaps' entries (the same node's old and new answer may rank
+        #: alike; this keeps the tuples from comparing answers).
+        self.order = itertools.count()
         self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
         #: (namespace, term) of every hostname anti-affinity term a pod carries (running
         #: or pending: a pending pod may land): only a pod one of them selects has its
@@ -254,16 +285,20 @@ class _Walk:
         key = _shape(pod, self.labelled(pod))
         seen = self.fit_memo.get(key)
         if seen is None:
-            names: list[str] = self.names
+            names, start = self.names, 0
         else:
-            names = sorted(set(seen.nodes) | set(self.changed[seen.at :]))
+            names, start = seen.nodes, seen.start
+            back = {n for n in self.changed[seen.at :] if not _holds(names, start, n)}
+            if back:  # two sorted runs: the sort merges them in linear time
+                names, start = names[start:] + sorted(back), 0
+                names.sort()
         # in name order, up to the first that fits: the ones before it no longer do (they
         # only come back through ``changed``), the ones after it are kept unchecked
-        for i, name in enumerate(names):
-            if why_not(pod, self.snapshot[name]) is None:
-                self.fit_memo[key] = _Seen(names[i:], len(self.changed))
-                return name
-        self.fit_memo[key] = _Seen([], len(self.changed))
+        for i in range(start, len(names)):
+            if why_not(pod, self.snapshot[names[i]]) is None:
+                self.fit_memo[key] = _Seen(names, i, len(self.changed))
+                return names[i]
+        self.fit_memo[key] = _Seen([], 0, len(self.changed))
         return None
 
     # -- with victims --------------------------------------------------------------------
@@ -278,32 +313,31 @@ class _Walk:
         key = _shape(pod, self.labelled(pod))
         memo = self.victim_memo.get(key)
         if memo is None:
-            found: dict[str, _Hit | None] = {}
+            memo = self.victim_memo[key] = _Ranked({}, [], 0)
             fresh: set[str] = set(self.cands)
         else:
-            found = memo[1]
-            fresh = set(self.touched[memo[0] :]) & set(self.cands)
+            fresh = {n for n in self.touched[memo.at :] if n in self.cands}
         for name in fresh:
-            found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=False)
-        self.victim_memo[key] = (len(self.touched), found)
+            memo.put(name, self.on_node(pod, self.snapshot[name], self.cands[name], refine=False), self.order)
+        memo.at = len(self.touched)
         # Best first. A greedy answer enters with its lower bound (and sorts before an exact
         # answer of that size): it is refined by the exact search only when it comes up; a
         # kept answer is checked (still allowed?) only when it comes up.
-        heap = [(hit.rank(name), name) for name, hit in found.items() if hit is not None]
-        heapq.heapify(heap)
+        found, heap = memo.found, memo.heap
         while heap:
-            _, name = heapq.heappop(heap)
-            hit = found[name]
-            if hit is None:
-                continue
+            entry = heapq.heappop(heap)
+            name, hit = entry[2], entry[3]
+            if found.get(name) is not hit:
+                continue  # replaced since it was pushed
             if name not in fresh and hit.victims is not None and not self.allowed(hit.victims, hit.resources):
-                hit = None  # taken since: look again
+                refine = False  # taken since: look again
             elif hit.refined and hit.victims is not None:
+                heapq.heappush(heap, entry)  # still the node's answer for the next pod
                 return name, hit.victims
+            else:
+                refine = True
             fresh.add(name)
-            hit = found[name] = self.on_node(pod, self.snapshot[name], self.cands[name], refine=hit is not None)
-            if hit is not None:
-                heapq.heappush(heap, (hit.rank(name), name))
+            memo.put(name, self.on_node(pod, self.snapshot[name], self.cands[name], refine=refine), self.order)
         return self.no_node_reason(pod)
 
     def on_node(
@@ -328,9 +362,11 @@ class _Walk:
         need = [short[d] for d in dims]
         tol = [0.0 if d == POD_SLOTS else slack(state.allocatable(d)) for d in dims]
         useful: list[tuple[VictimCandidate, tuple[float, ...]]] = []
+        slots = [d == POD_SLOTS for d in dims]
         for c in cands:
-            frees = tuple(1.0 if d == POD_SLOTS else c.pod.request(d) for d in dims)
-            if any(f > 0 for f in frees) and self.allowed([c], resources):
+            requests = c.pod.requests
+            frees = tuple(1.0 if slot else requests.get(d, 0.0) for d, slot in zip(dims, slots, strict=True))
+            if any(f > 0 for f in frees) and self.allowed_one(c, resources):
                 useful.append((c, frees))
         if not useful:
             return None
@@ -349,6 +385,9 @@ class _Walk:
     def allowed(self, taken: Sequence[VictimCandidate], resources: Sequence[str]) -> bool:
         return self.headroom.allows(taken, resources) and self.budgets.allows(taken)
 
+    def allowed_one(self, c: VictimCandidate, resources: Sequence[str]) -> bool:
+        return self.headroom.allows_one(c, resources) and self.budgets.allows_one(c)
+
     def greedy(
         self,
         useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
@@ -361,13 +400,15 @@ class _Walk:
         it still fits without."""
         taken: list[int] = []
         freed = [0.0] * len(need)
+        taking = Taking(self.headroom, self.budgets, resources)
         for i, (c, frees) in enumerate(useful):
             if _covers(freed, need, tol):
                 break
             if not any(f > 0 and x < n - t for f, x, n, t in zip(frees, freed, need, tol, strict=True)):
                 continue
-            if not self.allowed([useful[j][0] for j in taken] + [c], resources):
+            if not taking.fits(c):
                 continue
+            taking.add(c)
             taken.append(i)
             freed = [x + f for x, f in zip(freed, frees, strict=True)]
         if not _covers(freed, need, tol):
@@ -437,7 +478,7 @@ class _Walk:
             return reason
         short = shortfall(pod, state)
         resources = reclaimed(pod, short)
-        gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed([c], resources)]
+        gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed_one(c, resources)]
         left = shortfall(pod, state, gone)
         return f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
 

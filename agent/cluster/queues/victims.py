@@ -134,6 +134,16 @@ class Headroom:
                     return False
         return True
 
+    def allows_one(self, c: VictimCandidate, resources: Sequence[str]) -> bool:
+        """``allows([c], resources)``, without its sums: the plan asks it of every candidate
+        of every node it looks at."""
+        left = self.left[c.queue]
+        for r in resources:
+            room = left.get(r, 0.0)
+            if c.pod.request(r) > room + slack(room):
+                return False
+        return True
+
     def take(self, victims: Iterable[VictimCandidate]) -> None:
         for c in victims:
             left = self.left[c.queue]
@@ -178,7 +188,48 @@ class Budgets:
                 count[key] = count.get(key, 0) + 1
         return all(n <= self.allowed[key] for key, n in count.items())
 
+    def allows_one(self, c: VictimCandidate) -> bool:
+        """``allows([c])``: every budget that covers it allows one more disruption."""
+        if not self.pdbs:
+            return True
+        allowed = self.allowed
+        return all(allowed[key] >= 1 for key in self.covering(c.pod))
+
     def take(self, victims: Iterable[VictimCandidate]) -> None:
         for c in victims:
             for key in self.covering(c.pod):
                 self.allowed[key] -= 1
+
+
+class Taking:
+    """A growing victim set that stays allowed: ``fits(c)`` is ``allows(taken + [c])`` of
+    both the headroom and the budgets, asked in the time of one candidate (the set taken
+    so far was allowed, so only ``c``'s queue and budgets can break; the sums are added
+    in the same order as ``allows`` adds them, so they are the same floats)."""
+
+    def __init__(self, headroom: Headroom, budgets: Budgets, resources: Sequence[str]) -> None:
+        self.headroom, self.budgets, self.resources = headroom, budgets, resources
+        self.sums: dict[str, dict[str, float]] = {}
+        self.counts: dict[str, int] = {}
+
+    def fits(self, c: VictimCandidate) -> bool:
+        sums = self.sums.get(c.queue, {})
+        left = self.headroom.left[c.queue]
+        for r in self.resources:
+            room = left.get(r, 0.0)
+            if sums.get(r, 0.0) + c.pod.request(r) > room + slack(room):
+                return False
+        if self.budgets.pdbs:
+            allowed = self.budgets.allowed
+            for key in self.budgets.covering(c.pod):
+                if self.counts.get(key, 0) + 1 > allowed[key]:
+                    return False
+        return True
+
+    def add(self, c: VictimCandidate) -> None:
+        sums = self.sums.setdefault(c.queue, {})
+        for r in self.resources:
+            sums[r] = sums.get(r, 0.0) + c.pod.request(r)
+        if self.budgets.pdbs:
+            for key in self.budgets.covering(c.pod):
+                self.counts[key] = self.counts.get(key, 0) + 1
