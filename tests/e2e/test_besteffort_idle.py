@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from devtools.harness.waiting import wait_until
 from tests.e2e.conftest import IDLE, RealNodeRun, deployment, report
 from tests.e2e.kernel import CPU, KUBEPODS, PodCgroups, read
 
@@ -74,7 +75,7 @@ def mark(real: RealNodeRun) -> Iterator[None]:
         _write(BESTEFFORT / "cpu.idle", "0")
         _write(BESTEFFORT / "cpu.shares", KUBELET_SHARES)
         _kubelet_running(real)
-        real.kube.wait(lambda: _node_ready(real), 180, interval=1)
+        wait_until(lambda: _node_ready(real), 180, "the Node Ready", interval=1)
 
 
 def test_the_real_kubelet_with_an_idle_besteffort_cgroup(real: RealNodeRun, mark: None) -> None:
@@ -119,8 +120,8 @@ def test_the_real_kubelet_with_an_idle_besteffort_cgroup(real: RealNodeRun, mark
         _write(BESTEFFORT / "cpu.idle", "0")
         assert read(BESTEFFORT / "cpu.shares") == KERNEL_SHARES
         kubelet = real.node.start_kubelet()
-        real.kube.wait(lambda: read(BESTEFFORT / "cpu.shares") == KUBELET_SHARES, 120, interval=0.2)
-        real.kube.wait(lambda: _node_ready(real), 180, interval=1)
+        wait_until(lambda: read(BESTEFFORT / "cpu.shares") == KUBELET_SHARES, 120, "the kubelet's weight", interval=0.2)
+        wait_until(lambda: _node_ready(real), 180, "the Node Ready", interval=1)
         assert kubelet.poll() is None
         assert [p["metadata"]["uid"] for n in ("be", "bu") for p in real.pods(ns, f"app={n}")] == [
             pods["be"].uid, pods["bu"].uid]  # the same pods, never restarted by it
@@ -130,7 +131,8 @@ def test_the_real_kubelet_with_an_idle_besteffort_cgroup(real: RealNodeRun, mark
         _write(BESTEFFORT / "cpu.idle", "0")
         lifted = time.monotonic()
         assert read(BESTEFFORT / "cpu.shares") == KERNEL_SHARES
-        real.kube.wait(lambda: read(BESTEFFORT / "cpu.shares") == KUBELET_SHARES, TWO_UPDATES, interval=0.5)
+        wait_until(lambda: read(BESTEFFORT / "cpu.shares") == KUBELET_SHARES, TWO_UPDATES, "the kubelet's weight after a lift",
+                   interval=0.5)
         report("besteffort-idle",
                f"marked: pods be and bu Ready {admitted:.1f} s after the mark; the kubelet alive after 65 s",
                f"a kubelet started with the mark exited with code {code} after {failed_after:.1f} s",
