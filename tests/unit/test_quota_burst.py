@@ -20,6 +20,9 @@ from agent.model.objects import GUARANTEED, Container, Pod, parse_pod
 from agent.model.policy import load_policies
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain
+from agent.scenario import load_scenario
+from agent.simulate.html import render_html
+from agent.simulate.sections import build_report
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
 from devtools.harness.fake_cgroups import FakeTree
 from engine.decide import TickInput, decide, figures_within_limits
@@ -30,6 +33,7 @@ from executors.cgroup_isolation import CgroupIsolator
 from executors.drive import assume_done
 from executors.isolation_state import IsolationState
 from tests.builders import action, pod, rule
+from tests.conftest import SCENARIOS
 from tests.unit.test_isolation_phases import GUARANTEED as GUARANTEED_RESOURCES
 from tests.unit.test_isolation_phases import LC, NODE, isolation_policy
 
@@ -292,3 +296,11 @@ def test_a_raise_recorded_before_a_restart_is_adopted_with_its_percent(tmp_path:
     assert (state.quota["default/web"].policy, state.quota["default/web"].percent) == ("pool", 50.0)
     assert again.release_all() == ["web"]
     assert _read(tree, POD_REL, "cpu.max") == "50000 100000"
+
+
+def test_the_html_report_lists_the_raised_pods_and_each_take_back():
+    html = render_html(build_report(load_scenario(SCENARIOS / "node-quota-burst.yaml")), "t")
+    section = html[html.index('id="cpu-isolation"'):]
+    assert ("<td>quota burst (the CFS quota raised above the limit while under the lines)</td>"
+            "<td>default/web</td>") in section
+    assert "<td>quotaBurst</td><td>released</td><td>default/web</td><td>colocated</td><td>over a line</td>" in section
