@@ -21,9 +21,9 @@ from agent.model.policy import load_policies
 from agent.model.usage import PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import load_scenario
+from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
 from agent.simulate.html import render_html
 from agent.simulate.sections import build_report
-from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedIsolator, SimulatedThrottler
 from devtools.harness.fake_cgroups import FakeTree
 from engine.decide import TickInput, decide, figures_within_limits
 from engine.intents import Evict, RaiseQuota, TakeBackQuota, WriteCap
