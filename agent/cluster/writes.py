@@ -349,7 +349,7 @@ class GuardedWriter:
             priority_class=name,
         )
 
-    @calls(grant(PODS, "create", namespace=NAMESPACE, why="reservation placeholders"))
+    @calls(grant(PODS, "create", namespace=NAMESPACE, why="reservation and queue placeholders"))
     def create_placeholder(self, body: Mapping[str, Any]) -> bool:
         """Create a reservation's placeholder pod (in the controller's namespace); one of
         that name already there counts (the migrator reads its state next round)."""
@@ -360,7 +360,7 @@ class GuardedWriter:
             return False
         return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)
 
-    @calls(grant(PODS, "delete", namespace=NAMESPACE, why="reservation placeholders"))
+    @calls(grant(PODS, "delete", namespace=NAMESPACE, why="reservation and queue placeholders"))
     def delete_placeholder(self, namespace: str, name: str, uid: str) -> bool:
         """Delete a placeholder pod, only the one of that uid (a precondition); gone
         already is what we wanted."""
