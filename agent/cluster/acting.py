@@ -164,7 +164,7 @@ class PlanActs:
             self.writer.delete_priority_class(cls)
         for start in intents.starts:
             namespace, name = start.hold.placeholder.split("/", 1)
-            if not self.writer.create_placeholder(start.body):
+            if not self.writer.create_placeholder(start.body) and not self.writer.dry_run:
                 holds.pop(start.hold.pod, None)  # no room held: no victim goes
                 continue
             # nominated before the victims go: the room is held from the first one's exit
