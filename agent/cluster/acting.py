@@ -10,6 +10,7 @@ pending pod (``agent/cluster/queues/holding.py``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from agent.cluster.arbitration import ArbitrationPlan, Verdict
@@ -142,9 +143,8 @@ class PlanActs:
                 reclaims=[f"{r.pod}->{r.node}: {', '.join(r.victims)}" for r in plan.reclaims],
                 enabled=enabled,
             )
-        if not enabled:
-            return
-        self.hold(plan, snapshot, view, now)
+        # not enabled: the holds under way still end (and their placeholders go), none starts
+        self.hold(plan if enabled else replace(plan, reclaims=()), snapshot, view, now)
 
     def hold(self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float) -> None:
         """Carry out one round of ``holding.step``: the PriorityClass, then each new hold's
