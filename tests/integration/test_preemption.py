@@ -121,8 +121,8 @@ def test_queue_preemption_holds_the_room_of_several_victims_for_the_pod_they_wer
     """Two nodes of ``width`` slots, q1 on all of them; q2's one pod asks ``width`` slots.
     Counted across the cluster, any ``width`` of q1's pods give q2 its share; only those
     of one node seat its pod, and only if the room they free one by one is not taken by
-    q1's replacements (pending, 1 slot, the same priority) before the last one is gone:
-    a placeholder nominated to the node holds it, then hands it to the pod."""
+    q1's replacements or an outsider (pending, 1 slot, the same priority) before the last
+    one is gone: a placeholder nominated to the node holds it, then hands it to the pod."""
     slot = f"waterline.test/{ns}"
     nodes = [pool_node(kube, ns, {slot: str(width)}) for _ in range(2)]
     q1, q2 = queues(made)
@@ -132,6 +132,10 @@ def test_queue_preemption_holds_the_room_of_several_victims_for_the_pod_they_wer
     kube.apply([replicaset(ns, "wide", ns, 1, {slot: str(width)}, labels={QUEUE_LABEL: q2})])
     wait_until(lambda: len(pending(kube, ns, "app=wide")) == 1, 60, "q2 pending")
     (wide,) = pending(kube, ns, "app=wide")
+    # and a pod of no queue, the same priority, 1 slot, pending before any victim goes:
+    # the scheduler would give it the first victim's room
+    kube.apply([replicaset(ns, "outsider", ns, 1, {slot: "1"})])
+    wait_until(lambda: len(pending(kube, ns, "app=outsider")) == 1, 60, "the outsider pending")
 
     assert plans_only(kube, "queues", {"queues": {"enabled": False}}) == width
     run = reclaim_run(kube, ns, "app=wide", 1)
@@ -146,6 +150,7 @@ def test_queue_preemption_holds_the_room_of_several_victims_for_the_pod_they_wer
     assert run.came == 1 and run.landed == on, (run.victims, run.landed)
     assert len(run.victims) == width == run.quiet and wasted == 0, run.victims
     assert run.outcomes == {"placed": 1.0}
+    assert running_pods(kube, ns, "app=outsider") == []  # it took no victim's room
     # what was done, on the pod: its room held, handed over, and where it was bound
     reasons = [e["reason"] for e in events_of(kube, ns, wide["metadata"]["name"])
                if e.get("reportingComponent") == "waterline-controller"]  # fmt: skip
