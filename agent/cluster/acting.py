@@ -158,6 +158,8 @@ class PlanActs:
         for key, node in intents.nominate:
             if (pod := view.pods.get(key)) is not None:
                 self.writer.nominate(pod, node, "queues")
+        for pod in intents.hand_over:  # after the pods' nominations
+            self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid, grace_seconds=0)
         for pod in intents.delete:
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid)
         for cls in intents.delete_classes:

@@ -361,13 +361,19 @@ class GuardedWriter:
         return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)
 
     @calls(grant(PODS, "delete", namespace=NAMESPACE, why="reservation and queue placeholders"))
-    def delete_placeholder(self, namespace: str, name: str, uid: str) -> bool:
+    def delete_placeholder(
+        self, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> bool:
         """Delete a placeholder pod, only the one of that uid (a precondition); gone
-        already is what we wanted."""
+        already is what we wanted. ``grace_seconds`` 0: gone from the API at once (queue
+        preemption hands its room over in one event)."""
         key = f"{namespace}/{name}"
         if (api := self.guard("delete placeholder", placeholder=key)) is None:
             return False
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                   "preconditions": {"uid": uid}}  # fmt: skip
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         return self._gone(
             "delete placeholder",
             lambda: api.request(

@@ -1,7 +1,7 @@
 """Queue preemption holds the room it makes (``agent/cluster/queues/holding.py``): one
 placeholder per reclaim, shaped as the pending pod, pinned to the node, nominated there
-before the victims go; handed over (pod nominated, then placeholder deleted) once bound;
-every path ends with the placeholder deleted; leftovers and unused classes collected."""
+before the victims go; handed over (pod nominated, then placeholder deleted) once bound and
+its nomination seen standing; every path ends with the placeholder deleted; leftovers and unused classes collected."""
 
 from __future__ import annotations
 
@@ -83,13 +83,23 @@ def test_while_held_no_new_victims_and_a_lost_nomination_is_renewed() -> None:
     assert h.step({hold.pod: hold}, [], pods(nominated), {}, NOW + 5, ARGS).nominate == ()
 
 
-def test_a_bound_placeholder_hands_the_room_to_the_pod_nominated_first() -> None:
+def test_a_bound_placeholder_hands_the_room_to_the_pod_once_its_nomination_stands() -> None:
     hold, holder = started()
     bound = replace(holder, node_name="n1", phase="Running")
+    # first the pod's claim
     intents = h.step({hold.pod: hold}, [], pods(bound), {}, NOW + 8, ARGS)
-    assert intents.nominate == (("team/wide", "n1"),)
-    assert intents.delete == (bound,)
-    assert intents.holds == {hold.pod: replace(hold, handed_over=NOW + 8)}
+    assert intents.nominate == (("team/wide", "n1"),) and intents.delete == intents.hand_over == ()
+    claimed = replace(hold, claimed=NOW + 8)
+    assert intents.holds == {hold.pod: claimed}
+    # a try that failed just before cleared it: claimed again, the room kept
+    intents = h.step({hold.pod: claimed}, [], pods(bound), {}, NOW + 9, ARGS)
+    assert intents.nominate == (("team/wide", "n1"),) and intents.hand_over == ()
+    assert intents.holds == {hold.pod: claimed}
+    # seen standing: the placeholder goes at once, and it is no leftover
+    standing = replace(WIDE, nominated_node="n1")
+    intents = h.step({hold.pod: claimed}, [], pods(standing, bound), {}, NOW + 10, ARGS)
+    assert intents.nominate == () and intents.delete == () and intents.hand_over == (bound,)
+    assert intents.holds == {hold.pod: replace(claimed, handed_over=NOW + 10)}
     assert [n.reason for n in intents.notes] == ["ReclaimHandedOver"]
 
 

@@ -29,9 +29,11 @@ One round of a reclaim's life (``step``):
    the first victim goes. The pending pod is *not* nominated meanwhile (the scheduler
    would count it against its own placeholder).
 2. *Handed over*: the placeholder is bound to the node (the victims' room is all there).
-   The pending pod is nominated to the node, then the placeholder deleted: one deletion
-   frees the pod's whole room at once, so the pod's next try fits, and until then its
-   nomination holds the room against every pod of no higher priority.
+   The pending pod is nominated to the node; once a later snapshot shows the nomination
+   standing (a try of the pod that failed just before could still clear it), the
+   placeholder is deleted with no grace period: one deletion frees the pod's whole room
+   at once, so the pod's next try fits, and until then its nomination holds the room
+   against every pod of no higher priority.
 3. *Ended*: the pod is bound (``placed`` on the node, or ``elsewhere``), gone (``gone``),
    or a deadline passed: the placeholder not bound within ``hold_seconds`` (``expired``:
    a victim that does not leave, a node that went away), the pod not bound within
@@ -125,6 +127,8 @@ class Hold:
     placeholder: str
     priority_class: str
     started: float
+    #: When the pod was nominated to the node, its placeholder bound (None: not yet).
+    claimed: float | None = None
     #: When the room was handed to the pod (None: still held by the placeholder).
     handed_over: float | None = None
 
@@ -165,6 +169,9 @@ class Intents:
     #: went; in order, before ``delete``.
     nominate: tuple[tuple[str, str], ...] = ()
     delete: tuple[Pod, ...] = ()
+    #: Placeholders whose room is handed over: deleted at once (no grace period), after
+    #: ``nominate``.
+    hand_over: tuple[Pod, ...] = ()
     delete_classes: tuple[str, ...] = ()
     notes: tuple[Note, ...] = ()
     ended: tuple[Ended, ...] = ()
@@ -316,6 +323,7 @@ def step(
     kept: dict[str, Hold] = {}
     nominate: list[tuple[str, str]] = []
     delete: dict[str, Pod] = {}
+    hand_over: list[Pod] = []
     notes: list[Note] = []
     ended: list[Ended] = []
 
@@ -342,10 +350,16 @@ def step(
                 continue
             if pod.nominated_node != hold.node:
                 nominate.append((key, hold.node))  # the scheduler cleared it: renewed
+            if holder is not None and not holder.is_terminating:
+                hand_over.append(holder)  # its deletion failed: again
             kept[key] = hold
         elif holder is not None and holder.node_name == hold.node and not holder.is_terminating:
-            nominate.append((key, hold.node))  # first the pod's claim, then the room
-            delete[holder.key] = holder
+            if hold.claimed is None or pod.nominated_node != hold.node:
+                # first the pod's claim, seen to stand a round later, then the room
+                nominate.append((key, hold.node))
+                kept[key] = replace(hold, claimed=hold.claimed or now)
+                continue
+            hand_over.append(holder)
             kept[key] = replace(hold, handed_over=now)
             notes.append(Note(key, "Normal", "ReclaimHandedOver",
                               f"the room on {hold.node} held by {hold.placeholder} is the "
@@ -357,7 +371,7 @@ def step(
                 nominate.append((holder.key, hold.node))
             kept[key] = hold
 
-    held = {h.placeholder for h in kept.values() if h.handed_over is None}
+    held = {h.placeholder for h in kept.values()}
     for holder in ours.values():
         if holder.key not in held and not holder.is_terminating:
             delete.setdefault(holder.key, holder)  # a leftover, or one whose hold ended
@@ -383,7 +397,8 @@ def step(
     wanted = {s.hold.priority_class for s in starts}
     create = tuple(priority_class_body(placeholder_priority(pods[s.hold.pod]))
                    for s in starts if s.hold.priority_class not in priority_classes)  # fmt: skip
-    used = wanted | {p.priority_class_name for p in ours.values() if p.key not in delete}
+    gone = set(delete) | {p.key for p in hand_over}
+    used = wanted | {p.priority_class_name for p in ours.values() if p.key not in gone}
     stale = tuple(
         sorted(n for n in priority_classes if n.startswith(PRIORITY_CLASS_PREFIX) and n not in used)
     )
@@ -393,6 +408,7 @@ def step(
         starts=tuple(starts),
         nominate=tuple(nominate),
         delete=tuple(delete.values()),
+        hand_over=tuple(hand_over),
         delete_classes=stale,
         notes=tuple(notes),
         ended=tuple(ended),
