@@ -145,6 +145,9 @@ def test_queue_preemption_holds_the_room_of_several_victims_for_the_pod_they_wer
           f"victims evicted ({', '.join(run.victims)}) on {', '.join(on)}; the pod scheduled: "
           f"{'on ' + run.landed[0] if run.came else 'no'}; reclaims {run.outcomes}; wasted "
           f"victims (their room went to something else): {wasted}")  # fmt: skip
+    if run.came != 1:  # what the scheduler did, for whoever reads the failure
+        print(kube.kubectl("get", "pods", "-n", ns, "-o", "wide").stdout)
+        print(kube.kubectl("get", "events", "-n", ns, "--sort-by=.lastTimestamp").stdout)
     # one set, all on one node of the pool: the node the pod is Running on
     assert len(on) == 1 and set(on) <= set(nodes), (run.victims, where)
     assert run.came == 1 and run.landed == on, (run.victims, run.landed)
