@@ -104,7 +104,9 @@ class Controller:
         )
         qps = self.config.args(arbitration.ENGINE).process_queue_qps
         self.starter = JobStarter(self.cache, self.executor, qps, self.clock, self.wall)
-        holds = HoldArgs(deps.lease_namespace, self.config.migration.placeholder_image)
+        holds = HoldArgs(
+            deps.lease_namespace, self.config.migration.placeholder_image
+        ).for_interval(interval)
         self.plan_acts = PlanActs(self.writer, self.metrics, self.log, self.starter.replace, holds)
         self.acts: dict[str, Act] = self.plan_acts.table()
         self.view: ClusterView | None = None

@@ -95,7 +95,7 @@ def test_queue_preemption_takes_no_new_victims_for_a_pod_whose_room_is_held() ->
     first = list(acts)
     ctl.round(store, now + 10)
     assert acts == first and set(ctl.plan_acts.holds) == {"default/q2-b"}
-    ctl.round(store, now + 121)  # expired: given up, and the plan's reclaim starts again
+    ctl.round(store, now + 241)  # expired (4 rounds): given up, the plan's reclaim starts again
     again = acts[len(first):]
     assert ("event q2-b", "ReclaimExpired") in again
     assert [a for a, _ in again].count("default/q1-low") == 1

@@ -101,6 +101,15 @@ def test_a_bound_placeholder_hands_the_room_to_the_pod_once_its_nomination_stand
     assert intents.nominate == () and intents.delete == () and intents.hand_over == (bound,)
     assert intents.holds == {hold.pod: replace(claimed, handed_over=NOW + 10)}
     assert [n.reason for n in intents.notes] == ["ReclaimHandedOver"]
+    # a nomination that never stands: given up once the hand-over's deadline passed
+    late = h.step({hold.pod: claimed}, [], pods(bound), {}, NOW + 8 + 61, ARGS)
+    assert [e.outcome for e in late.ended] == [h.UNPLACED] and late.delete == (bound,)
+
+
+def test_the_deadlines_are_a_few_rounds_at_least() -> None:
+    assert h.HoldArgs().for_interval(0.3) == h.HoldArgs()
+    slow = h.HoldArgs().for_interval(60)
+    assert (slow.hold_seconds, slow.handoff_seconds) == (240, 180)
 
 
 def test_after_the_hand_over_the_pod_bound_ends_the_hold() -> None:

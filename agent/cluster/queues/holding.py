@@ -37,7 +37,8 @@ One round of a reclaim's life (``step``):
 3. *Ended*: the pod is bound (``placed`` on the node, or ``elsewhere``), gone (``gone``),
    or a deadline passed: the placeholder not bound within ``hold_seconds`` (``expired``:
    a victim that does not leave, a node that went away), the pod not bound within
-   ``handoff_seconds`` of the hand-over (``unplaced``). Its placeholder is deleted on
+   ``handoff_seconds`` of its claim or of the hand-over (``unplaced``; the deadlines are
+   at least a few controller rounds). Its placeholder is deleted on
    every path; the pod may be given a new reclaim by a later plan.
 
 Decisions where DESIGN.md is silent:
@@ -111,8 +112,14 @@ class HoldArgs:
     image: str = DEFAULT_PLACEHOLDER_IMAGE
     #: From the evictions to the placeholder bound on the node.
     hold_seconds: float = 120.0
-    #: From the hand-over to the pending pod bound.
+    #: From the pod's claim to its nomination seen standing, and from the hand-over to
+    #: the pod bound.
     handoff_seconds: float = 60.0
+
+    def for_interval(self, interval: float) -> HoldArgs:
+        """Deadlines of at least a few controller rounds (each step waits for one)."""
+        return replace(self, hold_seconds=max(self.hold_seconds, 4 * interval),
+                       handoff_seconds=max(self.handoff_seconds, 3 * interval))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,6 +361,9 @@ def step(
                 hand_over.append(holder)  # its deletion failed: again
             kept[key] = hold
         elif holder is not None and holder.node_name == hold.node and not holder.is_terminating:
+            if hold.claimed is not None and now - hold.claimed > args.handoff_seconds:
+                end(hold, UNPLACED)  # its nomination never stood long enough
+                continue
             if hold.claimed is None or pod.nominated_node != hold.node:
                 # first the pod's claim, seen to stand a round later, then the room
                 nominate.append((key, hold.node))
