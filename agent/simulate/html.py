@@ -217,6 +217,15 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
                              for v in queues.get("victims", [])]))  # fmt: skip
         if queues.get("unplaced"):
             parts.append(_table(["pending pod", "no victims because"], list(queues["unplaced"].items())))
+        if queues.get("placeholders"):
+            rows = [(p["name"], p["pod"], p["node"], p.get("priorityClassName", "-"),
+                     ", ".join(f"{r}={v:g}" for r, v in p.get("requests", {}).items()) or "-")
+                    for p in queues["placeholders"]]  # fmt: skip
+            rows += [(f"(next round) {why}", pod, "-", "-", "-")
+                     for pod, why in queues.get("placeholdersDeferred", {}).items()]  # fmt: skip
+            parts.append("<h3>Room held until the pod is bound (placeholders)</h3>"
+                         + _table(["placeholder", "holds room for", "node", "priority class",
+                                   "requests"], rows))  # fmt: skip
     if "daemonset" in report:
         rows = [(p, v.get("node"), v.get("strategy"), ", ".join(v.get("victims", [])) or "-")
                 for p, v in report["daemonset"].items()]
