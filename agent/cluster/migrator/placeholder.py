@@ -38,7 +38,7 @@ Pure: bodies and names only.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agent.cluster.defrag.migratable import PLACEHOLDER_LABEL
@@ -111,7 +111,7 @@ def quantity(resource: str, amount: float) -> str:
     return str(round(amount)) if abs(amount - round(amount)) < EPSILON else repr(amount)
 
 
-def _resources(requests: Mapping[str, float]) -> dict[str, dict[str, str]]:
+def resources(requests: Mapping[str, float]) -> dict[str, dict[str, str]]:
     """Requests; limits equal to them where Kubernetes forbids overcommitment (extended
     resources, hugepages)."""
     wanted = {
@@ -127,6 +127,63 @@ def _resources(requests: Mapping[str, float]) -> dict[str, dict[str, str]]:
 def toleration(t: Toleration) -> dict[str, str]:
     fields = (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect))
     return {k: v for k, v in fields if v}
+
+
+def pinned_pause_spec(
+    node: str,
+    *,
+    priority_class: str,
+    priority: int,
+    tolerations: Sequence[Toleration],
+    requests: Mapping[str, float],
+    image: str,
+) -> dict[str, Any]:
+    """The spec every placeholder pod has (a reservation's here, a queue reclaim's hold in
+    agent/cluster/queues/holding.py): a pause container with ``requests`` that only
+    ``node`` may take (required node affinity on ``metadata.name``, bound by the scheduler
+    so that its accounting decides), a priority that never preempts, the pod's
+    tolerations, the ``restricted`` Pod Security profile, no token, gone within a second
+    of its deletion."""
+    return {
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },  # fmt: skip
+        "priorityClassName": priority_class,
+        "priority": priority,
+        "preemptionPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "restartPolicy": "Always",
+        "tolerations": [toleration(t) for t in tolerations],
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65535,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            {
+                "name": "pause",
+                "image": image,
+                "resources": resources(requests),
+                "securityContext": {
+                    "allowPrivilegeEscalation": False,
+                    "readOnlyRootFilesystem": True,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+    }
 
 
 def placeholder_body(
@@ -160,44 +217,22 @@ def placeholder_body(
                 }
             ],
         },
-        "spec": {
-            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchFields": [
-                    {"key": "metadata.name", "operator": "In", "values": [node]}
-                ]}]
-            }}},  # fmt: skip
-            "priorityClassName": priority_class_name(value),
-            "priority": value,
-            "preemptionPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "restartPolicy": "Always",
-            "tolerations": [toleration(t) for t in pod.tolerations],
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65535,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "pause",
-                    "image": image,
-                    "resources": _resources(pod.requests),
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                }
-            ],
-        },
+        "spec": pinned_pause_spec(
+            node,
+            priority_class=priority_class_name(value),
+            priority=value,
+            tolerations=pod.tolerations,
+            requests=pod.requests,
+            image=image,
+        ),
     }
 
 
 def target_of(body: Mapping[str, Any]) -> str:
     """The node a placeholder body (``placeholder_body``) is for."""
-    terms = body["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    terms = body["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     return str(terms["nodeSelectorTerms"][0]["matchFields"][0]["values"][0])
 
 

@@ -76,8 +76,7 @@ from agent.cluster.migrator.placeholder import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     bounded,
-    quantity,
-    toleration,
+    pinned_pause_spec,
 )
 from agent.cluster.queues.reclaim import Reclaim
 from agent.defaults import CONTROLLER_LEASE_NAMESPACE
@@ -91,8 +90,6 @@ RECLAIM_LABEL = "qos.waterline.io/reclaim-for"
 POD_ANNOTATION = "qos.waterline.io/reclaim-pod"
 VICTIMS_ANNOTATION = "qos.waterline.io/reclaim-victims"
 PRIORITY_CLASS_PREFIX = "waterline-reclaim-"
-#: Requests the kubelet checks for every container (others must set limit = request).
-_OVERCOMMITTABLE = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 # outcomes of a reclaim (``Ended.outcome``, the ``waterline_controller_reclaims`` label)
 PLACED = "placed"
@@ -227,16 +224,6 @@ def placeholder_name(pod: Pod, node: str, now: float) -> str:
     return bounded(f"reclaim-{pod.name}", 242) + f"-{digest}"
 
 
-def resources(requests: Mapping[str, float]) -> dict[str, dict[str, str]]:
-    """Requests; limits equal to them where Kubernetes forbids overcommitment."""
-    wanted = {k: quantity(k, v) for k, v in sorted(requests.items()) if v > 0 and k != "pods"}
-    out: dict[str, dict[str, str]] = {"requests": wanted}
-    limits = {k: v for k, v in wanted.items() if k not in _OVERCOMMITTABLE}
-    if limits:
-        out["limits"] = limits
-    return out
-
-
 def placeholder_body(hold: Hold, pod: Pod, args: HoldArgs) -> dict[str, Any]:
     """The placeholder of ``hold``: ``pod``'s requests and tolerations, for the scheduler
     to bind to ``hold.node`` (and no other)."""
@@ -254,50 +241,14 @@ def placeholder_body(hold: Hold, pod: Pod, args: HoldArgs) -> dict[str, Any]:
                 VICTIMS_ANNOTATION: ",".join(hold.victims),
             },
         },
-        "spec": {
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchFields": [
-                                    {
-                                        "key": "metadata.name",
-                                        "operator": "In",
-                                        "values": [hold.node],
-                                    }
-                                ]
-                            }
-                        ]
-                    }
-                }
-            },  # fmt: skip
-            "priorityClassName": hold.priority_class,
-            "priority": value,
-            "preemptionPolicy": "Never",
-            "terminationGracePeriodSeconds": 1,
-            "automountServiceAccountToken": False,
-            "enableServiceLinks": False,
-            "restartPolicy": "Always",
-            "tolerations": [toleration(t) for t in pod.tolerations],
-            "securityContext": {
-                "runAsNonRoot": True,
-                "runAsUser": 65535,
-                "seccompProfile": {"type": "RuntimeDefault"},
-            },
-            "containers": [
-                {
-                    "name": "pause",
-                    "image": args.image,
-                    "resources": resources(pod.requests),
-                    "securityContext": {
-                        "allowPrivilegeEscalation": False,
-                        "readOnlyRootFilesystem": True,
-                        "capabilities": {"drop": ["ALL"]},
-                    },
-                }
-            ],
-        },
+        "spec": pinned_pause_spec(
+            hold.node,
+            priority_class=hold.priority_class,
+            priority=value,
+            tolerations=pod.tolerations,
+            requests=pod.requests,
+            image=args.image,
+        ),
     }
 
 
