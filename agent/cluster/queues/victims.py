@@ -15,7 +15,7 @@ before it), a pod that alone would take its queue below deserved.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from agent.cluster.engine import slack
 from agent.cluster.queues.shares import QueueUsage
@@ -82,21 +82,25 @@ def candidates_by_node(
         for pod in usage[q.name].running:
             if not may_be_victim(pod):
                 continue
-            out.setdefault(pod.node_name, []).append(
-                VictimCandidate(
-                    pod,
-                    q.name,
-                    pod.priority,
-                    cost(pod, DELETION_COST_ANNOTATION),
-                    cost(pod, EVICTION_COST_ANNOTATION),
-                    pod.running_seconds(now),
-                )
+            c = VictimCandidate(
+                pod,
+                q.name,
+                pod.priority,
+                cost(pod, DELETION_COST_ANNOTATION),
+                cost(pod, EVICTION_COST_ANNOTATION),
+                pod.running_seconds(now),
             )
-    for node, cands in out.items():
-        ranked = [replace(c, rank=victim_sort_key(c)) for c in cands]
-        ranked.sort(key=lambda c: c.rank)
-        out[node] = ranked
+            # its rank is a function of the fields above: set once here, where a
+            # ``replace`` per candidate cost a tenth of a 5,000-node plan
+            object.__setattr__(c, "rank", victim_sort_key(c))
+            out.setdefault(pod.node_name, []).append(c)
+    for cands in out.values():
+        cands.sort(key=_rank)
     return out
+
+
+def _rank(c: VictimCandidate) -> tuple[object, ...]:
+    return c.rank
 
 
 class Headroom:
@@ -159,24 +163,23 @@ class Budgets:
     def __init__(self, pdbs: Sequence[PodDisruptionBudget], pods: Sequence[Pod]) -> None:
         self.pdbs = list(pdbs)
         selected: dict[str, list[Pod]] = {p.key: [] for p in self.pdbs}
-        by_namespace: dict[str, list[PodDisruptionBudget]] = {}
-        for pdb in self.pdbs:
-            by_namespace.setdefault(pdb.namespace, []).append(pdb)
-        if by_namespace:
+        self.index = {ns: _BudgetIndex(budgets) for ns, budgets in _by_namespace(self.pdbs).items()}
+        if self.index:
             for pod in pods:
-                for pdb in by_namespace.get(pod.namespace, ()):
-                    if pdb.selects(pod):
+                index = self.index.get(pod.namespace)
+                if index is not None:
+                    for pdb in index.selecting(pod):
                         selected[pdb.key].append(pod)
         self.allowed = {p.key: budget_status(p, selected[p.key]).allowed for p in self.pdbs}
-        self.by_namespace = by_namespace
         self._covering: dict[str, list[str]] = {}
 
     def covering(self, pod: Pod) -> list[str]:
         known = self._covering.get(pod.uid)
         if known is None:
-            known = self._covering[pod.uid] = [
-                p.key for p in self.by_namespace.get(pod.namespace, ()) if p.selects(pod)
-            ]
+            index = self.index.get(pod.namespace)
+            known = self._covering[pod.uid] = (
+                [p.key for p in index.selecting(pod)] if index is not None else []
+            )
         return known
 
     def allows(self, taken: Iterable[VictimCandidate]) -> bool:
@@ -199,6 +202,40 @@ class Budgets:
         for c in victims:
             for key in self.covering(c.pod):
                 self.allowed[key] -= 1
+
+
+def _by_namespace(pdbs: Sequence[PodDisruptionBudget]) -> dict[str, list[PodDisruptionBudget]]:
+    out: dict[str, list[PodDisruptionBudget]] = {}
+    for pdb in pdbs:
+        out.setdefault(pdb.namespace, []).append(pdb)
+    return out
+
+
+class _BudgetIndex:
+    """A namespace's budgets, filed by the first of their ``matchLabels`` (a pod without
+    that label value is not selected, so only the budgets filed under its own labels, and
+    those with no ``matchLabels``, are asked): a namespace of twenty budgets asks one or
+    two per pod instead of twenty."""
+
+    def __init__(self, budgets: Sequence[PodDisruptionBudget]) -> None:
+        self.order = {id(pdb): i for i, pdb in enumerate(budgets)}
+        self.filed: dict[tuple[str, str], list[PodDisruptionBudget]] = {}
+        self.unfiled: list[PodDisruptionBudget] = []
+        for pdb in budgets:
+            if pdb.selector.match_labels:
+                self.filed.setdefault(pdb.selector.match_labels[0], []).append(pdb)
+            else:
+                self.unfiled.append(pdb)
+
+    def selecting(self, pod: Pod) -> list[PodDisruptionBudget]:
+        """The budgets that select ``pod``, in the namespace's order."""
+        found = [pdb for pdb in self.unfiled if pdb.selects(pod)]
+        if self.filed:
+            for label in pod.labels.items():
+                found.extend(pdb for pdb in self.filed.get(label, ()) if pdb.selects(pod))
+            if len(found) > 1:
+                found.sort(key=lambda pdb: self.order[id(pdb)])
+        return found
 
 
 class Taking:
