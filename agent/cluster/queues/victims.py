@@ -141,10 +141,10 @@ class Headroom:
     def allows_one(self, c: VictimCandidate, resources: Sequence[str]) -> bool:
         """``allows([c], resources)``, without its sums: the plan asks it of every candidate
         of every node it looks at."""
-        left = self.left[c.queue]
+        left, requests = self.left[c.queue], c.pod.requests
         for r in resources:
             room = left.get(r, 0.0)
-            if c.pod.request(r) > room + slack(room):
+            if requests.get(r, 0.0) > room + slack(room):
                 return False
         return True
 
@@ -164,22 +164,25 @@ class Budgets:
         self.pdbs = list(pdbs)
         selected: dict[str, list[Pod]] = {p.key: [] for p in self.pdbs}
         self.index = {ns: _BudgetIndex(budgets) for ns, budgets in _by_namespace(self.pdbs).items()}
+        #: The keys of the budgets covering each pod (by uid), found once here.
+        self._covering: dict[str, Sequence[str]] = {}
         if self.index:
             for pod in pods:
                 index = self.index.get(pod.namespace)
                 if index is not None:
-                    for pdb in index.selecting(pod):
+                    found = index.selecting(pod)
+                    for pdb in found:
                         selected[pdb.key].append(pod)
+                    self._covering.setdefault(pod.uid, [pdb.key for pdb in found] if found else ())
         self.allowed = {p.key: budget_status(p, selected[p.key]).allowed for p in self.pdbs}
-        self._covering: dict[str, list[str]] = {}
 
-    def covering(self, pod: Pod) -> list[str]:
+    def covering(self, pod: Pod) -> Sequence[str]:
         known = self._covering.get(pod.uid)
         if known is None:
             index = self.index.get(pod.namespace)
-            known = self._covering[pod.uid] = (
-                [p.key for p in index.selecting(pod)] if index is not None else []
-            )
+            if index is None:
+                return ()
+            known = self._covering[pod.uid] = [p.key for p in index.selecting(pod)]
         return known
 
     def allows(self, taken: Iterable[VictimCandidate]) -> bool:
@@ -193,10 +196,11 @@ class Budgets:
 
     def allows_one(self, c: VictimCandidate) -> bool:
         """``allows([c])``: every budget that covers it allows one more disruption."""
-        if not self.pdbs:
+        covering = self.covering(c.pod) if self.pdbs else ()
+        if not covering:
             return True
         allowed = self.allowed
-        return all(allowed[key] >= 1 for key in self.covering(c.pod))
+        return all(allowed[key] >= 1 for key in covering)
 
     def take(self, victims: Iterable[VictimCandidate]) -> None:
         for c in victims:
