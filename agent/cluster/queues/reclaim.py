@@ -181,7 +181,9 @@ class _Walk:
         self.budgets = Budgets(pdbs, pods)
         self.cands = {
             name: cs
-            for name, cs in candidates_by_node(queues, usage, self.headroom.left, now).items()
+            for name, cs in candidates_by_node(
+                queues, usage, self.headroom.left, now, self.budgets.covering
+            ).items()
             if name in self.snapshot.states
         }
         self.args = args
@@ -227,7 +229,8 @@ class _Walk:
     def serve(self, queue: str, pod: Pod) -> tuple[str, Reclaim | str | None]:
         """("fits", None) when it fits without victims; ("reclaim", Reclaim); or
         ("unplaced", reason)."""
-        node = self.fits_somewhere(pod)
+        key = _shape(pod, self.labelled(pod))
+        node = self.fits_somewhere(pod, key)
         if node is not None:
             self.land(queue, pod, node, ())
             return "fits", None
@@ -240,7 +243,7 @@ class _Walk:
             return "unplaced", NEVER
         if not self.within_deserved(queue, pod):
             return "unplaced", ABOVE_DESERVED
-        found = self.best_node(pod)
+        found = self.best_node(pod, key)
         if isinstance(found, str):
             return "unplaced", found
         name, victims = found
@@ -290,10 +293,9 @@ class _Walk:
             allocated[r] = allocated.get(r, 0.0) + q
 
     # -- without victims -----------------------------------------------------------------
-    def fits_somewhere(self, pod: Pod) -> str | None:
+    def fits_somewhere(self, pod: Pod, key: object) -> str | None:
         """The first node by name the pod fits on as things stand (the scheduler picks its
         own; this only tells later pods of the plan where room went)."""
-        key = _shape(pod, self.labelled(pod))
         seen = self.fit_memo.get(key)
         if seen is None:
             names, start = self.names, 0
@@ -313,7 +315,7 @@ class _Walk:
         return None
 
     # -- with victims --------------------------------------------------------------------
-    def best_node(self, pod: Pod) -> tuple[str, list[VictimCandidate]] | str:
+    def best_node(self, pod: Pod, key: object) -> tuple[str, list[VictimCandidate]] | str:
         """The node with the fewest victims, then the cheapest (their victim-order keys,
         compared in order), then the name; or the reason there is none.
 
@@ -321,7 +323,6 @@ class _Walk:
         while its victims are still allowed (headroom and budgets only shrink, so a set
         that is still allowed is still the best there, and a node with none still has
         none)."""
-        key = _shape(pod, self.labelled(pod))
         memo = self.victim_memo.get(key)
         if memo is None:
             memo = self.victim_memo[key] = _Ranked({}, [], 0)
@@ -361,7 +362,7 @@ class _Walk:
                 self.on_node(pod, self.snapshot[name], self.cands[name], refine=refine),
                 self.order,
             )
-        return self.no_node_reason(pod)
+        return self.no_node_reason(pod, key)
 
     def on_node(
         self, pod: Pod, state: NodeState, cands: Sequence[VictimCandidate], refine: bool
@@ -409,10 +410,12 @@ class _Walk:
         or a resource in ``dims``) and may go alone, each with what it frees per dim."""
         out: list[tuple[VictimCandidate, tuple[float, ...]]] = []
         allowed_one = self.allowed_one
-        if len(dims) == 1:  # the common case, spelled out: one tuple per candidate
+        if dims == [POD_SLOTS]:  # the common cases, spelled out: one tuple per candidate
+            return [(c, (1.0,)) for c in cands if allowed_one(c, resources)]
+        if len(dims) == 1:
             (d,) = dims
             for c in cands:
-                f = 1.0 if d == POD_SLOTS else c.pod.requests.get(d, 0.0)
+                f = c.pod.requests.get(d, 0.0)
                 if f > 0 and allowed_one(c, resources):
                     out.append((c, (f,)))
             return out
@@ -441,9 +444,11 @@ class _Walk:
         """Victim order, taking a pod that frees something still short and is allowed
         with those taken, until the pod fits; then drop, most expensive first, any pod
         it still fits without."""
+        taking = Taking(self.headroom, self.budgets, resources)
+        if len(floor) == 1:
+            return _greedy_one(useful, floor[0], taking)
         taken: list[int] = []
         freed = [0.0] * len(floor)
-        taking = Taking(self.headroom, self.budgets, resources)
         for i, (c, frees) in enumerate(useful):
             if _covers(freed, floor):
                 break
@@ -502,11 +507,10 @@ class _Walk:
                     return chosen
         return None
 
-    def no_node_reason(self, pod: Pod) -> str:
+    def no_node_reason(self, pod: Pod, key: object) -> str:
         """Why each node refuses the pod even with every allowed victim gone, counted as
         the scheduler's message counts them (per shape, nodes no pod landed on since keep
         their reason)."""
-        key = _shape(pod, self.labelled(pod))
         memo = self.reason_memo.get(key)
         if memo is None:
             memo = self.reason_memo[key] = _Reasons({}, Counter(), 0)
@@ -543,6 +547,33 @@ class _Walk:
         gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed_one(c, resources)]
         left = shortfall(pod, state, gone)
         return f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
+
+
+def _greedy_one(
+    useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]], floor: float, taking: Taking
+) -> list[VictimCandidate] | None:
+    """``_Walk.greedy`` when one thing is short (the common case): the same steps, on a
+    float instead of one-element lists (the same sums, so the same answer)."""
+    taken: list[int] = []
+    freed = 0.0
+    for i, (c, (f,)) in enumerate(useful):
+        if freed >= floor:
+            break
+        if not (f > 0 and freed < floor):
+            continue
+        if not taking.fits(c):
+            continue
+        taking.add(c)
+        taken.append(i)
+        freed = freed + f
+    if not freed >= floor:
+        return None
+    for i in reversed(taken[:]):
+        less = freed - useful[i][1][0]
+        if less >= floor:
+            taken.remove(i)
+            freed = less
+    return [useful[i][0] for i in taken]
 
 
 def _fewest(

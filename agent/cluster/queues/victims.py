@@ -14,7 +14,7 @@ before it), a pod that alone would take its queue below deserved.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.cluster.engine import slack
@@ -47,6 +47,9 @@ class VictimCandidate:
     running: float
     #: Its victim-order key (``VICTIM_ORDER``), kept: plans compare sets by it.
     rank: tuple[object, ...] = ()
+    #: The keys of the PodDisruptionBudgets that cover it (``Budgets.covering``), kept:
+    #: every allowed check of every set it is in reads them.
+    budgets: tuple[str, ...] = ()
 
     @property
     def key(self) -> str:
@@ -73,8 +76,10 @@ def candidates_by_node(
     usage: Mapping[str, QueueUsage],
     donors: Mapping[str, object],
     now: float,
+    covering: Callable[[Pod], Sequence[str]],
 ) -> dict[str, list[VictimCandidate]]:
-    """The running pods of donor queues that may be victims, per node, in victim order."""
+    """The running pods of donor queues that may be victims, per node, in victim order;
+    ``covering``: the keys of the budgets that cover a pod."""
     out: dict[str, list[VictimCandidate]] = {}
     for q in queues:
         if q.name not in donors:
@@ -89,6 +94,7 @@ def candidates_by_node(
                 cost(pod, DELETION_COST_ANNOTATION),
                 cost(pod, EVICTION_COST_ANNOTATION),
                 pod.running_seconds(now),
+                budgets=tuple(covering(pod)),
             )
             # its rank is a function of the fields above: set once here, where a
             # ``replace`` per candidate cost a tenth of a 5,000-node plan
@@ -190,21 +196,20 @@ class Budgets:
             return True
         count: dict[str, int] = {}
         for c in taken:
-            for key in self.covering(c.pod):
+            for key in c.budgets:
                 count[key] = count.get(key, 0) + 1
         return all(n <= self.allowed[key] for key, n in count.items())
 
     def allows_one(self, c: VictimCandidate) -> bool:
         """``allows([c])``: every budget that covers it allows one more disruption."""
-        covering = self.covering(c.pod) if self.pdbs else ()
-        if not covering:
+        if not c.budgets:
             return True
         allowed = self.allowed
-        return all(allowed[key] >= 1 for key in covering)
+        return all(allowed[key] >= 1 for key in c.budgets)
 
     def take(self, victims: Iterable[VictimCandidate]) -> None:
         for c in victims:
-            for key in self.covering(c.pod):
+            for key in c.budgets:
                 self.allowed[key] -= 1
 
 
@@ -260,9 +265,9 @@ class Taking:
             room = left.get(r, 0.0)
             if sums.get(r, 0.0) + c.pod.request(r) > room + slack(room):
                 return False
-        if self.budgets.pdbs:
+        if c.budgets:
             allowed = self.budgets.allowed
-            for key in self.budgets.covering(c.pod):
+            for key in c.budgets:
                 if self.counts.get(key, 0) + 1 > allowed[key]:
                     return False
         return True
@@ -271,6 +276,5 @@ class Taking:
         sums = self.sums.setdefault(c.queue, {})
         for r in self.resources:
             sums[r] = sums.get(r, 0.0) + c.pod.request(r)
-        if self.budgets.pdbs:
-            for key in self.budgets.covering(c.pod):
-                self.counts[key] = self.counts.get(key, 0) + 1
+        for key in c.budgets:
+            self.counts[key] = self.counts.get(key, 0) + 1
