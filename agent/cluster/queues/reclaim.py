@@ -33,7 +33,7 @@ from agent.cluster.placement import (
     why_not,
 )
 from agent.cluster.queues.args import QueueArgs
-from agent.cluster.queues.shares import QueueUsage, is_pending
+from agent.cluster.queues.shares import QueueUsage
 from agent.cluster.queues.victims import (
     Budgets,
     Headroom,
@@ -43,7 +43,7 @@ from agent.cluster.queues.victims import (
 )
 from agent.model.objects import PREEMPT_NEVER, Node, Pod, PodDisruptionBudget
 from agent.model.ordering import By, Order, ordered_by
-from agent.model.queue import QUEUE_LABEL, Queue
+from agent.model.queue import Queue
 
 #: Reasons a pending pod gets no victims.
 NEVER = "PreemptionPolicyNever"
@@ -81,17 +81,18 @@ class Reclaimed:
     exact: bool = True
 
 
-def pending_by_queue(starving: Sequence[str], pods: Sequence[Pod]) -> dict[str, list[Pod]]:
+def pending_by_queue(
+    starving: Sequence[str], usage: Mapping[str, QueueUsage]
+) -> dict[str, list[Pod]]:
     """The pending pods of each starving queue, in the order they are served."""
-    wanted = set(starving)
-    out: dict[str, list[Pod]] = {q: [] for q in starving}
-    for pod in pods:
-        queue = pod.labels.get(QUEUE_LABEL)
-        if queue in wanted and is_pending(pod):
-            out[queue].append(pod)
-    for queue in out:
-        out[queue] = PENDING_ORDER.sort(out[queue])
-    return out
+    return {q: PENDING_ORDER.sort(usage[q].waiting) for q in starving}
+
+
+def usable_snapshot(nodes: Iterable[Node], pods: Iterable[Pod]) -> Snapshot:
+    """The placement snapshot of the nodes a pending pod may go to (Ready, schedulable),
+    by name."""
+    usable = sorted((n for n in nodes if n.ready and not n.unschedulable), key=lambda n: n.name)
+    return Snapshot.build(usable, pods)
 
 
 def _shape(pod: Pod, labelled: bool) -> object:
@@ -166,15 +167,14 @@ class _Walk:
         queues: Sequence[Queue],
         usage: Mapping[str, QueueUsage],
         shares: Mapping[str, Mapping[str, float]],
-        nodes: Sequence[Node],
+        snapshot: Snapshot,
         pods: Sequence[Pod],
         pdbs: Sequence[PodDisruptionBudget],
         now: float,
         args: QueueArgs,
     ) -> None:
-        usable = sorted((n for n in nodes if n.ready and not n.unschedulable), key=lambda n: n.name)
-        self.snapshot = Snapshot.build(usable, pods)
-        self.names = [n.name for n in usable]
+        self.snapshot = snapshot
+        self.names = list(snapshot.states)
         self.shares = shares
         self.allocated = {name: dict(u.allocated) for name, u in usage.items()}
         self.headroom = Headroom(queues, usage, shares)
@@ -494,13 +494,16 @@ class _Walk:
         # the set's order (the same floats as summing its tuples), up to the first short
         frees = [[f[d] for _, f in pool] for d in range(len(floor))]
         columns = [(col.__getitem__, m) for col, m in zip(frees, floor, strict=True)]
+        first, least = columns[0]  # the one column, mostly: tried without a generator
         for k in range(max(1, int(min(fewest, most + 1))), most + 1):
             for combo in itertools.combinations(range(len(pool)), k):
                 self.steps_left -= 1
                 if self.steps_left < 0:
                     self.exact = False
                     return None
-                if not all(sum(map(get, combo)) >= m for get, m in columns):
+                if not sum(map(first, combo)) >= least:
+                    continue
+                if not all(sum(map(get, combo)) >= m for get, m in columns[1:]):
                     continue
                 chosen = [pool[i][0] for i in combo]
                 if self.allowed(chosen, resources):
@@ -626,19 +629,20 @@ def reclaim(
     usage: Mapping[str, QueueUsage],
     shares: Mapping[str, Mapping[str, float]],
     starving: Sequence[str],
-    nodes: Sequence[Node],
+    snapshot: Snapshot,
     pods: Sequence[Pod],
     pdbs: Sequence[PodDisruptionBudget],
     now: float,
     args: QueueArgs,
 ) -> Reclaimed:
     """Serve the starving queues' pending pods, queue by queue in ``starving`` order, each
-    queue's pods in ``PENDING_ORDER``."""
-    walk = _Walk(queues, usage, shares, nodes, pods, pdbs, now, args)
+    queue's pods in ``PENDING_ORDER``, on ``snapshot`` (``usable_snapshot``; the plan
+    changes it as it goes)."""
+    walk = _Walk(queues, usage, shares, snapshot, pods, pdbs, now, args)
     reclaims: list[Reclaim] = []
     fits_now: list[str] = []
     unplaced: dict[str, str] = {}
-    for queue, waiting in pending_by_queue(starving, pods).items():
+    for queue, waiting in pending_by_queue(starving, usage).items():
         for pod in waiting:
             outcome, detail = walk.serve(queue, pod)
             if outcome == "fits":
