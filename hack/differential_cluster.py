@@ -131,7 +131,7 @@ ANTI = "kubernetes.io/hostname"
 
 
 def _queue_config(rng: random.Random) -> dict[str, int]:
-    if rng.random() < 0.7:
+    if rng.random() < 0.5:
         return {}
     return {"exactSearchClasses": rng.choice([0, 1, 2, 3, 16]),
             "searchSteps": rng.choice([0, 3, 20, 200, 200_000])}  # fmt: skip
@@ -284,9 +284,9 @@ def _queues(
         running.append(pod)
     waiting: list[dict[str, Any]] = []
     shapes = [_queue_requests(rng, rng.random() < 0.2) for _ in range(rng.randint(1, 3))]
-    for shape in shapes:
-        if rng.random() < 0.5:
-            shape["cpu"] = rng.choice(["250m", "500m", "1"])
+    for shape in shapes:  # small ones that fit a victim's room, large ones that need several
+        if rng.random() < 0.6:
+            shape["cpu"] = rng.choice(["250m", "500m", "1", "2500m", "3", "4"])
     for i in range(rng.randint(2, 24)):
         queue = rng.choice(hungry) if rng.random() < 0.92 else rng.choice(donors)
         pod = _queue_pod(rng, f"w{i}", queue, rng.choice(apps), rng.choice(shapes), None)
