@@ -238,12 +238,14 @@ class _BudgetIndex:
 
     def selecting(self, pod: Pod) -> list[PodDisruptionBudget]:
         """The budgets that select ``pod``, in the namespace's order."""
-        found = [pdb for pdb in self.unfiled if pdb.selects(pod)]
-        if self.filed:
-            for label in pod.labels.items():
-                found.extend(pdb for pdb in self.filed.get(label, ()) if pdb.selects(pod))
-            if len(found) > 1:
-                found.sort(key=lambda pdb: self.order[id(pdb)])
+        found = [pdb for pdb in self.unfiled if pdb.selects(pod)] if self.unfiled else []
+        filed = self.filed
+        for label in pod.labels.items():
+            budgets = filed.get(label)
+            if budgets is not None:
+                found.extend(pdb for pdb in budgets if pdb.selects(pod))
+        if len(found) > 1:
+            found.sort(key=lambda pdb: self.order[id(pdb)])
         return found
 
 
