@@ -49,7 +49,7 @@ from engine.intents import Plan
 from engine.phases.batch import batch_capacity
 from engine.phases.caps import reconcile_caps, throttle_down, throttle_up
 from engine.phases.evict import evict
-from engine.phases.isolation import cpu_burst, idle_class
+from engine.phases.isolation import cpu_burst, idle_class, quota_burst, take_back_quota
 from engine.records import ActionRecord, IsolationChange
 from engine.state import NodeState
 from engine.work import Steps, TickContext, TickWork
@@ -81,9 +81,12 @@ def plan_actions(ctx: TickContext, state: NodeState) -> Plan[Execution]:
 
 
 #: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up;
-#: then the CPU isolation classes, which change who runs first and nobody's usage, so
-#: they come after every decision about how much; then the batch capacity the node
-#: publishes, which follows what the node used).
+#: but a quota raised above an LC pod's limit is taken back before any of them; then the
+#: CPU isolation classes, which change who runs first and nobody's usage, so they come
+#: after every decision about how much (the quota burst before burst, which is sized from
+#: the quota in force); then the batch capacity the node publishes, which follows what
+#: the node used).
 PHASES: tuple[Callable[[TickWork], Steps], ...] = (
-    reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst, batch_capacity,
+    reconcile_caps, take_back_quota, evict, throttle_down, throttle_up, idle_class,
+    quota_burst, cpu_burst, batch_capacity,
 )

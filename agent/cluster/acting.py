@@ -3,11 +3,14 @@
 Arbitration writes its verdicts into the jobs' status and hands the passed jobs to the
 controller's rate-limited queue. The switchable engines act only when their config section
 says ``enabled: true``: defrag creates ReservationFirst PodMigrationJobs and stamps the
-nodes it empties; queue and DaemonSet preemption evict their victims."""
+nodes it empties; DaemonSet preemption nominates its pod and evicts its victims; queue
+preemption holds the room its victims free with a placeholder pod and hands it to the
+pending pod (``agent/cluster/queues/holding.py``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from agent.cluster.arbitration import ArbitrationPlan, Verdict
@@ -16,19 +19,15 @@ from agent.cluster.defrag import LAST_DEFRAG_ANNOTATION, DefragPlan, Migration
 from agent.cluster.metrics import ControllerMetrics
 from agent.cluster.migrator import CREATED_BY_LABEL, TARGET_NODE_ANNOTATION, ClusterView
 from agent.cluster.queues import QueuePlan
+from agent.cluster.queues import holding as h
 from agent.cluster.writes import GuardedWriter
+from agent.kube.events import pod_ref
 from agent.model import migration as m
+from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 from agent.model.timeutil import format_time
 
 DEFRAG_CREATOR = "defrag"
-#: How long a pending pod that queue preemption evicted victims for gets no new victims
-#: (its nomination is renewed instead). The scheduler clears an external nomination when
-#: a retry fails while the victims are still leaving and it can preempt nothing itself
-#: (victims of equal priority): without this hold, every round would pick a new set for
-#: the same pod while the victims' replacements take the room (measured on the real
-#: scheduler: 179-209 victims for one 2-slot pod in three runs).
-RECLAIM_HOLD_SECONDS = 60.0
 
 #: What the controller does with a plan: (plan, snapshot, view, now, enabled).
 Act = Callable[[Any, ObjectStore, ClusterView, float, bool], None]
@@ -44,11 +43,13 @@ class PlanActs:
         metrics: ControllerMetrics,
         log: Any,
         queue_passed: Callable[[tuple[str, ...]], int],
+        hold_args: h.HoldArgs | None = None,
     ) -> None:
         self.writer, self.metrics, self.log = writer, metrics, log
         self.queue_passed = queue_passed
-        #: Pending pod -> (node, when) of the victims queue preemption evicted for it.
-        self.reclaimed: dict[str, tuple[str, float]] = {}
+        self.hold_args = hold_args or h.HoldArgs()
+        #: Pending pod -> the reclaim whose room is being held for it (``holding``).
+        self.holds: dict[str, h.Hold] = {}
 
     def table(self) -> dict[str, Act]:
         return {
@@ -74,7 +75,11 @@ class PlanActs:
             if verdict.reason != m.REASON_PAUSED:  # the migrator wrote that one
                 self._verdict(by_name[name], m.PENDING, verdict)
         queued = self.queue_passed(plan.passed)
-        counts = {"passed": len(plan.passed), "waiting": len(plan.waiting), "failed": len(plan.failed)}
+        counts = {
+            "passed": len(plan.passed),
+            "waiting": len(plan.waiting),
+            "failed": len(plan.failed),
+        }
         for verdict_name, count in counts.items():
             self.metrics.arbitration.labels(verdict_name).inc(count)
         self.log.info("arbitration round", **counts, queued=queued)
@@ -85,8 +90,9 @@ class PlanActs:
         changed since the snapshot is refused (409) and decided again next round."""
         status = {"phase": phase, "reason": verdict.reason, "message": verdict.message}
         if ((job.phase or m.PENDING), job.reason, job.message) != tuple(status.values()):
-            self.writer.job_status(job.name, status, job.resource_version,
-                                   transition=phase != (job.phase or m.PENDING))
+            self.writer.job_status(
+                job.name, status, job.resource_version, transition=phase != (job.phase or m.PENDING)
+            )
 
     def defrag(
         self, plan: DefragPlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
@@ -137,24 +143,43 @@ class PlanActs:
                 reclaims=[f"{r.pod}->{r.node}: {', '.join(r.victims)}" for r in plan.reclaims],
                 enabled=enabled,
             )
-        if not enabled:
-            return
-        self.reclaimed = {k: v for k, v in self.reclaimed.items() if now - v[1] < RECLAIM_HOLD_SECONDS}
-        for r in plan.reclaims:
-            pending = view.pods.get(r.pod)
-            if pending is None:
-                continue  # gone since the snapshot: nothing to make room for
-            held = self.reclaimed.get(r.pod)
-            if held is not None:
-                # victims already went for it: renew its nomination, take no new ones
-                if pending.nominated_node != held[0]:
-                    self.writer.nominate(pending, held[0], "queues")
+        # not enabled: the holds under way still end (and their placeholders go), none starts
+        self.hold(plan if enabled else replace(plan, reclaims=()), snapshot, view, now)
+
+    def hold(self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float) -> None:
+        """Carry out one round of ``holding.step``: the PriorityClass, then each new hold's
+        placeholder, its nomination and only then its victims; hand-overs (the pod
+        nominated before its placeholder is deleted); leftovers deleted; Events."""
+        intents = h.step(self.holds, plan.reclaims, view.pods, snapshot.priority_classes, now,
+                         self.hold_args)  # fmt: skip
+        holds = dict(intents.holds)
+        for body in intents.priority_classes:
+            self.writer.create_priority_class(body)
+        for key, node in intents.nominate:
+            if (pod := view.pods.get(key)) is not None:
+                self.writer.nominate(pod, node, "queues")
+        for pod in intents.hand_over:  # after the pods' nominations
+            self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid, grace_seconds=0)
+        for pod in intents.delete:
+            self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid)
+        for cls in intents.delete_classes:
+            self.writer.delete_priority_class(cls)
+        for start in intents.starts:
+            namespace, name = start.hold.placeholder.split("/", 1)
+            if not self.writer.create_placeholder(start.body) and not self.writer.dry_run:
+                holds.pop(start.hold.pod, None)  # no room held: no victim goes
                 continue
-            # nominated first, so that the scheduler holds the room for it against the
-            # victims' own replacements (as for DaemonSet preemption)
-            self.writer.nominate(pending, r.node, "queues")
-            self._evict(r.victims, view, "queues")
-            self.reclaimed[r.pod] = (r.node, now)
+            # nominated before the victims go: the room is held from the first one's exit
+            self.writer.nominate(Pod(namespace, name, ""), start.hold.node, "queues")
+            self._evict(start.hold.victims, view, "queues")
+        for note in intents.notes:
+            if (pod := view.pods.get(note.pod)) is not None:
+                self.writer.event(pod_ref(pod), note.type, note.reason, note.message)
+        for end in intents.ended:
+            self.metrics.reclaims.labels(end.outcome).inc()
+            self.log.info("queue reclaim ended", pod=end.hold.pod, node=end.hold.node,
+                          outcome=end.outcome, bound=end.node, victims=list(end.hold.victims))  # fmt: skip
+        self.holds = holds
 
     def daemonset(
         self,

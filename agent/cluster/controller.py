@@ -47,6 +47,7 @@ from agent.cluster.cachework import CacheWork
 from agent.cluster.config import ControllerConfig
 from agent.cluster.leadership import ControllerDeps, build_elector
 from agent.cluster.migrator import ClusterView, MigrationExecutor, PlaceholderSettings
+from agent.cluster.queues.holding import HoldArgs
 from agent.cluster.registry import ENGINES
 from agent.cluster.resources import QUEUES, REQUIRED_KINDS, WATCHES, snapshot
 from agent.cluster.starting import JobStarter
@@ -103,9 +104,11 @@ class Controller:
         )
         qps = self.config.args(arbitration.ENGINE).process_queue_qps
         self.starter = JobStarter(self.cache, self.executor, qps, self.clock, self.wall)
-        self.acts: dict[str, Act] = PlanActs(
-            self.writer, self.metrics, self.log, self.starter.replace
-        ).table()
+        holds = HoldArgs(
+            deps.lease_namespace, self.config.migration.placeholder_image
+        ).for_interval(interval)
+        self.plan_acts = PlanActs(self.writer, self.metrics, self.log, self.starter.replace, holds)
+        self.acts: dict[str, Act] = self.plan_acts.table()
         self.view: ClusterView | None = None
         self.rounds = 0  # leader rounds completed (tests, logs)
         self.last_round_ok = False

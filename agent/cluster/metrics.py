@@ -63,6 +63,14 @@ class ControllerMetrics:
             ["planner"],
             registry=r,
         )
+        self.reclaims = Counter(
+            "waterline_controller_reclaims",
+            "Queue reclaims ended, by outcome: placed (the pending pod bound to the node its "
+            "victims were chosen on), elsewhere, gone, expired (the room was not all free "
+            "in time), unplaced (not bound after the hand-over).",
+            ["outcome"],
+            registry=r,
+        )
 
     def _migration(self, r: CollectorRegistry) -> None:
         self.moves = Counter(

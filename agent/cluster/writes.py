@@ -349,7 +349,7 @@ class GuardedWriter:
             priority_class=name,
         )
 
-    @calls(grant(PODS, "create", namespace=NAMESPACE, why="reservation placeholders"))
+    @calls(grant(PODS, "create", namespace=NAMESPACE, why="reservation and queue placeholders"))
     def create_placeholder(self, body: Mapping[str, Any]) -> bool:
         """Create a reservation's placeholder pod (in the controller's namespace); one of
         that name already there counts (the migrator reads its state next round)."""
@@ -360,14 +360,20 @@ class GuardedWriter:
             return False
         return self._created("create placeholder", lambda: create(api, PODS, body), placeholder=key)
 
-    @calls(grant(PODS, "delete", namespace=NAMESPACE, why="reservation placeholders"))
-    def delete_placeholder(self, namespace: str, name: str, uid: str) -> bool:
+    @calls(grant(PODS, "delete", namespace=NAMESPACE, why="reservation and queue placeholders"))
+    def delete_placeholder(
+        self, namespace: str, name: str, uid: str, grace_seconds: int | None = None
+    ) -> bool:
         """Delete a placeholder pod, only the one of that uid (a precondition); gone
-        already is what we wanted."""
+        already is what we wanted. ``grace_seconds`` 0: gone from the API at once (queue
+        preemption hands its room over in one event)."""
         key = f"{namespace}/{name}"
         if (api := self.guard("delete placeholder", placeholder=key)) is None:
             return False
-        options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": uid}}
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions",
+                                   "preconditions": {"uid": uid}}  # fmt: skip
+        if grace_seconds is not None:
+            options["gracePeriodSeconds"] = grace_seconds
         return self._gone(
             "delete placeholder",
             lambda: api.request(

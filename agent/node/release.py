@@ -16,7 +16,8 @@ from executors.cgroup_throttle import CgroupThrottler
 def release(args: argparse.Namespace) -> int:
     """`waterline agent release`: write back the original quota of every container the
     quota file names, and the original weight and burst of every cgroup the isolation
-    file names (``cpu.idle`` back to 0 first), exactly as they were, and forget them.
+    file names (``cpu.idle`` back to 0 first) and the quota a quota burst raised, exactly
+    as they were, and forget them.
     Exit 1 when some could not be written (they stay in the files: run it again)."""
     from executors.cgroup_writes import choose_writes
     from executors.isolation_state import IsolationState
@@ -45,7 +46,7 @@ def release(args: argparse.Namespace) -> int:
     log.info("caps released by hand", pods=len(released), of=len(held),
              state=throttler.state.path)  # fmt: skip
     if marked:
-        log.info("idle and burst marks released by hand", pods=len(unmarked), of=len(marked),
+        log.info("idle, burst and quota burst marks released by hand", pods=len(unmarked), of=len(marked),
                  state=isolator.state.path)  # fmt: skip
     if left or left_marks:
         log.error("some caps or marks could not be released; run it again", pods=left,

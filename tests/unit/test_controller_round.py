@@ -1,9 +1,10 @@
 """One leader round without an API server: the engines' plans reach the acts (queue
-preemption nominates its pod, then evicts), and queue preemption pauses while a Queue is invalid (the shares of the others depend on it)."""
+preemption holds the room with a placeholder, nominates it, then evicts), and queue preemption pauses while a Queue is invalid (the shares of the others depend on it)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 from unittest import mock
 
 import yaml
@@ -30,9 +31,20 @@ def controller() -> tuple[Controller, list[tuple[str, str]]]:
     def nominate(pod: Pod, node: str, source: str) -> None:
         evicted.append((f"nominate {pod.key} to {node}", source))
 
+    def create_placeholder(body: dict[str, Any]) -> bool:
+        evicted.append((f"placeholder {body['metadata']['name']}", body["spec"]["priorityClassName"]))
+        return True
+
+    def create_priority_class(body: dict[str, Any]) -> bool:
+        evicted.append(("class", body["metadata"]["name"]))
+        return True
+
     ctl.writer.time_left = lambda: 10.0  # type: ignore[method-assign]
     ctl.writer.evict = evict  # type: ignore[method-assign,assignment]
     ctl.writer.nominate = nominate  # type: ignore[method-assign,assignment]
+    ctl.writer.create_placeholder = create_placeholder  # type: ignore[method-assign,assignment]
+    ctl.writer.create_priority_class = create_priority_class  # type: ignore[method-assign]
+    ctl.writer.event = lambda ref, type_, reason, message: evicted.append((f"event {ref.name}", reason))  # type: ignore[method-assign]
     return ctl, evicted
 
 
@@ -43,8 +55,14 @@ def test_queue_preemption_evicts_when_enabled_and_pauses_on_an_invalid_queue() -
 
     ctl, evicted = controller()
     ctl.round(store, now)
-    # the pending pod is nominated to the node before its victim goes
-    assert evicted == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues")]
+    # the room is held for the pending pod by a placeholder nominated to the node before
+    # its victim goes
+    (placeholder,) = [a for a, _ in evicted if a.startswith("placeholder ")]
+    name = placeholder.removeprefix("placeholder ")
+    assert name.startswith("reclaim-q2-b-")
+    assert evicted == [("class", "waterline-reclaim-0"), (placeholder, "waterline-reclaim-0"),
+                       (f"nominate waterline-system/{name} to n1", "queues"),
+                       ("default/q1-low", "queues"), ("event q2-b", "ReclaimHeld")]  # fmt: skip
 
     ctl, evicted = controller()
     bad = {"kind": "Queue", "metadata": {"name": "q9"}, "spec": {"weight": -1}}
@@ -66,16 +84,18 @@ def test_a_round_that_could_not_write_or_read_is_a_failure() -> None:
     assert "the API server cannot be read" in (ctl._round_trouble() or "")
 
 
-def test_queue_preemption_takes_no_new_victims_for_a_pod_it_already_evicted_for() -> None:
-    """The next round sees the same pod pending (the scheduler may have cleared its
-    nomination): the nomination is renewed, no new victim goes, until the hold is over."""
+def test_queue_preemption_takes_no_new_victims_for_a_pod_whose_room_is_held() -> None:
+    """The next rounds see the same pod pending (its placeholder not yet seen): no new
+    victim goes until the hold expires; then a new hold starts."""
     doc = yaml.safe_load(SCENARIO.read_text())
     now = parse_time(doc["now"]) or 0.0
     store = ObjectStore.from_dicts(doc["objects"])
     ctl, acts = controller()
     ctl.round(store, now)
+    first = list(acts)
     ctl.round(store, now + 10)
-    assert acts == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues"),
-                    ("nominate default/q2-b to n1", "queues")]  # fmt: skip
-    ctl.round(store, now + 61)
-    assert acts[3:] == [("nominate default/q2-b to n1", "queues"), ("default/q1-low", "queues")]
+    assert acts == first and set(ctl.plan_acts.holds) == {"default/q2-b"}
+    ctl.round(store, now + 241)  # expired (4 rounds): given up, the plan's reclaim starts again
+    again = acts[len(first):]
+    assert ("event q2-b", "ReclaimExpired") in again
+    assert [a for a, _ in again].count("default/q1-low") == 1

@@ -127,3 +127,12 @@ def test_queue_victims_name_the_pod_and_node_they_were_chosen_for():
     assert "<td>default/b2</td><td>default/w</td><td>n2</td>" in html
     nowhere = render_html(build_report(load_scenario(SCENARIOS / "queues-fits-nowhere.yaml")), "t")
     assert "<td>default/w</td><td>NoNodeFits: 0/2 nodes (2 Insufficient cpu)</td>" in nowhere
+
+
+def test_queue_placeholders_name_the_pod_and_node_they_hold_room_for():
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-fit-two-nodes.yaml")), "t")
+    assert "<th>placeholder</th><th>holds room for</th><th>node</th>" in html
+    assert "</td><td>default/w</td><td>n2</td><td>waterline-reclaim-0</td><td>cpu=2</td>" in html
+    assert "<td>waterline-system/reclaim-w-" in html
+    nowhere = render_html(build_report(load_scenario(SCENARIOS / "queues-fits-nowhere.yaml")), "t")
+    assert "holds room for" not in nowhere

@@ -44,7 +44,10 @@ class EngineSection:
         if not self.report.has_input(scenario):
             return None
         plan = self.engine.plan(scenario.store, args, scenario.now)
-        return self.report.render(plan, args)
+        out = self.report.render(plan, args)
+        if out is not None and self.report.acts is not None:
+            out.update(self.report.acts(plan, args, scenario))
+        return out
 
 
 @dataclass(frozen=True)

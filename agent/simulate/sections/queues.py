@@ -4,13 +4,19 @@ need, whether every victim set was proven the fewest then cheapest
 (``exactVictimSearch``), and where the victims were chosen: ``victimsFor`` (per victim, the
 pending pod it is evicted for and the node both are on), ``reclaims`` (per pending pod
 given victims: its node and victims), ``fitsNow`` (pending pods that fit without a victim)
-and ``unplaced`` (pending pods of starving queues left without victims, with the reason)."""
+and ``unplaced`` (pending pods of starving queues left without victims, with the reason);
+``placeholders``: per reclaim, the placeholder pod the controller would create to hold the
+room its victims free until the pod is bound (``agent/cluster/queues/holding.py``: its
+name, the pod, the node, the victims, the PriorityClass and the requests, CPU in cores,
+memory in bytes), in the order the pods were served. A reclaim on a node that already
+has one waits for the next round (the first hold's hand-over) and is in
+``placeholdersDeferred`` with the reason; the live controller creates the same ones."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agent.cluster.queues import QueueArgs, QueuePlan
+from agent.cluster.queues import QueueArgs, QueuePlan, holding
 from agent.scenario import Scenario
 from agent.simulate.sections.render import Report, rounded
 
@@ -40,4 +46,26 @@ def render(plan: QueuePlan, args: QueueArgs) -> dict[str, Any]:
     }
 
 
-REPORT = Report(has_input, render)
+def placeholders(plan: QueuePlan, args: QueueArgs, scenario: Scenario) -> dict[str, Any]:
+    """What the controller would create for the plan at ``now`` with no hold in progress
+    (``holding.step``, the live code)."""
+    pods = {p.key: p for p in scenario.store.pods}
+    intents = holding.step({}, plan.reclaims, pods, {}, scenario.now, holding.HoldArgs())
+    return {
+        "placeholders": [
+            {
+                "name": s.hold.placeholder,
+                "pod": s.hold.pod,
+                "node": s.hold.node,
+                "victims": list(s.hold.victims),
+                "priorityClassName": s.hold.priority_class,
+                "requests": rounded({r: v for r, v in pods[s.hold.pod].requests.items()
+                                     if v > 0 and r != "pods"}),  # fmt: skip
+            }
+            for s in intents.starts
+        ],
+        "placeholdersDeferred": dict(intents.deferred),
+    }
+
+
+REPORT = Report(has_input, render, placeholders)

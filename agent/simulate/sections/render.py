@@ -17,6 +17,9 @@ P = TypeVar("P")
 class Report(Generic[A, P]):
     has_input: Callable[[Scenario], bool]
     render: Callable[[P, A], dict[str, Any] | None]
+    #: Keys that also read the scenario (what the controller would do with the plan, such
+    #: as queue preemption's placeholders), merged over ``render``'s.
+    acts: Callable[[P, A, Scenario], Mapping[str, Any]] | None = None
 
 
 def rounded(amounts: Mapping[str, float]) -> dict[str, float]:
