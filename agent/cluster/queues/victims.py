@@ -97,7 +97,7 @@ def candidates_by_node(
                 budgets=tuple(covering(pod)),
             )
             # its rank is a function of the fields above: set once here, where a
-            # ``replace`` per candidate cost a tenth of a 5,000-node plan
+            # ``dataclasses.replace`` per candidate made each one twice (40,000 at 5,000 nodes)
             object.__setattr__(c, "rank", victim_sort_key(c))
             out.setdefault(pod.node_name, []).append(c)
     for cands in out.values():
