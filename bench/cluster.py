@@ -1,12 +1,14 @@
 """The cluster engines on a 5,000-node, 150,000-pod cluster (issue 5).
 
-Goals: each engine (arbitration, defrag, queues, DaemonSet preemption) runs in at most 2x
-the time it takes to load the snapshot it decides on, and the loaded snapshot holds less
-than 1 GiB. The scenario comes from `python -m devtools generate` and is cached under /tmp (keyed
+Goals: each engine (arbitration, defrag, queues, DaemonSet preemption) runs in at most 0.5x
+the time it takes to load the snapshot it decides on (issue 31; issue 5 asked 2x), and the
+loaded snapshot holds less than 1 GiB. The scenario comes from `python -m devtools generate` and is cached under /tmp (keyed
 by the generator package's source, so a changed generator makes a new one).
 
 Prints the load time split into file parse (JSON) and object parse (records), each
-engine's time (best of a few runs, after its import) and its ratio to the load time, and
+engine's time over a few runs (the median, the range, after its import) and the ratio of
+each to the load time, with a verdict: meets when every run is within the goal, fails when
+none is, undecided otherwise (the load is timed once: its own spread is not counted), and
 the memory the snapshot holds (tracemalloc, in a later load so the timings are not
 slowed by tracing). It also times the load with Python's cyclic garbage collector paused:
 on this machine that cuts the load about threefold (the collector keeps rescanning the
@@ -22,6 +24,7 @@ import hashlib
 import io
 import os
 import pstats
+import statistics
 import tempfile
 import time
 import tracemalloc
@@ -34,8 +37,8 @@ from devtools import generate as generator
 
 NODES, PODS, JOBS, QUEUES, SEED = 5000, 150_000, 10_000, 100, 1
 ENGINES = ("arbitration", "defrag", "queues", "daemonset")
-RUNS = 3
-LOAD_RATIO_GOAL = 2.0
+RUNS = 5
+LOAD_RATIO_GOAL = 0.5
 MEMORY_GOAL = 1 << 30
 CACHE = Path(tempfile.gettempdir()) / "waterline-bench"
 
@@ -109,20 +112,26 @@ def _profile_parse(path: Path, top: int = 15) -> str:
     return out.getvalue()
 
 
-def _time_engine(key: str, scenario: Scenario) -> tuple[float, str] | None:
-    """Best of RUNS calls of the engine's section, and a one-line summary of its result;
-    None when the engine is not there (yet)."""
+def _time_engine(key: str, scenario: Scenario) -> tuple[list[float], str] | None:
+    """The times of RUNS calls of the engine's section, and a one-line summary of its
+    result; None when the engine is not there (yet)."""
     section = next((s for s in SECTIONS if s.key == key), None)
     if section is None:
         return None
     fn = section.run
-    best = float("inf")
+    times: list[float] = []
     result = None
     for _ in range(RUNS):
         start = time.perf_counter()
         result = fn(scenario)
-        best = min(best, time.perf_counter() - start)
-    return best, _summary(key, result)
+        times.append(time.perf_counter() - start)
+    return times, _summary(key, result)
+
+
+def _verdict(ratios: list[float], goal: float) -> str:
+    if max(ratios) <= goal:
+        return "meets"
+    return "FAILS" if min(ratios) > goal else "undecided"
 
 
 def _summary(key: str, result: object) -> str:
@@ -167,12 +176,13 @@ def main() -> None:
         if timed is None:
             print(f"  {key:<13} not available")
             continue
-        seconds, summary = timed
-        ratio = seconds / load
-        verdict = "ok" if ratio <= LOAD_RATIO_GOAL else "OVER GOAL"
+        times, summary = timed
+        ratios = [t / load for t in times]
+        median = statistics.median(times)
         print(
-            f"  {key:<13} {seconds:7.2f} s  {ratio:5.2f}x load (goal <= {LOAD_RATIO_GOAL:g}x, "
-            f"{verdict})  {summary}"
+            f"  {key:<13} {median:7.2f} s  [{min(times):.2f}-{max(times):.2f}, {len(times)} runs]"
+            f"  {median / load:5.2f}x load [{min(ratios):.2f}-{max(ratios):.2f}]"
+            f" (goal <= {LOAD_RATIO_GOAL:g}x: {_verdict(ratios, LOAD_RATIO_GOAL)})  {summary}"
         )
     del scenario
     gc.collect()

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from agent.cluster.queues.args import QueueArgs
-from agent.cluster.queues.reclaim import Reclaim, reclaim
+from agent.cluster.queues.reclaim import Reclaim, reclaim, usable_snapshot
 from agent.cluster.queues.shares import cluster_capacity, deserved, need, queue_usage, starving
 from agent.model.objects import Node, Pod, PodDisruptionBudget
 from agent.model.queue import Queue
@@ -63,7 +63,8 @@ def decide(
     args = args or QueueArgs()
     nodes = list(nodes)
     usage = queue_usage(queues, pods)
-    capacity = cluster_capacity(nodes, pods)
+    snapshot = usable_snapshot(nodes, pods)
+    capacity = cluster_capacity(nodes, {name: s.used for name, s in snapshot.states.items()})
     requests = {n: u.request for n, u in usage.items()}
     shares = deserved(queues, requests, capacity.total)
     dims = sorted({r for s in shares.values() for r in s})
@@ -79,5 +80,5 @@ def decide(
     short = need(hungry, usage, shares, capacity.free)
     if not hungry:
         return QueuePlan(status, hungry, short)
-    done = reclaim(queues, usage, shares, hungry, nodes, pods, pdbs, now, args)
+    done = reclaim(queues, usage, shares, hungry, snapshot, pods, pdbs, now, args)
     return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced, done.exact)

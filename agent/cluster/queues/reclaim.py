@@ -33,7 +33,7 @@ from agent.cluster.placement import (
     why_not,
 )
 from agent.cluster.queues.args import QueueArgs
-from agent.cluster.queues.shares import QueueUsage, is_pending
+from agent.cluster.queues.shares import QueueUsage
 from agent.cluster.queues.victims import (
     Budgets,
     Headroom,
@@ -43,7 +43,7 @@ from agent.cluster.queues.victims import (
 )
 from agent.model.objects import PREEMPT_NEVER, Node, Pod, PodDisruptionBudget
 from agent.model.ordering import By, Order, ordered_by
-from agent.model.queue import QUEUE_LABEL, Queue
+from agent.model.queue import Queue
 
 #: Reasons a pending pod gets no victims.
 NEVER = "PreemptionPolicyNever"
@@ -81,17 +81,18 @@ class Reclaimed:
     exact: bool = True
 
 
-def pending_by_queue(starving: Sequence[str], pods: Sequence[Pod]) -> dict[str, list[Pod]]:
+def pending_by_queue(
+    starving: Sequence[str], usage: Mapping[str, QueueUsage]
+) -> dict[str, list[Pod]]:
     """The pending pods of each starving queue, in the order they are served."""
-    wanted = set(starving)
-    out: dict[str, list[Pod]] = {q: [] for q in starving}
-    for pod in pods:
-        queue = pod.labels.get(QUEUE_LABEL)
-        if queue in wanted and is_pending(pod):
-            out[queue].append(pod)
-    for queue in out:
-        out[queue] = PENDING_ORDER.sort(out[queue])
-    return out
+    return {q: PENDING_ORDER.sort(usage[q].waiting) for q in starving}
+
+
+def usable_snapshot(nodes: Iterable[Node], pods: Iterable[Pod]) -> Snapshot:
+    """The placement snapshot of the nodes a pending pod may go to (Ready, schedulable),
+    by name."""
+    usable = sorted((n for n in nodes if n.ready and not n.unschedulable), key=lambda n: n.name)
+    return Snapshot.build(usable, pods)
 
 
 def _shape(pod: Pod, labelled: bool) -> object:
@@ -131,6 +132,17 @@ class _Ranked:
 
 
 @dataclass(slots=True)
+class _Reasons:
+    """Per shape, what ``no_node_reason`` keeps between pods: each node's reason, the count
+    of nodes per reason (kept as reasons change, not recounted over every node), and the
+    touched-log position they saw."""
+
+    reasons: dict[str, str]
+    counts: Counter[str]
+    at: int
+
+
+@dataclass(slots=True)
 class _Seen:
     """What the last scan for a shape found: the nodes from ``nodes[start]`` on (sorted;
     kept whole, not sliced, so a scan that finds room early copies nothing), and the
@@ -155,22 +167,23 @@ class _Walk:
         queues: Sequence[Queue],
         usage: Mapping[str, QueueUsage],
         shares: Mapping[str, Mapping[str, float]],
-        nodes: Sequence[Node],
+        snapshot: Snapshot,
         pods: Sequence[Pod],
         pdbs: Sequence[PodDisruptionBudget],
         now: float,
         args: QueueArgs,
     ) -> None:
-        usable = sorted((n for n in nodes if n.ready and not n.unschedulable), key=lambda n: n.name)
-        self.snapshot = Snapshot.build(usable, pods)
-        self.names = [n.name for n in usable]
+        self.snapshot = snapshot
+        self.names = list(snapshot.states)
         self.shares = shares
         self.allocated = {name: dict(u.allocated) for name, u in usage.items()}
         self.headroom = Headroom(queues, usage, shares)
         self.budgets = Budgets(pdbs, pods)
         self.cands = {
             name: cs
-            for name, cs in candidates_by_node(queues, usage, self.headroom.left, now).items()
+            for name, cs in candidates_by_node(
+                queues, usage, self.headroom.left, now, self.budgets.covering
+            ).items()
             if name in self.snapshot.states
         }
         self.args = args
@@ -185,7 +198,7 @@ class _Walk:
         #: Push order of the heaps' entries (the same node's old and new answer may rank
         #: alike; this keeps the tuples from comparing answers).
         self.order = itertools.count()
-        self.reason_memo: dict[object, tuple[int, dict[str, str]]] = {}
+        self.reason_memo: dict[object, _Reasons] = {}
         #: (namespace, term) of every hostname anti-affinity term a pod carries (running
         #: or pending: a pending pod may land): only a pod one of them selects has its
         #: labels in its shape.
@@ -216,7 +229,8 @@ class _Walk:
     def serve(self, queue: str, pod: Pod) -> tuple[str, Reclaim | str | None]:
         """("fits", None) when it fits without victims; ("reclaim", Reclaim); or
         ("unplaced", reason)."""
-        node = self.fits_somewhere(pod)
+        key = _shape(pod, self.labelled(pod))
+        node = self.fits_somewhere(pod, key)
         if node is not None:
             self.land(queue, pod, node, ())
             return "fits", None
@@ -229,7 +243,7 @@ class _Walk:
             return "unplaced", NEVER
         if not self.within_deserved(queue, pod):
             return "unplaced", ABOVE_DESERVED
-        found = self.best_node(pod)
+        found = self.best_node(pod, key)
         if isinstance(found, str):
             return "unplaced", found
         name, victims = found
@@ -279,10 +293,9 @@ class _Walk:
             allocated[r] = allocated.get(r, 0.0) + q
 
     # -- without victims -----------------------------------------------------------------
-    def fits_somewhere(self, pod: Pod) -> str | None:
+    def fits_somewhere(self, pod: Pod, key: object) -> str | None:
         """The first node by name the pod fits on as things stand (the scheduler picks its
         own; this only tells later pods of the plan where room went)."""
-        key = _shape(pod, self.labelled(pod))
         seen = self.fit_memo.get(key)
         if seen is None:
             names, start = self.names, 0
@@ -302,7 +315,7 @@ class _Walk:
         return None
 
     # -- with victims --------------------------------------------------------------------
-    def best_node(self, pod: Pod) -> tuple[str, list[VictimCandidate]] | str:
+    def best_node(self, pod: Pod, key: object) -> tuple[str, list[VictimCandidate]] | str:
         """The node with the fewest victims, then the cheapest (their victim-order keys,
         compared in order), then the name; or the reason there is none.
 
@@ -310,7 +323,6 @@ class _Walk:
         while its victims are still allowed (headroom and budgets only shrink, so a set
         that is still allowed is still the best there, and a node with none still has
         none)."""
-        key = _shape(pod, self.labelled(pod))
         memo = self.victim_memo.get(key)
         if memo is None:
             memo = self.victim_memo[key] = _Ranked({}, [], 0)
@@ -318,7 +330,11 @@ class _Walk:
         else:
             fresh = {n for n in self.touched[memo.at :] if n in self.cands}
         for name in fresh:
-            memo.put(name, self.on_node(pod, self.snapshot[name], self.cands[name], refine=False), self.order)
+            memo.put(
+                name,
+                self.on_node(pod, self.snapshot[name], self.cands[name], refine=False),
+                self.order,
+            )
         memo.at = len(self.touched)
         # Best first. A greedy answer enters with its lower bound (and sorts before an exact
         # answer of that size): it is refined by the exact search only when it comes up; a
@@ -329,7 +345,11 @@ class _Walk:
             name, hit = entry[2], entry[3]
             if found.get(name) is not hit:
                 continue  # replaced since it was pushed
-            if name not in fresh and hit.victims is not None and not self.allowed(hit.victims, hit.resources):
+            if (
+                name not in fresh
+                and hit.victims is not None
+                and not self.allowed(hit.victims, hit.resources)
+            ):
                 refine = False  # taken since: look again
             elif hit.refined and hit.victims is not None:
                 heapq.heappush(heap, entry)  # still the node's answer for the next pod
@@ -337,8 +357,12 @@ class _Walk:
             else:
                 refine = True
             fresh.add(name)
-            memo.put(name, self.on_node(pod, self.snapshot[name], self.cands[name], refine=refine), self.order)
-        return self.no_node_reason(pod)
+            memo.put(
+                name,
+                self.on_node(pod, self.snapshot[name], self.cands[name], refine=refine),
+                self.order,
+            )
+        return self.no_node_reason(pod, key)
 
     def on_node(
         self, pod: Pod, state: NodeState, cands: Sequence[VictimCandidate], refine: bool
@@ -347,10 +371,11 @@ class _Walk:
         (``refine``: by the exact search; else the greedy walk's, with a lower bound of
         the count); None when there are none."""
         reach = self.reach.get(state.name, {})
+        used, allocatable = state.used, state.node.allocatable
         for r, q in pod.requests.items():
             if q > 0:
-                total = state.allocatable(r)
-                if state.used.get(r, 0.0) - reach.get(r, 0.0) + q > total + slack(total):
+                total = allocatable.get(r, 0.0)
+                if used.get(r, 0.0) - reach.get(r, 0.0) + q > total + slack(total):
                     return None  # even with every candidate gone
         if static_reason(pod, state.node) or anti_affinity_reason(pod, state):
             return None
@@ -361,26 +386,48 @@ class _Walk:
         resources = reclaimed(pod, short)
         need = [short[d] for d in dims]
         tol = [0.0 if d == POD_SLOTS else slack(state.allocatable(d)) for d in dims]
-        useful: list[tuple[VictimCandidate, tuple[float, ...]]] = []
-        slots = [d == POD_SLOTS for d in dims]
-        for c in cands:
-            requests = c.pod.requests
-            frees = tuple(1.0 if slot else requests.get(d, 0.0) for d, slot in zip(dims, slots, strict=True))
-            if any(f > 0 for f in frees) and self.allowed_one(c, resources):
-                useful.append((c, frees))
+        #: what the victims must free at least, per dim (``_covers``)
+        floor = [n - t for n, t in zip(need, tol, strict=True)]
+        useful = self.useful(cands, dims, resources)
         if not useful:
             return None
         most = [sum(f[i] for _, f in useful) for i in range(len(dims))]
-        if any(r < n - t for r, n, t in zip(most, need, tol, strict=True)):
+        if any(r < f for r, f in zip(most, floor, strict=True)):
             return None  # even every allowed victim leaves it short
-        greedy = self.greedy(useful, need, tol, resources)
+        greedy = self.greedy(useful, floor, resources)
         if not refine:
             return _Hit(greedy, resources, False, _fewest(useful, need, tol))
         upto = len(greedy) if greedy is not None else len(useful)
-        exact = self.exact_search(useful, need, tol, resources, upto)
+        exact = self.exact_search(useful, need, tol, floor, resources, upto)
         if exact is not None:
             return _Hit(exact, resources, True, len(exact))
         return _Hit(greedy, resources, True, len(greedy)) if greedy is not None else None
+
+    def useful(
+        self, cands: Sequence[VictimCandidate], dims: Sequence[str], resources: Sequence[str]
+    ) -> list[tuple[VictimCandidate, tuple[float, ...]]]:
+        """The candidates, in victim order, that free something the pod lacks (a pod slot
+        or a resource in ``dims``) and may go alone, each with what it frees per dim."""
+        out: list[tuple[VictimCandidate, tuple[float, ...]]] = []
+        allowed_one = self.allowed_one
+        if dims == [POD_SLOTS]:  # the common cases, spelled out: one tuple per candidate
+            return [(c, (1.0,)) for c in cands if allowed_one(c, resources)]
+        if len(dims) == 1:
+            (d,) = dims
+            for c in cands:
+                f = c.pod.requests.get(d, 0.0)
+                if f > 0 and allowed_one(c, resources):
+                    out.append((c, (f,)))
+            return out
+        slots = [d == POD_SLOTS for d in dims]
+        for c in cands:
+            requests = c.pod.requests
+            frees = tuple(
+                [1.0 if slot else requests.get(d, 0.0) for d, slot in zip(dims, slots, strict=True)]
+            )
+            if any(f > 0 for f in frees) and allowed_one(c, resources):
+                out.append((c, frees))
+        return out
 
     def allowed(self, taken: Sequence[VictimCandidate], resources: Sequence[str]) -> bool:
         return self.headroom.allows(taken, resources) and self.budgets.allows(taken)
@@ -391,40 +438,42 @@ class _Walk:
     def greedy(
         self,
         useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
-        need: Sequence[float],
-        tol: Sequence[float],
+        floor: Sequence[float],
         resources: Sequence[str],
     ) -> list[VictimCandidate] | None:
         """Victim order, taking a pod that frees something still short and is allowed
         with those taken, until the pod fits; then drop, most expensive first, any pod
         it still fits without."""
-        taken: list[int] = []
-        freed = [0.0] * len(need)
         taking = Taking(self.headroom, self.budgets, resources)
+        if len(floor) == 1:
+            return _greedy_one(useful, floor[0], taking)
+        taken: list[int] = []
+        freed = [0.0] * len(floor)
         for i, (c, frees) in enumerate(useful):
-            if _covers(freed, need, tol):
+            if _covers(freed, floor):
                 break
-            if not any(f > 0 and x < n - t for f, x, n, t in zip(frees, freed, need, tol, strict=True)):
+            if not any(f > 0 and x < m for f, x, m in zip(frees, freed, floor, strict=True)):
                 continue
             if not taking.fits(c):
                 continue
             taking.add(c)
             taken.append(i)
             freed = [x + f for x, f in zip(freed, frees, strict=True)]
-        if not _covers(freed, need, tol):
+        if not _covers(freed, floor):
             return None
-        for i in sorted(taken, reverse=True):
+        for i in reversed(taken[:]):  # ``taken`` is ascending: most expensive first
             less = [x - f for x, f in zip(freed, useful[i][1], strict=True)]
-            if _covers(less, need, tol):
+            if _covers(less, floor):
                 taken.remove(i)
                 freed = less
-        return [useful[i][0] for i in sorted(taken)]
+        return [useful[i][0] for i in taken]
 
     def exact_search(
         self,
         useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]],
         need: Sequence[float],
         tol: Sequence[float],
+        floor: Sequence[float],
         resources: Sequence[str],
         most: int,
     ) -> list[VictimCandidate] | None:
@@ -438,39 +487,59 @@ class _Walk:
         pool = useful[: self.args.exact_search_classes]
         if len(pool) < len(useful):
             self.exact = False
+        if not pool:
+            return None
         fewest = _fewest(pool, need, tol)
+        # per dim, what each pod of the pool frees: a set's sum is taken dim by dim, in
+        # the set's order (the same floats as summing its tuples), up to the first short
+        frees = [[f[d] for _, f in pool] for d in range(len(floor))]
+        columns = [(col.__getitem__, m) for col, m in zip(frees, floor, strict=True)]
+        first, least = columns[0]  # the one column, mostly: tried without a generator
         for k in range(max(1, int(min(fewest, most + 1))), most + 1):
             for combo in itertools.combinations(range(len(pool)), k):
                 self.steps_left -= 1
                 if self.steps_left < 0:
                     self.exact = False
                     return None
-                freed = [sum(pool[i][1][d] for i in combo) for d in range(len(need))]
-                if not _covers(freed, need, tol):
+                if not sum(map(first, combo)) >= least:
+                    continue
+                if not all(sum(map(get, combo)) >= m for get, m in columns[1:]):
                     continue
                 chosen = [pool[i][0] for i in combo]
                 if self.allowed(chosen, resources):
                     return chosen
         return None
 
-    def no_node_reason(self, pod: Pod) -> str:
+    def no_node_reason(self, pod: Pod, key: object) -> str:
         """Why each node refuses the pod even with every allowed victim gone, counted as
         the scheduler's message counts them (per shape, nodes no pod landed on since keep
         their reason)."""
-        key = _shape(pod, self.labelled(pod))
         memo = self.reason_memo.get(key)
         if memo is None:
-            reasons: dict[str, str] = {}
+            memo = self.reason_memo[key] = _Reasons({}, Counter(), 0)
             again: Iterable[str] = self.names
         else:
-            reasons = memo[1]
-            again = set(self.touched[memo[0] :])
+            again = set(self.touched[memo.at :])
+        reasons, counts = memo.reasons, memo.counts
         for name in again:
-            reasons[name] = self.node_reason(pod, self.snapshot[name])
-        self.reason_memo[key] = (len(self.touched), reasons)
-        counts = Counter(reasons.values())
-        parts = ", ".join(f"{n} {r}" for r, n in sorted(counts.items(), key=lambda t: (-t[1], t[0])))
-        return f"{NO_NODE}: 0/{len(self.names)} nodes ({parts})" if parts else f"{NO_NODE}: no schedulable node"
+            new = self.node_reason(pod, self.snapshot[name])
+            old = reasons.get(name)
+            if new != old:
+                if old is not None:
+                    counts[old] -= 1
+                    if not counts[old]:
+                        del counts[old]
+                counts[new] += 1
+                reasons[name] = new
+        memo.at = len(self.touched)
+        parts = ", ".join(
+            f"{n} {r}" for r, n in sorted(counts.items(), key=lambda t: (-t[1], t[0]))
+        )
+        return (
+            f"{NO_NODE}: 0/{len(self.names)} nodes ({parts})"
+            if parts
+            else f"{NO_NODE}: no schedulable node"
+        )
 
     def node_reason(self, pod: Pod, state: NodeState) -> str:
         reason = static_reason(pod, state.node) or anti_affinity_reason(pod, state)
@@ -481,6 +550,33 @@ class _Walk:
         gone = [c.pod for c in self.cands.get(state.name, ()) if self.allowed_one(c, resources)]
         left = shortfall(pod, state, gone)
         return f"Insufficient {next(iter(left))}" if left else "victims not allowed together"
+
+
+def _greedy_one(
+    useful: Sequence[tuple[VictimCandidate, tuple[float, ...]]], floor: float, taking: Taking
+) -> list[VictimCandidate] | None:
+    """``_Walk.greedy`` when one thing is short (the common case): the same steps, on a
+    float instead of one-element lists (the same sums, so the same answer)."""
+    taken: list[int] = []
+    freed = 0.0
+    for i, (c, (f,)) in enumerate(useful):
+        if freed >= floor:
+            break
+        if not (f > 0 and freed < floor):
+            continue
+        if not taking.fits(c):
+            continue
+        taking.add(c)
+        taken.append(i)
+        freed = freed + f
+    if not freed >= floor:
+        return None
+    for i in reversed(taken[:]):
+        less = freed - useful[i][1][0]
+        if less >= floor:
+            taken.remove(i)
+            freed = less
+    return [useful[i][0] for i in taken]
 
 
 def _fewest(
@@ -524,8 +620,8 @@ def reclaimed(pod: Pod, short: Mapping[str, float]) -> list[str]:
     return [d for d in short if d != POD_SLOTS] or [r for r, q in pod.requests.items() if q > 0]
 
 
-def _covers(freed: Sequence[float], need: Sequence[float], tol: Sequence[float]) -> bool:
-    return all(x >= n - t for x, n, t in zip(freed, need, tol, strict=True))
+def _covers(freed: Sequence[float], floor: Sequence[float]) -> bool:
+    return all(x >= m for x, m in zip(freed, floor, strict=True))
 
 
 def reclaim(
@@ -533,19 +629,20 @@ def reclaim(
     usage: Mapping[str, QueueUsage],
     shares: Mapping[str, Mapping[str, float]],
     starving: Sequence[str],
-    nodes: Sequence[Node],
+    snapshot: Snapshot,
     pods: Sequence[Pod],
     pdbs: Sequence[PodDisruptionBudget],
     now: float,
     args: QueueArgs,
 ) -> Reclaimed:
     """Serve the starving queues' pending pods, queue by queue in ``starving`` order, each
-    queue's pods in ``PENDING_ORDER``."""
-    walk = _Walk(queues, usage, shares, nodes, pods, pdbs, now, args)
+    queue's pods in ``PENDING_ORDER``, on ``snapshot`` (``usable_snapshot``; the plan
+    changes it as it goes)."""
+    walk = _Walk(queues, usage, shares, snapshot, pods, pdbs, now, args)
     reclaims: list[Reclaim] = []
     fits_now: list[str] = []
     unplaced: dict[str, str] = {}
-    for queue, waiting in pending_by_queue(starving, pods).items():
+    for queue, waiting in pending_by_queue(starving, usage).items():
         for pod in waiting:
             outcome, detail = walk.serve(queue, pod)
             if outcome == "fits":

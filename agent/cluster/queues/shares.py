@@ -18,9 +18,9 @@ MAX_ROUNDS = 10_000
 
 
 # -- small vector helpers (resources as plain dicts) -------------------------------------
-def _add(into: dict[str, float], amounts: Mapping[str, float], sign: float = 1.0) -> None:
+def _add(into: dict[str, float], amounts: Mapping[str, float]) -> None:
     for r, q in amounts.items():
-        into[r] = into.get(r, 0.0) + sign * q
+        into[r] = into.get(r, 0.0) + q
 
 
 # -- queue usage ---------------------------------------------------------------------------
@@ -31,7 +31,12 @@ class QueueUsage:
     allocated: Resources
     pending: Resources
     running: tuple[Pod, ...]
-    pending_pods: int
+    #: Its pending pods (``is_pending``), in the order given.
+    waiting: tuple[Pod, ...]
+
+    @property
+    def pending_pods(self) -> int:
+        return len(self.waiting)
 
     @property
     def request(self) -> dict[str, float]:
@@ -50,7 +55,7 @@ def queue_usage(queues: Sequence[Queue], pods: Iterable[Pod]) -> dict[str, Queue
     allocated: dict[str, dict[str, float]] = {n: {} for n in names}
     pending: dict[str, dict[str, float]] = {n: {} for n in names}
     running: dict[str, list[Pod]] = {n: [] for n in names}
-    pending_count = dict.fromkeys(names, 0)
+    waiting: dict[str, list[Pod]] = {n: [] for n in names}
     for pod in pods:
         queue = pod.labels.get(QUEUE_LABEL)
         if queue not in names:
@@ -60,9 +65,9 @@ def queue_usage(queues: Sequence[Queue], pods: Iterable[Pod]) -> dict[str, Queue
             running[queue].append(pod)
         elif is_pending(pod):
             _add(pending[queue], pod.requests)
-            pending_count[queue] += 1
+            waiting[queue].append(pod)
     return {
-        n: QueueUsage(allocated[n], pending[n], tuple(running[n]), pending_count[n]) for n in names
+        n: QueueUsage(allocated[n], pending[n], tuple(running[n]), tuple(waiting[n])) for n in names
     }
 
 
@@ -74,15 +79,13 @@ class Capacity:
     free: Resources
 
 
-def cluster_capacity(nodes: Iterable[Node], pods: Iterable[Pod]) -> Capacity:
+def cluster_capacity(nodes: Iterable[Node], used: Mapping[str, Mapping[str, float]]) -> Capacity:
+    """``used``: the requests of the active pods on each Ready, schedulable node (the
+    placement snapshot's count, which the plan goes on with)."""
     ready = {n.name: n for n in nodes if n.ready}
     total: dict[str, float] = {}
     for node in ready.values():
         _add(total, node.allocatable)
-    used: dict[str, dict[str, float]] = {}
-    for pod in pods:
-        if pod.is_active and pod.node_name in ready:
-            _add(used.setdefault(pod.node_name, {}), pod.requests)
     free: dict[str, float] = {}
     for node in ready.values():
         if node.unschedulable:
