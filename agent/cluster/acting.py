@@ -152,6 +152,7 @@ class PlanActs:
         nominated before its placeholder is deleted); leftovers deleted; Events."""
         intents = h.step(self.holds, plan.reclaims, view.pods, snapshot.priority_classes, now,
                          self.hold_args)  # fmt: skip
+        intents = h.confirmed(intents, self._fresh(intents.handing, view))
         holds = dict(intents.holds)
         for body in intents.priority_classes:
             self.writer.create_priority_class(body)
@@ -160,6 +161,12 @@ class PlanActs:
                 self.writer.nominate(pod, node, "queues")
         for pod in intents.hand_over:  # after the pods' nominations
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid, grace_seconds=0)
+        for key in intents.handing:  # a try begun before the deletion clears the claim after it
+            hold = holds[key]
+            namespace, name = key.split("/", 1)
+            read, pod = self.writer.read_pod(namespace, name)
+            if read and h.renominate(hold, pod) and pod is not None:
+                self.writer.nominate(pod, hold.node, "queues")
         for pod in intents.delete:
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid)
         for cls in intents.delete_classes:
@@ -180,6 +187,20 @@ class PlanActs:
             self.log.info("queue reclaim ended", pod=end.hold.pod, node=end.hold.node,
                           outcome=end.outcome, bound=end.node, victims=list(end.hold.victims))  # fmt: skip
         self.holds = holds
+
+    def _fresh(self, keys: Iterable[str], view: ClusterView) -> dict[str, Pod | None]:
+        """The pods about to be handed their room, re-read from the API server now (the
+        snapshot is a round old); in a dry run, the snapshot's (nothing is deleted)."""
+        out: dict[str, Pod | None] = {}
+        for key in keys:
+            if self.writer.dry_run:
+                out[key] = view.pods.get(key)
+                continue
+            namespace, name = key.split("/", 1)
+            read, pod = self.writer.read_pod(namespace, name)
+            if read:
+                out[key] = pod
+        return out
 
     def daemonset(
         self,
