@@ -152,7 +152,11 @@ class PlanActs:
         nominated before its placeholder is deleted); leftovers deleted; Events."""
         intents = h.step(self.holds, plan.reclaims, view.pods, snapshot.priority_classes, now,
                          self.hold_args)  # fmt: skip
-        intents = h.confirmed(intents, self._fresh(intents.handing, view))
+        planned = intents.handing
+        intents = h.confirmed(intents, self._fresh(planned, view))
+        for key in sorted(set(planned) - set(intents.handing)):
+            self.log.info("queue hand-over put off: the pod's nomination is not standing",
+                          pod=key, node=intents.holds[key].node)  # fmt: skip
         holds = dict(intents.holds)
         for body in intents.priority_classes:
             self.writer.create_priority_class(body)
@@ -166,6 +170,8 @@ class PlanActs:
             namespace, name = key.split("/", 1)
             read, pod = self.writer.read_pod(namespace, name)
             if read and h.renominate(hold, pod) and pod is not None:
+                self.log.info("queue hand-over: the pod's nomination cleared at the deletion, "
+                              "renewed", pod=key, node=hold.node)  # fmt: skip
                 self.writer.nominate(pod, hold.node, "queues")
         for pod in intents.delete:
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid)
