@@ -30,10 +30,13 @@ One round of a reclaim's life (``step``):
    would count it against its own placeholder).
 2. *Handed over*: the placeholder is bound to the node (the victims' room is all there).
    The pending pod is nominated to the node; once a later snapshot shows the nomination
-   standing (a try of the pod that failed just before could still clear it), the
-   placeholder is deleted with no grace period: one deletion frees the pod's whole room
-   at once, so the pod's next try fits, and until then its nomination holds the room
-   against every pod of no higher priority.
+   standing, the pod is re-read from the API server and, only if it is still nominated
+   there (``confirmed``: every try of the pod while the placeholder is bound fails and
+   clears it, and any pod deletion in the cluster starts one), the placeholder is deleted
+   with no grace period: one deletion frees the pod's whole room at once, so the pod's
+   next try fits, and until then its nomination holds the room against every pod of no
+   higher priority. The pod is re-read once more right after, and nominated again at once
+   if a try begun before the deletion cleared it (``renominate``).
 3. *Ended*: the pod is bound (``placed`` on the node, or ``elsewhere``), gone (``gone``),
    or a deadline passed: the placeholder not bound within ``hold_seconds`` (``expired``:
    a victim that does not leave, a node that went away), the pod not bound within
