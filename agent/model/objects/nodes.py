@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import shown
 from agent.model.objects.common import (
     Resources,
     guarded,
@@ -53,7 +54,7 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
     meta = metadata(raw)
     name = str(meta.get("name") or "")
     if not name:
-        raise InvalidObject("Node", "", "metadata.name", f"must be set, got {meta.get('name')!r}")
+        raise InvalidObject("Node", "", "metadata.name", f"must be set, got {shown(meta.get('name'))}")
 
     def body() -> Node:
         spec = mapping(raw.get("spec"), "spec")
@@ -94,7 +95,7 @@ def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
     meta = metadata(raw)
     name = str(meta.get("name") or "")
     if not name:
-        raise InvalidObject("Namespace", "", "metadata.name", f"must be set, got {meta.get('name')!r}")
+        raise InvalidObject("Namespace", "", "metadata.name", f"must be set, got {shown(meta.get('name'))}")
     labels = str_map(meta.get("labels"))
     labels.setdefault(NAMESPACE_NAME_LABEL, name)
     return Namespace(name, labels)
