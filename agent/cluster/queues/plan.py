@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 
 from agent.cluster.queues.args import QueueArgs
 from agent.cluster.queues.reclaim import Reclaim, reclaim, usable_snapshot
-from agent.cluster.queues.shares import cluster_capacity, deserved, need, queue_usage, starving
+from agent.cluster.queues.shares import (
+    cluster_capacity,
+    deserved,
+    need,
+    queue_usage,
+    starving,
+    unknown_queue,
+)
 from agent.model.objects import Node, Pod, PodDisruptionBudget
 from agent.model.queue import Queue
 from agent.model.store import ObjectStore
@@ -36,6 +43,8 @@ class QueuePlan:
     unplaced: Mapping[str, str] = field(default_factory=dict)
     #: True when every victim set is proven the fewest, then cheapest, on its node.
     exact: bool = True
+    #: Pods left out of every queue, and why (``UnknownQueue <name>``).
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def victims(self) -> tuple[str, ...]:
@@ -78,7 +87,9 @@ def decide(
     }
     hungry = tuple(starving(queues, usage, shares))
     short = need(hungry, usage, shares, capacity.free)
+    skipped = unknown_queue(queues, pods)
     if not hungry:
-        return QueuePlan(status, hungry, short)
+        return QueuePlan(status, hungry, short, skipped=skipped)
     done = reclaim(queues, usage, shares, hungry, snapshot, pods, pdbs, now, args)
-    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced, done.exact)
+    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced,
+                     done.exact, skipped)  # fmt: skip
