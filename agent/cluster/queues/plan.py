@@ -5,7 +5,7 @@ are in the package docstring)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent.cluster.queues.args import QueueArgs
 from agent.cluster.queues.reclaim import Reclaim, reclaim, usable_snapshot
@@ -43,7 +43,8 @@ class QueuePlan:
     unplaced: Mapping[str, str] = field(default_factory=dict)
     #: True when every victim set is proven the fewest, then cheapest, on its node.
     exact: bool = True
-    #: Pods left out of every queue, and why (``UnknownQueue <name>``).
+    #: Pods left out of every queue, and why (``UnknownQueue <name>``; ``plan`` fills it,
+    #: with the namespaces at hand).
     skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -57,7 +58,8 @@ class QueuePlan:
 
 
 def plan(snapshot: ObjectStore, args: QueueArgs, now: float) -> QueuePlan:
-    return decide(snapshot.queues, snapshot.nodes.values(), snapshot.pods, now, args, snapshot.pdbs)
+    done = decide(snapshot.queues, snapshot.nodes.values(), snapshot.pods, now, args, snapshot.pdbs)
+    return replace(done, skipped=unknown_queue(snapshot.queues, snapshot.pods, snapshot.namespaces))
 
 
 def decide(
@@ -87,9 +89,7 @@ def decide(
     }
     hungry = tuple(starving(queues, usage, shares))
     short = need(hungry, usage, shares, capacity.free)
-    skipped = unknown_queue(queues, pods)
     if not hungry:
-        return QueuePlan(status, hungry, short, skipped=skipped)
+        return QueuePlan(status, hungry, short)
     done = reclaim(queues, usage, shares, hungry, snapshot, pods, pdbs, now, args)
-    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced,
-                     done.exact, skipped)  # fmt: skip
+    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced, done.exact)

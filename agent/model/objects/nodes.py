@@ -89,6 +89,9 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
 class Namespace:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Being deleted (deletionTimestamp set, or phase Terminating): its pods are going, and
+    #: nothing new (an Event) may be created in it.
+    terminating: bool = False
 
 
 def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
@@ -98,7 +101,9 @@ def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
         raise InvalidObject("Namespace", "", "metadata.name", f"must be set, got {shown(meta.get('name'))}")
     labels = str_map(meta.get("labels"))
     labels.setdefault(NAMESPACE_NAME_LABEL, name)
-    return Namespace(name, labels)
+    status = raw.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return Namespace(name, labels, meta.get("deletionTimestamp") is not None or phase == "Terminating")
 
 
 def namespace_labels(namespaces: Mapping[str, Namespace], namespace: str) -> Mapping[str, str]:
