@@ -51,6 +51,8 @@ from devtools.demo.load import load_argv
 ROOT = Path(__file__).resolve().parent.parent
 NODE = "bench-node"
 NAMESPACE = "bench"
+#: The bench node's CPUs: every pod is pinned to one CPU, so the node is one core.
+NODE_CORES = 1
 #: The limit of the cases the rate is sized for (guaranteed, burstable).
 WEB_LIMIT = 0.6
 #: The rate web's CPU per request is measured at (requests a second), before sizing.
@@ -139,6 +141,9 @@ def check_args(args: argparse.Namespace) -> str | None:
     for flag, attr, ok, need in LIMITS:
         if not ok(getattr(args, attr)):
             return f"{flag} {need}, got {getattr(args, attr)}"
+    if args.line > NODE_CORES:  # the node's usage never reaches it: no rule could trigger
+        return (f"--line {args.line:g} is more than the bench node's {NODE_CORES} core "
+                "(its pods share one CPU): the waterline could never be reached")
     from bench.colocation_cases import unknown_cases
 
     if unknown_cases(args.cases):
@@ -192,7 +197,7 @@ def objects_for(case: Case, web: Any, batch: Sequence[Any]) -> list[dict[str, An
             resources["requests"]["cpu"] = f"{round(case.request * 1000)}m"
         manifests.append(manifest)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
-            "status": {"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}}}  # fmt: skip
+            "status": {"allocatable": {"cpu": str(NODE_CORES), "memory": "4Gi", "pods": "110"}}}  # fmt: skip
     return [node, *manifests]
 
 
