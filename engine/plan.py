@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 
 from engine.intents import Plan
 from engine.phases.batch import batch_capacity
+from engine.phases.batch_limits import batch_limits_phase
 from engine.phases.caps import reconcile_caps, throttle_down, throttle_up
 from engine.phases.evict import evict
 from engine.phases.isolation import cpu_burst, idle_class
@@ -80,10 +81,12 @@ def plan_actions(ctx: TickContext, state: NodeState) -> Plan[Execution]:
                      backoff_delay=tick.limits.backoff_delay, changes=tick.changes)
 
 
-#: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up;
+#: The phases of a tick, in order (first the batch pods' limits, which every cap sits
+#: under; DESIGN.md: evict first, then throttle down, then up;
 #: then the CPU isolation classes, which change who runs first and nobody's usage, so
 #: they come after every decision about how much; then the batch capacity the node
 #: publishes, which follows what the node used).
 PHASES: tuple[Callable[[TickWork], Steps], ...] = (
-    reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst, batch_capacity,
+    batch_limits_phase, reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst,
+    batch_capacity,
 )

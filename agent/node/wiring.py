@@ -110,6 +110,8 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         before_tick.append(keeper)
     if isolator is not None:
         isolator.on_reverted = keeper.reverted_mark
+    if host.limiter is not None:
+        host.limiter.on_reverted = keeper.reverted_mark
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
@@ -134,7 +136,8 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         after_tick=after_tick,
         evictions_performed=not (args.local or args.dry_run),
         dry_run=args.dry_run,
-        prepare=None if throttler is None and isolator is None else Resume(brain, throttler, isolator),
+        prepare=None if throttler is None and isolator is None
+        else Resume(brain, throttler, isolator, host.limiter),
         before_tick=before_tick,
     )
     server = None

@@ -32,6 +32,7 @@ from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
 from agent.simulate.actuators import (
+    SimulatedBatchLimiter,
     SimulatedEvictionAPI,
     SimulatedIsolator,
     SimulatedNodeStatus,
@@ -108,6 +109,7 @@ class SimulatedNode:
         self.throttler = SimulatedThrottler()
         self.isolator = SimulatedIsolator()
         self.status = SimulatedNodeStatus()
+        self.limiter = SimulatedBatchLimiter()
         #: The CPU isolation classes some policy of the node names (report keys).
         self.classes: set[str] = set()
         self.last_known: dict[str, PodUsage] = {}
@@ -128,7 +130,8 @@ class SimulatedNode:
         for key, usage in sample.pods.items():
             if key in gone:
                 continue
-            caps = self.throttler.caps.get(key)
+            # a cap of the throttler is never above the batch limit it sits under
+            caps = self.throttler.caps.get(key) or self.limiter.container_caps(key)
             recorded = sample.capped.get(key)
             if caps and recorded is not None and sum(caps.values()) >= recorded - SAME_CAP:
                 caps = None  # measured under this cap or a tighter one: the figure stands
@@ -161,7 +164,7 @@ class SimulatedNode:
             evictor=self.api,
             throttler=self.throttler,
             isolator=self.isolator,
-            actuators=(self.status,),
+            actuators=(self.status, self.limiter),
         )
         self.classes.update(classes_in_force(policies.isolation_for_node(self.node.labels)))
         for record in report.actions:
