@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from engine.intents import Plan
 from engine.phases.batch import batch_capacity
 from engine.phases.batch_limits import batch_limits_phase
+from engine.phases.batch_squeeze import batch_squeeze
 from engine.phases.caps import reconcile_caps, throttle_down, throttle_up
 from engine.phases.evict import evict
 from engine.phases.isolation import cpu_burst, idle_class
@@ -85,8 +86,8 @@ def plan_actions(ctx: TickContext, state: NodeState) -> Plan[Execution]:
 #: under; DESIGN.md: evict first, then throttle down, then up;
 #: then the CPU isolation classes, which change who runs first and nobody's usage, so
 #: they come after every decision about how much; then the batch capacity the node
-#: publishes, which follows what the node used).
+#: publishes, which follows what the node used; last the batch pods held within it).
 PHASES: tuple[Callable[[TickWork], Steps], ...] = (
     batch_limits_phase, reconcile_caps, evict, throttle_down, throttle_up, idle_class, cpu_burst,
-    batch_capacity,
+    batch_capacity, batch_squeeze,
 )
