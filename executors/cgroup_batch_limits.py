@@ -264,6 +264,49 @@ class CgroupBatchLimiter(BatchLimiter):
             self._log.error("batch limits: release not persisted", pod=record.key, error=str(err))
         return len(done) == len(record.files)
 
+    # -- before each tick: under the caps ------------------------------------------------
+
+    def hold(self) -> list[Reverted]:
+        """Every recorded limit read back, and written again where the file is looser (a
+        daemon-reload put ``max`` back). Run before the throttler's own read-back
+        (``agent.node.holding``): a cap of a batch pod found lifted then reads as its
+        limit, the throttler's recorded original, and is written back as a plain revert,
+        where it would otherwise take ``max`` for a new original and hand it back later."""
+        found: list[Reverted] = []
+        for uid, record in self.state.pods().items():
+            for key, saved in record.files.items():
+                item = self._held(uid, record.key, key, saved)
+                if item is not None:
+                    found.append(item)
+        return found
+
+    def _held(self, uid: str, pod: str, key: str, saved: LimitFile) -> Reverted | None:
+        try:
+            raw = self._read(saved.resource, saved.cgroup, saved.file)
+            if saved.resource == CPU:
+                period = "" if self.version == 2 else self._read(CPU, saved.cgroup, V1_PERIOD)
+                quota, period_us = parse_quota(self.version, raw, period)
+                want = int(saved.limit.split()[0])
+                loose = quota is None or quota * 1000 > want * 1000 + period_us
+            else:
+                current = _memory_value(raw)
+                loose = current is None or current > int(saved.limit)
+        except FileNotFoundError:
+            return None  # the pod's cgroup went: its record goes with the pod
+        except (OSError, ValueError, UnicodeDecodeError) as err:
+            self._log.warning("batch limits: unreadable", pod=pod, cgroup=saved.cgroup, error=str(err))
+            return None
+        if not loose:
+            return None
+        try:
+            self.writes.write(self.roots[saved.resource] or "", saved.cgroup, saved.file, saved.limit)
+        except OSError as err:
+            self._log.warning("batch limits: write refused, tried again next tick", pod=pod,
+                              cgroup=saved.cgroup, file=saved.file, error=str(err))  # fmt: skip
+            return None
+        container = key.partition(":")[2]
+        return Reverted(CONTROLS[saved.resource], uid, pod, saved.cgroup, container, raw, saved.limit)
+
     # -- restart, uninstall, release by hand --------------------------------------------
 
     def held(self) -> Mapping[str, LimitedPod]:

@@ -230,3 +230,25 @@ def test_a_squeeze_cap_rises_with_the_room_and_goes_back_when_no_capacity_is_pub
     _busy_tick(brain, PolicySet(), 0.9, NOW + 10)
     assert "default/batch" not in brain.state.throttled
     assert brain.caps() == {"default/batch": 1.5}  # its limit stays
+
+
+def test_a_lifted_cap_of_a_batch_pod_comes_back_over_its_limit_not_over_unlimited(tmp_path: Path) -> None:
+    """A daemon-reload puts ``-1`` back under a cap of a batch pod: the limits are read back
+    first (``InOrder``, as the agent wires them), so the throttler finds its recorded
+    original (the limit), writes its cap again as a plain revert, and hands back the limit
+    later, never ``-1``."""
+    from agent.node.holding import InOrder
+
+    tree = tree_with_batch_pod(tmp_path, 1)
+    limits = limiter(tree, tmp_path / "state")
+    throttler = CgroupThrottler(tree.mounts, QuotaState(str(tmp_path / "state")))
+    batch = batch_pod()
+    assert limits.set_limits(batch, batch_limits(batch))  # type: ignore[arg-type]
+    assert throttler.apply(batch, {"main": 0.3}, "throttle guard/cpu")
+    (tree.root / "cpu" / POD_REL / "c-main" / "cpu.cfs_quota_us").write_text("-1\n")
+    found = InOrder(limits, throttler).hold()
+    assert [(r.control, r.found, r.new_original) for r in found] == [
+        (BATCH_CPU_LIMIT, "-1", False), ("cpu_quota", "100000", False)]
+    assert tree.quota(f"{POD_REL}/c-main") == "30000"
+    assert throttler.release_all() == ["b1"]
+    assert tree.quota(f"{POD_REL}/c-main") == "100000"
