@@ -92,11 +92,16 @@ class NodeState:
 
     # -- what the node's memory says (for reports, logs and tests) ------------------------------
     def caps(self) -> dict[str, float]:
-        """The caps in force, by pod (an evicted pod's, on its way out, is not one): those
-        of the waterlines and, for a batch pod not capped lower, the CPU limit from its
-        ``batch-cpu`` (SIMULATE.md: a batch pod's limits appear "like any cap")."""
+        """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
         evicting = self.evicting
-        out = {k: r.cap for k, r in self.throttled.items() if k not in evicting}
+        return {k: r.cap for k, r in self.throttled.items() if k not in evicting}
+
+    def caps_and_limits(self) -> dict[str, float]:
+        """``caps`` and, for a batch pod not capped lower, the CPU limit from its
+        ``batch-cpu`` (SIMULATE.md: a batch pod's limits appear in ``throttled`` "like any
+        cap"). The metrics and the console count caps only: a limit is the pod's own."""
+        evicting = self.evicting
+        out = self.caps()
         for key, held in self.limited.items():
             if held.cpu is not None and key not in out and key not in evicting:
                 out[key] = held.cpu

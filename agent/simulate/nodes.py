@@ -183,7 +183,7 @@ class SimulatedNode:
         out: dict[str, Any] = {
             "ticks": self.ticks,
             "evicted": list(self.evicted),
-            "throttled": {k: round(v, 6) for k, v in sorted(self.brain.caps().items())},
+            "throttled": {k: round(v, 6) for k, v in sorted(self.brain.caps_and_limits().items())},
         }
         for kind, pods in self.brain.isolated().items():
             if kind in self.classes or pods:

@@ -192,7 +192,8 @@ def test_every_batch_pod_is_limited_whatever_the_policies_and_a_pod_gone_is_forg
     web = parse_pod(pod("web", requests={"cpu": "1"}, limits={"cpu": "1"}))
     _tick(brain, [batch_pod(), web], limits)
     assert set(limits.limits) == {"default/batch"}
-    assert brain.caps() == {"default/batch": 1.5}  # SIMULATE.md: like any cap
+    assert brain.caps_and_limits() == {"default/batch": 1.5}  # SIMULATE.md: like any cap
+    assert brain.caps() == {}  # the metrics and the console count caps, not limits
     _tick(brain, [batch_pod(uid="b2")], limits)  # recreated under the same name
     assert brain.state.limited["default/batch"].uid == "b2" and "default/batch" in limits.limits
     _tick(brain, [], limits, provisional=True)  # a saved copy may be older than the pod
@@ -229,7 +230,7 @@ def test_a_squeeze_cap_rises_with_the_room_and_goes_back_when_no_capacity_is_pub
     # it, and reconcile_caps leaves it to the batch capacity)
     _busy_tick(brain, PolicySet(), 0.9, NOW + 10)
     assert "default/batch" not in brain.state.throttled
-    assert brain.caps() == {"default/batch": 1.5}  # its limit stays
+    assert brain.caps_and_limits() == {"default/batch": 1.5}  # its limit stays
 
 
 def test_a_lifted_cap_of_a_batch_pod_comes_back_over_its_limit_not_over_unlimited(tmp_path: Path) -> None:
