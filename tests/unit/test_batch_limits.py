@@ -253,3 +253,31 @@ def test_a_lifted_cap_of_a_batch_pod_comes_back_over_its_limit_not_over_unlimite
     assert tree.quota(f"{POD_REL}/c-main") == "30000"
     assert throttler.release_all() == ["b1"]
     assert tree.quota(f"{POD_REL}/c-main") == "100000"
+
+
+def test_a_cool_node_s_throttle_up_leaves_a_batch_capacity_cap_to_the_capacity() -> None:
+    """A throttle-up waterline in force (the node cool) raises the waterlines' caps only:
+    a cap the batch capacity holds rises as far as the capacity goes (0.5 core, the
+    section's max), not to the pod's limit."""
+    from agent.model.analysis import RuleTracker
+
+    policies = load_policies(
+        [{"metadata": {"name": "colocated"}, "spec": {
+            "batchCapacity": {"windowSeconds": 0, "hysteresisPercent": 0, "minIntervalSeconds": 0,
+                              "marginPercent": 0, "max": {"cpu": "500m"}},
+            "objectiveEnsurances": [{"name": "cpu-high", "metricRule": {"name": "cpu_total_usage", "value": "6"},
+                                     "avoidanceThreshold": 1, "restoreThreshold": 1, "actionName": "throttle"}]}}],
+        [{"metadata": {"name": "throttle"}, "spec": {"throttle": {"cpuThrottle": {"minCPURatio": 10,
+                                                                                   "stepCPURatio": 10}}}}])  # fmt: skip
+    assert not policies.errors
+    brain = _squeezed()
+    brain.state.trackers["colocated/cpu-high"] = RuleTracker("triggered")
+    report = brain.tick(now=NOW, node=parse_node(node("n1")), pods=[batch_pod()],
+                        metrics={"cpu_total_usage": 1.0, "memory_total_usage": 1e9},
+                        usage={"default/batch": PodUsage(cpu=0.4)}, policies=policies,
+                        throttler=SimulatedThrottler(),
+                        actuators=(SimulatedBatchLimiter(), SimulatedNodeStatus()))  # fmt: skip
+    assert report.waterlines["throttleUp"], "the node is cool: a throttle-up line is in force"
+    record = brain.state.throttled["default/batch"]
+    assert record.action == BATCH_CAPACITY_OWNER and record.cap == pytest.approx(0.5)
+    assert [(a.action, a.action_name) for a in report.actions] == [("restore", BATCH_CAPACITY_OWNER)]
