@@ -18,6 +18,8 @@ Decisions where DESIGN.md is silent:
 * This phase comes first in a tick, so a batch pod has its limit before any cap: the
   throttler records the limit as the original it returns to (``engine.caps.ceiling`` is
   the ``batch-cpu`` limit), and a cap is never above it.
+* Only Running pods are asked for: a Pending pod's cgroups are being made, a finished
+  pod's are gone (a batch Job's pods stay on the node, Succeeded, until deleted).
 * On the saved copy of the objects (``TickContext.provisional``) limits are set and
   checked (the pod spec says them, whatever its age) but no record is released: the copy
   can be older than a pod it does not show.
@@ -44,6 +46,8 @@ def batch_limits_phase(tick: TickWork) -> Steps:
         if (yield ReleaseBatchLimits(Pod(namespace, name, held.uid))):
             state.drop_limits(key)
     for key, pod in sorted(ctx.pods.items()):
+        if pod.phase != "Running":
+            continue  # no cgroup yet (Pending), or none any more (a Job's pod Succeeded)
         limits = batch_limits(pod)
         if limits is None:
             continue
