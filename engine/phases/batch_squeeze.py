@@ -10,7 +10,7 @@ interval), and the batch pods may hold more CPU than it says is spare. Then:
 
 * **held** = the sum, over the node's batch pods, of the CPU each may use now: its cap
   where one is in force, else its ``batch-cpu`` limit (a pod with no CPU limit cannot be
-  held to a figure and is left alone);
+  held to a figure and is left alone; a pod not Running, or being deleted, holds nothing);
 * while held is above the published CPU capacity, batch pods are capped, **lowest value
   first** (the ``general`` order: QoS class and priority, then the shortest running
   time, whose work is the least to lose), each down to what closes the excess, at the
@@ -80,7 +80,7 @@ def batch_squeeze(tick: TickWork) -> Steps:
         return
     capacity = published.cpu
     batch = [p for k, p in ctx.pods.items() if is_batch_pod(p) and cpu_limit(p) is not None
-             and k not in state.evicting and not p.is_terminating]  # fmt: skip
+             and p.phase == "Running" and k not in state.evicting and not p.is_terminating]  # fmt: skip
     held = sum(_now(tick, p) for p in batch)
     ranked = SORTERS[ORDER].sort([tick.candidate(p.key) for p in batch])
     if held > capacity + EPSILON:
