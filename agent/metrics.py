@@ -31,15 +31,16 @@ from prometheus_client.registry import Collector
 
 RULE_STATES = ("normal", "triggered", "restored")
 #: The CPU isolation classes (agent.model.isolation), a bounded label.
-CPU_CLASSES = ("idle", "burst")
+CPU_CLASSES = ("idle", "burst", "quotaBurst")
 #: The safety limits that can stop an eviction round (engine.limits.LIMITS).
 EVICTION_LIMITS = ("clusterBrake", "maxPodsPerRound", "evictionRateLimit")
 #: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us),
-#: the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst), and a
-#: batch pod's limits (executors.cgroup_batch_limits: its quota, its memory limit).
+#: the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst, the
+#: quota raised above the limit), and a batch pod's limits (executors.cgroup_batch_limits:
+#: its quota, its memory limit).
 CPU_QUOTA_CONTROL = "cpu_quota"
-REVERTED_CONTROLS = (CPU_QUOTA_CONTROL, "cpu_idle", "cpu_burst", "batch_cpu_limit",
-                     "batch_memory_limit")
+REVERTED_CONTROLS = (CPU_QUOTA_CONTROL, "cpu_idle", "cpu_burst", "cpu_quota_burst",
+                     "batch_cpu_limit", "batch_memory_limit")
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -163,13 +164,14 @@ class _SnapshotCollector(Collector):
         isolated = GaugeMetricFamily(
             "waterline_isolated_pods",
             "Pods this agent holds in each CPU isolation class (idle: cpu.idle on the pod's "
-            "cgroup; burst: CFS burst on its cgroups).",
+            "cgroup; burst: CFS burst on its cgroups; quotaBurst: its CFS quota raised above "
+            "its CPU limit while the node is under its lines).",
             labels=["cpu_class"],
         )
         supported = GaugeMetricFamily(
             "waterline_cpu_isolation_supported",
             "1 when this host's kernel offers the CPU isolation class (cpu.idle: 5.15+; "
-            "burst: 5.14+), 0 where the policies' section for it is not acted on.",
+            "burst: 5.14+; quotaBurst: any), 0 where the policies' section for it is not acted on.",
             labels=["cpu_class"],
         )
         for cls in CPU_CLASSES:
@@ -237,7 +239,8 @@ class AgentMetrics:
             "waterline_caps_reverted",
             "Caps and CPU isolation marks this agent held that it found lifted in the kernel "
             "(a systemd daemon-reload re-applying a unit's own properties) and wrote back, by "
-            "control (cpu_quota, cpu_idle, cpu_burst, batch_cpu_limit, batch_memory_limit).",
+            "control (cpu_quota, cpu_idle, cpu_burst, cpu_quota_burst, batch_cpu_limit, "
+            "batch_memory_limit).",
             ["control"],
             registry=r,
         )

@@ -8,6 +8,9 @@ The policies selecting the node name the classes and their scopes
   protected, system-critical pods: ``never_candidate_reason``);
 * burst: the first policy by name whose burst scope admits the pod sets its percent;
   a pod with no CPU limit on any container has no quota to borrow from and is left out;
+* quota burst: the policy that gives a pod burst raises its quota when its burst section
+  sets ``quotaAboveLimitPercent``; only a pod whose containers all have a CPU limit (the
+  kubelet gives the pod's cgroup a quota only then: there is nothing to raise otherwise);
 * idle: any idle scope admits the pod (or it is a batch pod and the node's batch
   capacity section keeps batch pods idle), and it is neither given burst nor labelled
   latency-critical (a latency-critical pod in the idle class would be the victim).
@@ -49,6 +52,22 @@ def burst_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels) -
     return out
 
 
+def quota_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels) -> dict[str, IsolationMark]:
+    """The pods whose quota may rise above their limit, with the percent (the node being
+    under its lines is the phase's to check: ``engine.phases.isolation``)."""
+    out: dict[str, IsolationMark] = {}
+    for key, pod in pods.items():
+        if never_candidate_reason(pod) is not None or pod.limits.get(CPU) is None:
+            continue
+        for policy, section in sections:
+            burst = section.burst
+            if burst is not None and burst.scope.admits(pod, labels(pod.namespace)):
+                if burst.above_limit_percent is not None:
+                    out[key] = IsolationMark(policy, pod.uid, burst.above_limit_percent)
+                break
+    return out
+
+
 def idle_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels,
                  bursting: Mapping[str, IsolationMark]) -> dict[str, IsolationMark]:
     out: dict[str, IsolationMark] = {}
@@ -67,10 +86,12 @@ def idle_members(pods: Mapping[str, Pod], sections: Sections, labels: Labels,
 
 
 def classes_in_force(sections: Sections) -> tuple[str, ...]:
-    """The classes some policy of the node names (``idle``, ``burst``)."""
+    """The classes some policy of the node names (``idle``, ``burst``, ``quotaBurst``)."""
     kinds = []
     if any(s.idle is not None for _, s in sections):
         kinds.append("idle")
     if any(s.burst is not None for _, s in sections):
         kinds.append("burst")
+    if any(s.burst is not None and s.burst.above_limit_percent is not None for _, s in sections):
+        kinds.append("quotaBurst")
     return tuple(kinds)

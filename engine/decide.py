@@ -110,16 +110,21 @@ def released_by_terminating(state: NodeState, usage: Mapping[str, PodUsage],
     return out
 
 
-def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage]) -> Mapping[str, PodUsage]:
+def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage],
+                          raised: Mapping[str, float] | None = None) -> Mapping[str, PodUsage]:
     """The tick's pod figures, each CPU figure above its pod's CPU limit read as the limit:
     applied here, where the figures enter the decision, so the sorters, the credits and
-    the caps all see the same figure (``within_cpu_limit``)."""
+    the caps all see the same figure (``within_cpu_limit``). A pod whose quota is raised
+    (``raised``: pod -> percent above the limit, the node's quota burst marks) is held to
+    the raised quota instead: what it used above its limit is real."""
     out: dict[str, PodUsage] | None = None
     for key, measured in usage.items():
         pod = pods.get(key)
         if pod is None or measured.cpu is None:
             continue
         limit = cpu_limit(pod)
+        if limit is not None and raised and key in raised:
+            limit *= 1.0 + raised[key] / 100.0
         if limit is not None and measured.cpu > limit:
             if out is None:
                 out = dict(usage)
@@ -150,7 +155,7 @@ def decide(tick: TickInput, state: NodeState, strategy: Strategy | None = None) 
         for r in rules if r.action_name in tick.policies.actions
     }
     by_key = {p.key: p for p in tick.pods}
-    usage = figures_within_limits(by_key, usage)
+    usage = figures_within_limits(by_key, usage, {k: m.percent or 0.0 for k, m in state.quota.items()})
     working = state.copy()
     late = working.settle_late_evictions(by_key, usage, tick.now)
     full = derive_utilization(tick.metrics, node.allocatable)

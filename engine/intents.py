@@ -6,8 +6,8 @@ means "try the next candidate", a 404 counts as released, a cap that could not b
 is neither recorded nor credited). The shell that carries intents out is
 ``executors.drive``, with the node's actuators (``executors.actuators``): a new kind of
 act is a new intent here and a writer that carries it, not a branch in the engine nor an
-entry in a table (the idle class and CPU burst are four of them, the batch capacity two,
-a batch pod's limits two).
+entry in a table (the idle class and CPU burst are four of them, the quota burst two, the
+batch capacity two, a batch pod's limits two).
 """
 
 from __future__ import annotations
@@ -158,6 +158,29 @@ class ReleaseBatchLimits(Write):
 
 
 @dataclass(frozen=True, slots=True)
+class RaiseQuota(Write):
+    """Let ``pod``'s CFS quota (its pod cgroup's and its containers') rise ``percent``
+    above its CPU limit, each quota there recorded first, with ``owner`` (the policy).
+    Asked every tick the node is under its lines, so a quota something put back is raised
+    again. Answered True when the pod-level quota holds the raise."""
+
+    pod: Pod
+    percent: float
+    owner: str = ""
+    WHAT: ClassVar[str] = "quota burst"
+
+
+@dataclass(frozen=True, slots=True)
+class TakeBackQuota(Write):
+    """Write the quotas ``pod``'s cgroups had before the raise back. Answered True when
+    none is left to write (a pod gone counts as done)."""
+
+    pod: Pod
+    WHAT: ClassVar[str] = "quota take-back"
+    UNCARRIED: ClassVar[Any] = True
+
+
+@dataclass(frozen=True, slots=True)
 class PublishBatchCapacity(Write):
     """Write the node's batch capacity in its own Node's status, capacity and allocatable:
     ``waterline.io/batch-cpu`` in millicores, ``waterline.io/batch-memory`` in bytes
@@ -179,6 +202,7 @@ class RemoveBatchCapacity(Write):
 
 
 Intent = (Evict | WriteCap | RestoreCap | MarkIdle | ReleaseIdle | SetBurst | ReleaseBurst
-          | SetBatchLimits | ReleaseBatchLimits | PublishBatchCapacity | RemoveBatchCapacity)
+          | SetBatchLimits | ReleaseBatchLimits | RaiseQuota | TakeBackQuota | PublishBatchCapacity
+          | RemoveBatchCapacity)
 #: A decision in progress: yields intents, is sent their answers, returns its result.
 Plan = Generator[Intent, Any, T]

@@ -112,6 +112,8 @@ class LateEviction:
 #: The CPU isolation classes (``agent.model.isolation``), as reports and metrics name them.
 IDLE = "idle"
 BURST = "burst"
+#: The CFS quota raised above the CPU limit while the node is under its lines.
+QUOTA_BURST = "quotaBurst"
 #: What happened to a pod's place in a class this tick.
 MARKED = "marked"  # joined: the mark is written (or found in force)
 RELEASED = "released"  # left: what was there before is written back
@@ -121,7 +123,8 @@ LIFTED = "lifted"  # left for an in-place resize; it comes back when the resize 
 @dataclass(frozen=True, slots=True)
 class IsolationMark:
     """A pod this node holds in a CPU isolation class: the policy that put it there and,
-    for burst, the percent of the quota it may borrow."""
+    for burst, the percent of the quota it may borrow; for the quota burst, the percent
+    above its limit its quota holds."""
 
     policy: str
     uid: str = ""
@@ -152,6 +155,9 @@ class IsolationChange:
 #: ``control``): the CFS quota of a cap, the idle mark, the CFS burst, a batch pod's CPU
 #: and memory limits.
 CPU_QUOTA, CPU_IDLE, CPU_BURST = "cpu_quota", "cpu_idle", "cpu_burst"
+#: A quota raised above the limit, found back at the limit (or elsewhere).
+CPU_QUOTA_BURST = "cpu_quota_burst"
+
 BATCH_CPU_LIMIT, BATCH_MEMORY_LIMIT = "batch_cpu_limit", "batch_memory_limit"
 
 #: The owner (``ThrottleRecord.action``) of a cap that holds a batch pod within the

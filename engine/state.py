@@ -43,6 +43,7 @@ from engine.records import (
     BURST,
     CPU_QUOTA,
     IDLE,
+    QUOTA_BURST,
     HeldLimits,
     IsolationMark,
     LateEviction,
@@ -69,6 +70,8 @@ class NodeState:
     #: Pods held in the idle class, and pods given CPU burst (``engine.phases.isolation``).
     idle: dict[str, IsolationMark] = field(default_factory=dict)
     burst: dict[str, IsolationMark] = field(default_factory=dict)
+    #: Pods whose CFS quota is raised above their limit, by the percent in the mark.
+    quota: dict[str, IsolationMark] = field(default_factory=dict)
     #: The window of non-batch use and the batch capacity published (``engine.phases.batch``).
     batch: BatchMemory = field(default_factory=BatchMemory)
     #: Batch pods whose limits from their batch resources are in force (``engine.phases.batch_limits``).
@@ -86,6 +89,7 @@ class NodeState:
             unanswered=dict(self.unanswered),
             idle=dict(self.idle),
             burst=dict(self.burst),
+            quota=dict(self.quota),
             batch=self.batch,
             limited=dict(self.limited),
         )
@@ -124,8 +128,12 @@ class NodeState:
         return dict(self.last_eviction_round)
 
     def isolated(self) -> dict[str, list[str]]:
-        """The pods in each CPU isolation class, sorted (``idle``, ``burst``)."""
-        return {IDLE: sorted(self.idle), BURST: sorted(self.burst)}
+        """The pods in each CPU isolation class, sorted (``idle``, ``burst``; ``quotaBurst``
+        only while some pod's quota is raised: an opt-in of the burst section)."""
+        out = {IDLE: sorted(self.idle), BURST: sorted(self.burst)}
+        if self.quota:
+            out[QUOTA_BURST] = sorted(self.quota)
+        return out
 
     def batch_capacity(self) -> Published | None:
         """The batch capacity the node publishes (None: none)."""
@@ -172,7 +180,7 @@ class NodeState:
         self._marks(kind).pop(key, None)
 
     def _marks(self, kind: str) -> dict[str, IsolationMark]:
-        return self.idle if kind == IDLE else self.burst
+        return {IDLE: self.idle, BURST: self.burst, QUOTA_BURST: self.quota}[kind]
 
     def hold_limits(self, key: str, held: HeldLimits) -> None:
         """A batch pod's limits are in force."""
@@ -259,6 +267,7 @@ class NodeState:
         """Every mark was released at once (uninstall, local-mode exit)."""
         self.idle.clear()
         self.burst.clear()
+        self.quota.clear()
 
     def found_reverted(self, found: Iterable[Reverted]) -> None:
         """What the actuators found undone in the kernel: a cap not written back is not

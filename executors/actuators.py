@@ -35,6 +35,7 @@ from engine.intents import (
     Intent,
     MarkIdle,
     PublishBatchCapacity,
+    RaiseQuota,
     ReleaseBatchLimits,
     ReleaseBurst,
     ReleaseIdle,
@@ -42,6 +43,7 @@ from engine.intents import (
     RestoreCap,
     SetBatchLimits,
     SetBurst,
+    TakeBackQuota,
     WriteCap,
     answer_of,
 )
@@ -113,7 +115,8 @@ class Hands:
     @property
     def support(self) -> IsolationSupport:
         """The CPU isolation classes someone here can put a pod in."""
-        return IsolationSupport(idle=self.carries(MarkIdle), burst=self.carries(SetBurst))
+        return IsolationSupport(idle=self.carries(MarkIdle), burst=self.carries(SetBurst),
+                                quota=self.carries(RaiseQuota))
 
 
 class Guarded:
@@ -224,6 +227,8 @@ _ISOLATE: dict[type, Callable[[Any, Any], bool]] = {
     ReleaseIdle: lambda iso, i: iso.release_idle(i.pod),
     SetBurst: lambda iso, i: iso.set_burst(i.pod, i.percent, i.owner),
     ReleaseBurst: lambda iso, i: iso.release_burst(i.pod),
+    RaiseQuota: lambda iso, i: iso.raise_quota(i.pod, i.percent, i.owner),
+    TakeBackQuota: lambda iso, i: iso.take_back_quota(i.pod),
 }
 
 
@@ -244,8 +249,9 @@ class CpuIsolator(ABC):
     @property
     def intents(self) -> tuple[type, ...]:
         support = self.support
-        return (ReleaseIdle, ReleaseBurst, *((MarkIdle,) if support.idle else ()),
-                *((SetBurst,) if support.burst else ()))  # fmt: skip
+        return (ReleaseIdle, ReleaseBurst, TakeBackQuota, *((MarkIdle,) if support.idle else ()),
+                *((SetBurst,) if support.burst else ()),
+                *((RaiseQuota,) if support.quota else ()))  # fmt: skip
 
     @abstractmethod
     def mark_idle(self, pod: Pod, owner: str = "") -> bool: ...
@@ -259,7 +265,17 @@ class CpuIsolator(ABC):
     @abstractmethod
     def release_burst(self, pod: Pod) -> bool: ...
 
-    def carry(self, intent: MarkIdle | ReleaseIdle | SetBurst | ReleaseBurst) -> bool:
+    @abstractmethod
+    def raise_quota(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        """The pod's CFS quotas (pod cgroup and containers) ``percent`` above the quota
+        each had, which is recorded first; True when the pod cgroup holds the raise."""
+
+    @abstractmethod
+    def take_back_quota(self, pod: Pod) -> bool:
+        """The recorded quotas written back; True when none is left to write."""
+
+    def carry(self, intent: MarkIdle | ReleaseIdle | SetBurst | ReleaseBurst | RaiseQuota
+              | TakeBackQuota) -> bool:
         return _ISOLATE[type(intent)](self, intent)
 
 
@@ -311,6 +327,6 @@ class NodeStatusWriter(ABC):
 #: Every kind of intent of each writer: what a ``Reported`` stand-in carries.
 EVICTION = (Evict,)
 CAPS = (WriteCap, RestoreCap)
-ISOLATION = (MarkIdle, ReleaseIdle, SetBurst, ReleaseBurst)
+ISOLATION = (MarkIdle, ReleaseIdle, SetBurst, ReleaseBurst, RaiseQuota, TakeBackQuota)
 BATCH_LIMITS = (SetBatchLimits, ReleaseBatchLimits)
 NODE_STATUS = (PublishBatchCapacity, RemoveBatchCapacity)

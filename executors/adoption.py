@@ -30,7 +30,15 @@ from agent.model.batch import batch_limits
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
 from engine.caps import ceiling
-from engine.records import BURST, IDLE, HeldLimits, IsolationMark, ThrottleRecord, parse_owner_tag
+from engine.records import (
+    BURST,
+    IDLE,
+    QUOTA_BURST,
+    HeldLimits,
+    IsolationMark,
+    ThrottleRecord,
+    parse_owner_tag,
+)
 from engine.state import NodeState
 from executors.batch_limits_state import LimitedPod
 from executors.isolation_state import IsolatedPod
@@ -92,7 +100,7 @@ class MarksAdopted:
 
 
 def adopt_marks(state: NodeState, held: Mapping[str, IsolatedPod], pods: Iterable[Pod]) -> MarksAdopted:
-    """Put the idle and burst marks the isolator's file names into the engine's memory,
+    """Put the idle, burst and quota burst marks the isolator's file names into the engine's memory,
     for the pods still on the node: they stay in force, and the next tick releases those
     whose pod left the class while no agent ran. The uids of pods gone are returned: their
     cgroups went with them, only the records are left to forget."""
@@ -107,6 +115,9 @@ def adopt_marks(state: NodeState, held: Mapping[str, IsolatedPod], pods: Iterabl
             state.adopt_isolation(IDLE, pod.key, IsolationMark(record.idle_owner, uid))
         if record.burst:
             state.adopt_isolation(BURST, pod.key, IsolationMark(record.burst_owner, uid))
+        if record.quota:  # raised: the next tick takes it back if the node is over a line
+            state.adopt_isolation(QUOTA_BURST, pod.key,
+                                  IsolationMark(record.quota_owner, uid, record.quota_percent))
         result.adopted.append(pod.key)
     return result
 

@@ -1,5 +1,6 @@
 """The real CPU isolation classes: ``cpu.idle`` on pod-level cgroups, CFS burst on a pod's
-cgroups, and their exact undo (DESIGN.md "CPU isolation").
+cgroups, the quota raised above the limit (``executors.cgroup_quota_burst``), and their
+exact undo (DESIGN.md "CPU isolation").
 
 The files, by cgroup version (``FILES``): v1 ``cpu.idle``, ``cpu.shares``,
 ``cpu.cfs_burst_us``; v2 ``cpu.idle``, ``cpu.weight``, ``cpu.max.burst``. Only a pod's own
@@ -53,6 +54,8 @@ from collectors.layout import PodCgroupLayout, kubepods_path
 from engine.records import CPU_BURST, CPU_IDLE, Reverted
 from engine.state import NodeState
 from executors.actuators import CpuIsolator
+from executors.cgroup_quota_burst import QuotaRaiser
+from executors.cgroup_throttle import spec_quota
 from executors.cgroup_writes import CgroupWrites, DirectWrites
 from executors.isolation_state import POD_LEVEL, IsolatedPod, IsolationState, Saved
 
@@ -86,7 +89,7 @@ class CgroupIsolator(CpuIsolator):
     """An ``executors.actuators.CpuIsolator`` on the host's cgroup tree, and a ``Holder``
     of the marks."""
 
-    released = "idle and burst marks released"
+    released = "idle, burst and quota burst marks released"
     released_code = "marks-released"
 
     def __init__(self, mounts: CgroupMounts, state: IsolationState,
@@ -107,6 +110,7 @@ class CgroupIsolator(CpuIsolator):
         #: Called with each mark found reverted, as it is written again (the agent counts
         #: and says it); None: nobody is told.
         self.on_reverted: Callable[[Reverted], None] | None = None
+        self.quota = QuotaRaiser(self)
 
     def _reverted(self, control: str, key: str, uid: str, cgroup: str) -> None:
         if self.on_reverted is not None:
@@ -122,7 +126,7 @@ class CgroupIsolator(CpuIsolator):
             return self._support
         driver = self.layout.detect_driver()
         if driver is None:
-            return IsolationSupport()
+            return IsolationSupport()  # quota: the quota files are there wherever cpu is
         where = os.path.join(self.cpu_root, kubepods_path(driver, self.layout.kubelet_root))
         found = {kind: os.path.exists(os.path.join(where, name))
                  for kind, name in (("idle", self.files.idle), ("burst", self.files.burst))}
@@ -304,6 +308,14 @@ class CgroupIsolator(CpuIsolator):
             self._log.error("burst: release not persisted", pod=record.key, error=str(err))
         return len(done) == len(record.burst)
 
+    # -- the quota burst (executors.cgroup_quota_burst) ---------------------------------
+
+    def raise_quota(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        return self.quota.raise_quota(pod, percent, owner)
+
+    def take_back_quota(self, pod: Pod) -> bool:
+        return self.quota.take_back_uid(pod.uid)
+
     # -- restart, uninstall, release by hand ------------------------------------------
 
     def held(self) -> Mapping[str, IsolatedPod]:
@@ -316,7 +328,8 @@ class CgroupIsolator(CpuIsolator):
 
     def release_uid(self, uid: str) -> bool:
         idle = self.release_idle_uid(uid)
-        return self.release_burst_uid(uid) and idle
+        quota = self.quota.take_back_uid(uid)  # before the burst: it may be above the original
+        return self.release_burst_uid(uid) and idle and quota
 
     def release_all(self) -> list[str]:
         """Every mark of the state file released; the uids fully released."""
@@ -329,8 +342,9 @@ class CgroupIsolator(CpuIsolator):
         """What to do when the records were lost with an unreadable state file: every
         pod-level cgroup found idle gets ``cpu.idle = 0`` and the weight its pod spec
         gives (what the kubelet wrote), every burst goes back to 0 (the kubelet sets
-        none). The tick then puts back the marks the policies still want, re-recorded.
-        Returns the pods changed."""
+        none), every quota above the one its pod spec gives goes back to it. The tick
+        then puts back the marks the policies still want, re-recorded. Returns the pods
+        changed."""
         changed = []
         for pod in pods:
             found = self.layout.locate(pod)
@@ -348,8 +362,31 @@ class CgroupIsolator(CpuIsolator):
                     if os.path.exists(burst) and self._read(cgroup, self.files.burst) not in ("0", ""):
                         self._give_back(cgroup, self.files.burst, "0")
                         wrote = True
+                wrote = self._spec_quotas(pod, found.path, found.containers) or wrote
             except (OSError, UnicodeDecodeError) as err:
                 self._log.warning("rebuild: not written", pod=pod.key, error=str(err))
             if wrote:
                 changed.append(pod.key)
         return changed
+
+    def _spec_quotas(self, pod: Pod, pod_cgroup: str, containers: Mapping[str, str]) -> bool:
+        """A quota above its pod spec's (a raise whose record was lost) written back as the
+        kubelet writes it: the containers first, the pod's cgroup last (v1: a child may not
+        exceed its parent). True when one was written."""
+        limits = {c.name: c.limits.get(CPU) for c in pod.containers}
+        wanted = [(cgroup, limits.get(name)) for name, cgroup in sorted(containers.items())]
+        wanted.append((pod_cgroup, pod.limits.get(CPU)))
+        wrote = False
+        for cgroup, limit in wanted:
+            if limit is None:
+                continue
+            try:
+                _raw, quota, period = self.quota._read(cgroup)
+            except ValueError:
+                continue
+            text = spec_quota(self.version, limit, period)
+            spec, _ = parse_quota(self.version, text, str(period))
+            if quota is None or (spec is not None and quota > spec):
+                self._give_back(cgroup, self.quota.quota_file, text)
+                wrote = True
+        return wrote

@@ -6,7 +6,9 @@ weight (1024 / 100) when ``cpu.idle`` goes back to 0, not the old one, so the we
 what a release writes back; and while the mark is in force the file reads the idle
 weight (3 / 1), which is why a restarted agent must take the recorded value, never
 re-read it. For a pod given burst: each cgroup written (the pod's, key ``""``, and its
-containers') with the burst it had. The policy that holds the mark is kept beside it,
+containers') with the burst it had. For a pod whose quota is raised above its limit: each
+cgroup raised (the pod's first) with the quota file's text before (``-1``-free: only a
+cgroup with a quota is raised), and the percent. The policy that holds the mark is kept beside it,
 so a restarted agent adopts the marks (``agent.node.resume``).
 
 One JSON file (``cpu-isolation.json``), apart from the quotas' file so that neither's
@@ -51,6 +53,11 @@ class IsolatedPod:
     #: Container name (``""``: the pod level) -> the cgroup and its burst before.
     burst: Mapping[str, Saved] = field(default_factory=dict)
     burst_owner: str = ""
+    #: Container name (``""``: the pod level) -> the cgroup and its quota file's text
+    #: before the raise; the percent above it and the policy.
+    quota: Mapping[str, Saved] = field(default_factory=dict)
+    quota_owner: str = ""
+    quota_percent: float = 0.0
 
     @property
     def key(self) -> str:
@@ -58,7 +65,7 @@ class IsolatedPod:
 
     @property
     def empty(self) -> bool:
-        return self.idle is None and not self.burst
+        return self.idle is None and not self.burst and not self.quota
 
 
 def _saved(raw: Any) -> Saved:
@@ -77,6 +84,8 @@ def _to_json(pods: Mapping[str, IsolatedPod]) -> dict[str, Any]:
                 "idleOwner": p.idle_owner,
                 "burst": {n: {"cgroup": s.cgroup, "original": s.original} for n, s in p.burst.items()},
                 "burstOwner": p.burst_owner,
+                "quota": {n: {"cgroup": s.cgroup, "original": s.original} for n, s in p.quota.items()},
+                "quotaOwner": p.quota_owner, "quotaPercent": p.quota_percent,
             }
             for uid, p in pods.items()
         },
@@ -97,6 +106,9 @@ def _from_json(raw: Any) -> dict[str, IsolatedPod]:
             idle_owner=str(p.get("idleOwner", "")),
             burst={str(n): _saved(s) for n, s in (p.get("burst") or {}).items()},
             burst_owner=str(p.get("burstOwner", "")),
+            quota={str(n): _saved(s) for n, s in (p.get("quota") or {}).items()},
+            quota_owner=str(p.get("quotaOwner", "")),
+            quota_percent=float(p.get("quotaPercent", 0.0)),
         )  # fmt: skip
     return pods
 
@@ -141,3 +153,11 @@ class IsolationState:
         if pod is not None:
             left = {n: s for n, s in pod.burst.items() if cgroups is not None and n not in cgroups}
             self.put(replace(pod, burst=left, burst_owner=pod.burst_owner if left else ""))
+
+    def forget_quota(self, uid: str, cgroups: set[str] | None = None) -> None:
+        """Forget the raised quota of some cgroups of a pod (None: all of them)."""
+        pod = self._pods.get(uid)
+        if pod is not None:
+            left = {n: s for n, s in pod.quota.items() if cgroups is not None and n not in cgroups}
+            self.put(replace(pod, quota=left, quota_owner=pod.quota_owner if left else "",
+                             quota_percent=pod.quota_percent if left else 0.0))

@@ -12,6 +12,11 @@ A NodeQOSEnsurancePolicy may carry a ``cpuIsolation`` section for the nodes it s
   pods, ``quotaPercent`` of each quota, so a pod near its own limit borrows what it left
   unused in earlier periods instead of throttling itself. Default scope: the pods
   labelled ``qos.waterline.io/latency-critical: "true"``, any QoS class and priority.
+  With ``quotaAboveLimitPercent`` the quota itself breathes (koordinator's CPU burst by
+  quota, ``cfsQuotaBurstPercent`` less 100): while no throttle or evict line of the node
+  is in force, the CFS quota of a pod in the scope whose containers all have a CPU limit
+  rises to its limit plus that percent; when one comes into force it is taken back first,
+  before any pod is throttled or evicted (``engine.phases.isolation``). Unset: off.
 
 Why a section of the policy rather than a new kind or an action: a class applies to a
 node pool (the policy's ``nodeSelector``) and holds all the time, not when a rule
@@ -45,6 +50,9 @@ BURST_SCOPE = Scope(
 )
 #: The kernel refuses a burst above the quota (EINVAL): 100% is the most there is.
 DEFAULT_BURST_PERCENT = 100.0
+#: The most a quota may rise above the limit (koordinator's cfsQuotaBurstPercent default,
+#: 300, is 200 above): 400 is five times the limit, far past any sensible policy.
+MAX_ABOVE_LIMIT_PERCENT = 400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +68,9 @@ class CpuBurst:
     #: Percent of each cgroup's CFS quota it may borrow (1..100).
     quota_percent: float = DEFAULT_BURST_PERCENT
     scope: Scope = BURST_SCOPE
+    #: Percent above the CPU limit the quota may rise while the node is under its lines
+    #: (1..400); None: the quota stays the limit.
+    above_limit_percent: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +90,12 @@ class IsolationSupport:
 
     idle: bool = True
     burst: bool = True
+    #: The quota raised above the limit (the CFS quota files: wherever there is a cpu
+    #: controller).
+    quota: bool = True
 
 
-NO_SUPPORT = IsolationSupport(idle=False, burst=False)
+NO_SUPPORT = IsolationSupport(idle=False, burst=False, quota=False)
 
 
 def parse_cpu_isolation(raw: object, spec: Fields) -> CpuIsolation:
@@ -99,9 +113,10 @@ def parse_cpu_isolation(raw: object, spec: Fields) -> CpuIsolation:
     if section.get("burst") is not None:
         at = fields.child("burst")
         body = at.mapping(section["burst"])
-        at.only(body, ("quotaPercent", "scope"))
+        at.only(body, ("quotaPercent", "scope", "quotaAboveLimitPercent"))
         burst = CpuBurst(_percent(at, body.get("quotaPercent")),
-                         parse_scope(body.get("scope"), at.child("scope"), BURST_SCOPE))
+                         parse_scope(body.get("scope"), at.child("scope"), BURST_SCOPE),
+                         _above_limit(at, body.get("quotaAboveLimitPercent")))
     if idle is None and burst is None:
         raise spec.bad("cpuIsolation", "must set idle or burst (or both)", dict(section))
     return CpuIsolation(idle, burst)
@@ -115,4 +130,15 @@ def _percent(fields: Fields, value: object) -> float:
     if not 1 <= value <= 100:
         raise fields.bad("quotaPercent", "must be between 1 and 100 (the kernel refuses a "
                          "burst above the quota)", value)
+    return float(value)
+
+
+def _above_limit(fields: Fields, value: object) -> float | None:
+    if value is None:
+        return None
+    if not is_number(value) or not math.isfinite(value):
+        raise fields.bad("quotaAboveLimitPercent", "must be a number (percent above the CPU limit)", value)
+    if not 1 <= value <= MAX_ABOVE_LIMIT_PERCENT:
+        raise fields.bad("quotaAboveLimitPercent",
+                         f"must be between 1 and {MAX_ABOVE_LIMIT_PERCENT:g} (percent above the CPU limit)", value)
     return float(value)

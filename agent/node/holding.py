@@ -8,7 +8,7 @@ checks each mark whenever the tick asks for it (``MarkIdle`` and ``SetBurst`` ar
 every tick); both write it again and report what they found (``engine.records.
 Reverted``) here, where it is
 
-* counted (``waterline_caps_reverted_total{control="cpu_quota" | "cpu_idle" | "cpu_burst"}``);
+* counted (``waterline_caps_reverted_total{control="cpu_quota" | "cpu_idle" | "cpu_burst" | "cpu_quota_burst"}``);
 * applied to the node's memory (``NodeState.found_reverted``: a cap not written back is
   forgotten, so the pod is an ordinary candidate again and the agent's state never claims
   a cap the kernel does not hold; a cap the kernel holds tighter is the cap);

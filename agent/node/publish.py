@@ -38,7 +38,8 @@ def snapshot_of(outcome: TickOutcome) -> NodeSnapshot:
         throttled=len(outcome.caps),
         invalid_objects=invalid,
         isolated={cls: len(pods) for cls, pods in outcome.isolated.items()},
-        supported={"idle": report.support.idle, "burst": report.support.burst} if report else {},
+        supported={"idle": report.support.idle, "burst": report.support.burst,
+                   "quotaBurst": report.support.quota} if report else {},
         batch_capacity=_batch(report),
     )
 

@@ -19,10 +19,10 @@ def release(args: argparse.Namespace) -> int:
     """`waterline agent release`: write back the original quota of every container the
     quota file names, then what every batch pod's cgroups held before its limits (the
     caps first: a batch pod's original quota is its limit), and the original weight and
-    burst of every cgroup the isolation file names (``cpu.idle`` back to 0 first), exactly
-    as they were, and forget them; then take the batch resources out of the node's status
-    (``remove_published``). Exit 1 when some could not be written (they stay in the files,
-    the resources in the status: run it again)."""
+    burst of every cgroup the isolation file names (``cpu.idle`` back to 0 first) and the
+    quota a quota burst raised, exactly as they were, and forget them; then take the batch
+    resources out of the node's status (``remove_published``). Exit 1 when some could not
+    be written (they stay in the files, the resources in the status: run it again)."""
     from executors.batch_limits_state import BatchLimitsState
     from executors.cgroup_batch_limits import CgroupBatchLimiter
     from executors.cgroup_writes import choose_writes
@@ -56,7 +56,7 @@ def release(args: argparse.Namespace) -> int:
     log.info("caps released by hand", pods=len(released), of=len(held),
              state=throttler.state.path)  # fmt: skip
     if marked:
-        log.info("idle and burst marks released by hand", pods=len(unmarked), of=len(marked),
+        log.info("idle, burst and quota burst marks released by hand", pods=len(unmarked), of=len(marked),
                  state=isolator.state.path)  # fmt: skip
     if limited:
         log.info("batch limits released by hand", pods=len(unlimited), of=len(limited),

@@ -123,7 +123,7 @@ class Resume:
                              examples=rebuilt[:10])  # fmt: skip
             return True
         state = self.brain.state
-        adopted = {m.uid for m in (*state.idle.values(), *state.burst.values())}
+        adopted = {m.uid for m in (*state.idle.values(), *state.burst.values(), *state.quota.values())}
         held = {uid: r for uid, r in isolator.held().items() if uid not in adopted}
         if not held:
             return True

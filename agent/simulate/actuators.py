@@ -75,6 +75,8 @@ class SimulatedIsolator(CpuIsolator):
         self._support = support or IsolationSupport()
         self.idle: set[str] = set()
         self.burst: dict[str, float] = {}
+        #: Pods whose quota is raised, and the percent above the limit.
+        self.quota: dict[str, float] = {}
 
     @property
     def support(self) -> IsolationSupport:
@@ -94,6 +96,14 @@ class SimulatedIsolator(CpuIsolator):
 
     def release_burst(self, pod: Pod) -> bool:
         self.burst.pop(pod.key, None)
+        return True
+
+    def raise_quota(self, pod: Pod, percent: float, owner: str = "") -> bool:
+        self.quota[pod.key] = percent
+        return True
+
+    def take_back_quota(self, pod: Pod) -> bool:
+        self.quota.pop(pod.key, None)
         return True
 
 

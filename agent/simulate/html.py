@@ -131,14 +131,16 @@ def _isolation_section(node: Mapping[str, Any]) -> list[str]:
     ticks = node.get("ticks", [])
     changes = [(t["at"], c["class"], c["change"], c["pod"], c["policy"], c["reason"],
                 c.get("result", "applied")) for t in ticks for c in t.get("isolation", [])]
-    classes = [k for k in ("idle", "burst") if k in node]
+    classes = [k for k in ("idle", "burst", "quotaBurst") if k in node]
     if not classes and not changes:
         return []
     what = {"idle": "idle class (cpu.idle: runs only when nobody else wants the CPU)",
-            "burst": "CPU burst (borrows quota unused in earlier periods)"}
+            "burst": "CPU burst (borrows quota unused in earlier periods)",
+            "quotaBurst": "quota burst (the CFS quota raised above the limit while under the lines)"}
     rows = [(what[k], ", ".join(node[k]) or "none") for k in classes]
     return ['<h3 id="cpu-isolation">CPU isolation</h3><p class="note">Who runs first, not how '
-            "much: the classes change no usage figure of the replay.</p>"
+            "much: idle marks and burst change no usage figure of the replay; a quota "
+            "burst lends CPU above the limit, which the replay adds to the node's.</p>"
             + _table(["class", "pods after the last tick"], rows),
             _table(["at", "class", "change", "pod", "policy", "reason", "result"], changes)
             if changes else ""]

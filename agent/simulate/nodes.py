@@ -4,7 +4,9 @@ Samples are *demand*: what would be measured had the agent never acted. Before e
 the effect of earlier actions is applied to the sample: evicted pods are gone (their CPU
 and memory, from this sample or else as last known, leave the node metrics) and a
 throttled pod uses ``min(demand, cap)`` (per container where the sample splits it), the
-node's CPU dropping by the difference. Pressure metrics are taken as given. Samples of all
+node's CPU dropping by the difference; a pod whose quota is raised above its limit (the
+quota burst) uses ``min(demand, raised quota)``, the node's CPU rising by what it gets
+above ``min(demand, limit)``. Pressure metrics are taken as given. Samples of all
 nodes are replayed in time order against one simulated Eviction API, so budgets spanning
 nodes behave as live.
 
@@ -104,6 +106,7 @@ class SimulatedNode:
                  api: SimulatedEvictionAPI) -> None:
         self.node = node
         self.pods = pods
+        self.by_key = {p.key: p for p in pods}
         self.api = api
         self.brain = NodeBrain(settings)
         self.throttler = SimulatedThrottler()
@@ -139,6 +142,7 @@ class SimulatedNode:
                 used = _throttled_usage(usage, caps)
                 cpu_drop += usage.cpu - (used.cpu or 0.0)
                 usage = used
+            cpu_drop -= self._lent(key, usage)
             pods[key] = usage
         metrics = dict(sample.metrics)
         alloc = self.node.allocatable
@@ -149,6 +153,15 @@ class SimulatedNode:
             if util in metrics and alloc.get(resource):
                 metrics[util] = max(0.0, metrics[util] - drop * 100.0 / alloc[resource])
         return metrics, pods
+
+    def _lent(self, key: str, usage: PodUsage) -> float:
+        """The CPU a pod with a raised quota gets above what its limit would give it."""
+        percent = self.isolator.quota.get(key)
+        pod = self.by_key.get(key)
+        limit = pod.limits.get(CPU) if pod is not None else None
+        if percent is None or limit is None or usage.cpu is None:
+            return 0.0
+        return max(0.0, min(usage.cpu, limit * (1.0 + percent / 100.0)) - min(usage.cpu, limit))
 
     def tick(self, sample: NodeSample, policies: PolicySet, scenario: Scenario) -> None:
         metrics, usage = self.effective(sample)

@@ -42,10 +42,13 @@ from tests.chart import (
 
 #: As tests/unit/test_deploy.py: the oldest Kubernetes we install on.
 KUBE_VERSION = "1.30.0"
+#: deploy/batch-pods/ needs MutatingAdmissionPolicy v1 (GA in Kubernetes 1.36).
+BATCH_PODS_KUBE_VERSION = "1.36.0"
 OPERATOR_GROUP = "monitoring.coreos.com/"
 CLUSTER_SCOPED = {
     "Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding",
     "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding",
+    "MutatingAdmissionPolicy", "MutatingAdmissionPolicyBinding",
 }  # fmt: skip
 
 #: Every option on, as a user's values file might say.
@@ -134,6 +137,16 @@ def test_prometheus_objects_render_deploy_prometheus() -> None:
     added = [d for d in render(on) if key(d) not in default]
     problems = compare(kustomize(DEPLOY / "prometheus"), added)
     assert not problems, "the chart and deploy/prometheus/ differ:\n" + "\n".join(problems)
+
+
+def test_batch_pods_render_deploy_batch_pods() -> None:
+    """batchPods.enabled adds the MutatingAdmissionPolicy of deploy/batch-pods/, nothing else."""
+    default = {key(d) for d in render()}
+    added = [d for d in render({"batchPods": {"enabled": True}}) if key(d) not in default]
+    problems = compare(kustomize(DEPLOY / "batch-pods"), added)
+    assert not problems, "the chart and deploy/batch-pods/ differ:\n" + "\n".join(problems)
+    for doc in added:  # MutatingAdmissionPolicy v1: Kubernetes 1.36+, not the 1.30 of the rest
+        kubernetes_validate.validate(doc, BATCH_PODS_KUBE_VERSION, strict=True)
 
 
 @pytest.mark.parametrize("layout", ["v2-cgroupfs", "v1-systemd", "v1-cgroupfs"])

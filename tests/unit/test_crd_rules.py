@@ -32,6 +32,9 @@ BATCH = ("spec", "batchCapacity")
 BAD = [
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaPercent"), 0),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaPercent"), 101),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaAboveLimitPercent"), 0),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaAboveLimitPercent"), 401),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaAboveLimitPercent"), "50"),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "idle", "scope", "qosClasses"), ["Batch"]),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "idle", "scope", "maxPriority"), 1_000_000_001),
     ("NodeQOSEnsurancePolicy", (*ISOLATION, "idel"), {}),
@@ -62,6 +65,8 @@ GOOD = [
     ("NodeQOSEnsurancePolicy", (*RULE, "metricRule", "value"), "512Mi"),
     ("NodeQOSEnsurancePolicy", (*BATCH, "max", "memory"), "8Gi"),
     ("NodeQOSEnsurancePolicy", (*BATCH, "min", "cpu"), 2),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaAboveLimitPercent"), 1),
+    ("NodeQOSEnsurancePolicy", (*ISOLATION, "burst", "quotaAboveLimitPercent"), 400),
     ("AvoidanceAction", ("spec", "scope", "maxPriority"), 1_000_000_000),
     ("AvoidanceAction", ("spec", "eviction", "terminationGracePeriodSeconds"), 1),
     ("AvoidanceAction", ("spec", "eviction", "maxPodsPerRound"), 1000),
