@@ -7,7 +7,8 @@ BestEffort pod requesting ``waterline.io/batch-cpu: 300`` and ``waterline.io/bat
 64Mi``; the kubelet runs it with no quota and no memory limit; what is checked is what the
 kernel then holds in the pod's and its container's cgroups (``cpu.cfs_quota_us`` 30000 of
 a 100 ms period, ``memory.limit_in_bytes`` 64 MiB) and what its busy loop gets
-(``cpuacct.usage``). The policy removed, the node's status loses the resources. The pod and
+(``cpuacct.usage``), and its pod cgroup in the idle class (``idle: true``, the
+default). The policy removed, the node's status loses the resources. The pod and
 policy are deleted at the end; the limits stay with the pod until it goes (they are its own).
 """
 
@@ -61,6 +62,8 @@ def test_a_batch_pod_gets_its_quota_and_memory_limit_from_its_batch_resources(re
                           explain=lambda: str({k: (read(CPU / r / "cpu.cfs_quota_us"),
                                                    read(MEMORY / r / "memory.limit_in_bytes"))
                                                for k, r in where.items()}))  # fmt: skip
+        wait_until(lambda: read(CPU / cg.rel / "cpu.idle") == "1", 60, "the batch pod in the idle class",
+                   interval=0.5)  # batchCapacity's idle: true, the default  # fmt: skip
         used0, t0 = cg.usage_ns(), time.monotonic()
         time.sleep(3)
         cores = (cg.usage_ns() - used0) / 1e9 / (time.monotonic() - t0)
