@@ -259,16 +259,11 @@ class PodStatsCollector:
     ) -> tuple[CgroupStats, _Prev] | None:
         """None when the cgroup is gone (its CPU counter file does not exist).
 
-        A cgroup read before, on a host whose controllers and PSI are known, is read by
-        the version's fast path (``_fast_v1``/``_fast_v2``); anything that path does not
-        expect (a missing or unreadable file, garbage, another layout) raises there, with
-        nothing changed, and the cgroup is read again here, where every case is handled
-        and logged."""
-        if prev is not None and self._fast is not None and None not in (self._cpu_psi, self._mem_psi):
-            try:
-                return self._fast(prev, now)
-            except (OSError, ValueError):
-                pass
+        The careful path: every case handled and logged. ``collect`` reads a cgroup read
+        before, on a host whose controllers and PSI are known, by the version's fast path
+        (``_fast_v1``/``_fast_v2``) first; anything that path does not expect (a missing
+        or unreadable file, garbage, another layout) raises there, with nothing changed,
+        and the cgroup is read again here."""
         paths = prev.paths if prev is not None else self._paths(rel)
         cpu_seconds: float | None = None
         periods: int | None = None
@@ -491,8 +486,13 @@ class PodStatsCollector:
                         containers)  # fmt: skip
 
     def collect(self, pods: Iterable[Pod]) -> PodStatsSample:
-        """Read every pod's cgroups once; pods not found get no figure."""
-        clock, locate, read_cgroup = self._clock, self.layout.locate, self._read_cgroup
+        """Read every pod's cgroups once; pods not found get no figure.
+
+        The loop runs for every pod every tick, so it is written for that: the fast path
+        called here, not through ``_read_cgroup``; a pod whose containers were all read
+        shares its cached container paths instead of a copy."""
+        clock, locate, careful = self._clock, self.layout.locate, self._read_cgroup
+        fast = self._fast if self._cpu_psi is not None and self._mem_psi is not None else None
         at = clock()
         prev, self._prev = self._prev, {}
         was, now_prev = prev.get, self._prev
@@ -504,23 +504,46 @@ class PodStatsCollector:
             uids.add(pod.uid)
             found: PodCgroup | None = locate(pod)
             now = clock()
-            read = None if found is None else read_cgroup(found.path, now, was(found.path))
-            if found is None or read is None:
-                if found is not None:
-                    self.layout.forget(pod.uid)
+            if found is None:
                 missing.append(pod.key)
                 continue
-            pod_stats, now_prev[found.path] = read
-            containers: dict[str, CgroupStats] = {}
-            paths: dict[str, str] = {}
-            for name, rel in found.containers.items():
-                c_read = read_cgroup(rel, now, was(rel))
-                if c_read is None:
-                    self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
+            rel = found.path
+            last = was(rel)
+            read = None
+            if fast is not None and last is not None:
+                try:
+                    read = fast(last, now)
+                except (OSError, ValueError):
+                    read = None
+            if read is None:
+                read = careful(rel, now, last)
+                if read is None:
+                    self.layout.forget(pod.uid)
+                    missing.append(pod.key)
                     continue
-                containers[name], now_prev[rel] = c_read
-                paths[name] = rel
-            one = PodStats(pod.uid, found.path, pod_stats, containers, paths)
+            pod_stats, now_prev[rel] = read
+            containers: dict[str, CgroupStats] = {}
+            copied: dict[str, str] | None = None  # the paths read, once one was not
+            for name, rel in found.containers.items():
+                last = was(rel)
+                read = None
+                if fast is not None and last is not None:
+                    try:
+                        read = fast(last, now)
+                    except (OSError, ValueError):
+                        read = None
+                if read is None:
+                    read = careful(rel, now, last)
+                    if read is None:
+                        self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
+                        if copied is None:
+                            copied = {n: r for n, r in found.containers.items() if n in containers}
+                        continue
+                containers[name], now_prev[rel] = read
+                if copied is not None:
+                    copied[name] = rel
+            one = PodStats(pod.uid, found.path, pod_stats, containers,
+                           found.containers if copied is None else copied)  # fmt: skip
             stats[pod.key] = one
             usage[pod.key] = self._pod_usage(pod, one)
         self.layout.retain(uids)
