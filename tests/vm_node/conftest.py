@@ -180,30 +180,22 @@ def vm(kube: RealCluster) -> Iterator[VmNodeRun]:
     except ClusterError as err:
         need(f"the guest's image: {err}")
     node.tags = {local: project} if local != project else {}
+    scale = ("-n", NAMESPACE, "scale", "deployment", "waterline-controller")
+    kube.kubectl(*scale, "--replicas=0")
     try:
-        steps = node.up()
-    except ClusterError as err:
-        need(f"the guest node did not come up: {err}")
-    run = VmNodeRun(kube, node, steps, project)
-    try:
-        kube.kubectl("-n", NAMESPACE, "scale", "deployment", "waterline-controller", "--replicas=0")
+        try:
+            steps = node.up()
+        except ClusterError as err:
+            need(f"the guest node did not come up: {err}")
         start = time.monotonic()
         wait_until(lambda: pod_ready(agent_pod(kube.cluster, NAME)), 900, f"the agent's pod Ready on {NAME}",
                    interval=2)  # fmt: skip
         report("setup", *steps.lines(), f"the agent's pod Ready {time.monotonic() - start:.0f} s after that",
                f"image {local} as {project}")  # fmt: skip
-        yield run
+        yield VmNodeRun(kube, node, steps, project)
     finally:
-        kube.kubectl(
-            "-n",
-            NAMESPACE,
-            "scale",
-            "deployment",
-            "waterline-controller",
-            "--replicas=1",
-            check=False,
-        )
         node.down()
+        kube.kubectl(*scale, "--replicas=1", check=False)
 
 
 @pytest.fixture(scope="session")
