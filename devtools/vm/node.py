@@ -83,11 +83,15 @@ class Steps:
     guest: dict[str, float]
     #: qemu's start to the Node Ready (the API server's word).
     ready: float
+    #: The kubelet's start (seen on the share by this machine's clock) to the Node Ready.
+    kubelet_to_ready: float | None = None
 
     def lines(self) -> list[str]:
         out = [f"boot (qemu's start to the guest's service): {self.boot:.0f} s" if self.boot is not None
                else "boot: ?"]  # fmt: skip
         out += [f"{name}: {seconds:.1f} s" for name, seconds in self.guest.items()]
+        if self.kubelet_to_ready is not None:
+            out.append(f"the kubelet's start to the node Ready: {self.kubelet_to_ready:.0f} s")
         out.append(f"qemu's start to the node Ready: {self.ready:.0f} s")
         return out
 
@@ -149,12 +153,13 @@ class VmNode:
             self._prepare()
             self._boot()
             deadline = self.started + timeout
-            self._wait_ready(deadline)
+            kubelet = self._wait_ready(deadline)
             ready = time.monotonic() - self.started
             boot = None
             with contextlib.suppress(OSError, ValueError):
                 boot = float((self.share / "out" / "booted").read_text())
-            return Steps(boot, guest_steps(self._read("out/steps")), ready)
+            return Steps(boot, guest_steps(self._read("out/steps")), ready,
+                         None if kubelet is None else ready - kubelet)  # fmt: skip
         except BaseException:
             self.down()
             raise
@@ -231,13 +236,18 @@ class VmNode:
         self.started = time.monotonic()
         (self.folder / STATE).write_text(json.dumps({"qemu": proc.pid, "share": str(self.share)}))
 
-    def _wait_ready(self, deadline: float) -> None:
+    def _wait_ready(self, deadline: float) -> float | None:
+        """Wait for the Node Ready; when the kubelet's step started (seconds after qemu's
+        start, this machine's clock, to a second), if it was seen."""
         admin = self.cluster.admin()
         booted = False
+        kubelet = None
         while True:
             if not booted and (self.share / "out" / "started").exists():
                 booted = True
                 (self.share / "out" / "booted").write_text(f"{time.monotonic() - self.started:.1f}")
+            if kubelet is None and "\nkubelet " in "\n" + self._read("out/steps"):
+                kubelet = time.monotonic() - self.started
             rc = self._read("out/rc").strip()
             if rc or self._pid() is None:
                 raise ClusterError(f"the guest's join stopped (rc {rc or '?'}); its log ends:\n"
@@ -246,7 +256,7 @@ class VmNode:
             code, node = admin.request("GET", f"/api/v1/nodes/{self.name}")
             conditions = node.get("status", {}).get("conditions", []) if code == 200 else []
             if {c["type"]: c["status"] for c in conditions}.get("Ready") == "True":
-                return
+                return kubelet
             if time.monotonic() > deadline:
                 raise ClusterError(f"node {self.name} not Ready in time; the guest's steps: "
                                    f"{self._read('out/steps').split()}; its log ends:\n"
