@@ -263,6 +263,10 @@ class VmNode:
                                    f"{self._read('out/guest.log')[-3000:]}")  # fmt: skip
             time.sleep(1)
 
+    def running(self) -> bool:
+        """A guest of this cluster is running (``make vm-node``'s, from another process)."""
+        return self._pid() is not None
+
     def _read(self, name: str) -> str:
         try:
             return (self.share / name).read_text(errors="replace")

@@ -9,7 +9,8 @@ emulation take minutes. The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local im
 with ``make image IMAGE=...``, run under the project's name in the guest, so a shared
 machine's tag is left alone) or the project's (``make image``). Where qemu, the guest
 image, the node's programs or the image is missing the tests skip with the reason, and
-fail in CI (``need``).
+fail in CI (``need``). With ``WATERLINE_TEST_CLUSTER=.cluster`` (a developer's shortcut)
+the run borrows that cluster and, when ``make vm-node`` runs a guest on it, that guest too.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ class PodUnits:
 class VmNodeRun:
     kube: RealCluster
     node: VmNode
-    steps: Steps
+    steps: Steps | None  # None: a guest this run did not start (borrowed)
     image: str
 
     def read(self, *paths: str) -> dict[str, str]:
@@ -175,6 +176,12 @@ def vm(kube: RealCluster) -> Iterator[VmNodeRun]:
     project = default_images()[0]
     local = os.environ.get("WATERLINE_VM_NODE_IMAGE") or project
     node = VmNode(kube.cluster, image)
+    if kube.borrowed and node.running():  # make vm-node's guest, on the borrowed cluster
+        report(
+            "setup", f"the guest already running on {kube.cluster.root} (make vm-node): borrowed"
+        )
+        yield VmNodeRun(kube, node, None, project)
+        return
     try:
         node.images = (save_image(local, node.folder.parent / "vm-node-image.tar"),)
     except ClusterError as err:
