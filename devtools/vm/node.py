@@ -398,8 +398,16 @@ ip link set lo up
 ip addr add {ip}/24 dev eth0
 ip link set eth0 up
 ip route add default via {gateway}
+# Nothing outside this machine: through qemu's user network the guest could reach the
+# world; only the gateway (this machine's loopback) is let through, the node's own
+# traffic and the pods' (after kube-proxy's DNAT of the kubernetes Service to it).
+iptables -I OUTPUT -o eth0 ! -d {gateway} -j REJECT
+iptables -I FORWARD -o eth0 ! -d {gateway} -j REJECT
+# kube-proxy sets conntrack's parameters at its start and exits when the module is not
+# loaded yet.
 modprobe overlay
 modprobe br_netfilter
+modprobe nf_conntrack
 sysctl -qw net.ipv4.ip_forward=1 net.bridge.bridge-nf-call-iptables=1
 step programs
 install -m 0755 "$S"/bin/* /usr/local/bin/
@@ -420,6 +428,11 @@ service kubelet /usr/local/bin/kubelet --config {etc}/kubelet.yaml --kubeconfig 
 	--hostname-override {name} --node-ip {ip} --node-labels {labels} --v 1
 step kube-proxy
 service kube-proxy /usr/local/bin/kube-proxy --config {etc}/kube-proxy.yaml --v 1
+n=0
+until python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:10256/healthz', timeout=5)" 2>/dev/null; do
+	systemctl -q is-active kube-proxy || {{ echo "kube-proxy exited: out/logs/kube-proxy.log"; exit 1; }}
+	n=$((n + 1)); [ $n -lt 300 ] || exit 1; sleep 1
+done
 step up
 set +e
 cmd=$S/cmd
