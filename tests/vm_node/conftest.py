@@ -176,7 +176,9 @@ def vm(kube: RealCluster) -> Iterator[VmNodeRun]:
     project = default_images()[0]
     local = os.environ.get("WATERLINE_VM_NODE_IMAGE") or project
     node = VmNode(kube.cluster, image)
+    scale = ("-n", NAMESPACE, "scale", "deployment", "waterline-controller")
     if kube.borrowed and node.running():  # make vm-node's guest, on the borrowed cluster
+        kube.kubectl(*scale, "--replicas=0")
         report(
             "setup", f"the guest already running on {kube.cluster.root} (make vm-node): borrowed"
         )
@@ -187,7 +189,6 @@ def vm(kube: RealCluster) -> Iterator[VmNodeRun]:
     except ClusterError as err:
         need(f"the guest's image: {err}")
     node.tags = {local: project} if local != project else {}
-    scale = ("-n", NAMESPACE, "scale", "deployment", "waterline-controller")
     kube.kubectl(*scale, "--replicas=0")
     try:
         try:
