@@ -212,6 +212,7 @@ def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         (defaults.CGROUP_ROOT, "/sys/fs/cgroup", False),
         ("/sys/fs/cgroup/kubepods.slice", "/sys/fs/cgroup/kubepods.slice", True),
         (defaults.STATE_DIR, defaults.STATE_DIR, True),
+        ("/run/dbus", "/run/dbus", False),  # systemd's bus socket (executors/busctl.py)
     ],
 )
 def test_agent_host_mounts(mount_path: str, host_path: str, writable: bool) -> None:
