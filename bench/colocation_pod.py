@@ -28,6 +28,7 @@ batch worker's duty cycle are the hand-made mode's own (``load.spin``, ``load.wo
 from __future__ import annotations
 
 import array
+import contextlib
 import os
 import random
 import selectors
@@ -52,7 +53,7 @@ def serve(port: int, iterations: int, work_ms: float) -> None:
     server = socket.create_server(("", port), backlog=8)
     while True:
         conn, _ = server.accept()
-        with conn:
+        with contextlib.suppress(OSError), conn:  # a client gone (a probe, a stopped generator)
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.sendall(WORD.pack(iterations))
             pending = b""
@@ -72,7 +73,7 @@ def batch(port: int) -> None:
     server = socket.create_server(("", port), backlog=4)
     while True:
         conn, _ = server.accept()
-        with conn, conn.makefile("rwb") as f:
+        with contextlib.suppress(OSError), conn, conn.makefile("rwb") as f:
             line = f.readline().decode("ascii").split()
             if len(line) != 2:
                 continue

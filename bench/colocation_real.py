@@ -298,6 +298,14 @@ def running_node() -> tuple[Path, str] | None:
     return (Path(owner["cluster"]), str(owner["node"])) if alive(int(state.get("kubelet", 0)) or -1) else None
 
 
+def _stale_state() -> None:
+    """The agent's state files on this host, of a node that is gone: a new node starts
+    clean (they would name pods, caps and objects of another cluster)."""
+    for name in ("cpu-quota.json", "objects.json", "evictions.json"):
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join("/var/lib/waterline", name))
+
+
 @dataclass
 class Place:
     """The cluster and the node the run uses, and what it made itself (to undo)."""
@@ -334,9 +342,7 @@ def node_place(folder: Path) -> Iterator[Place]:
         except BaseException:
             kube.close()
             raise
-        for name in ("cpu-quota.json", "objects.json", "evictions.json"):  # another cluster's
-            with contextlib.suppress(OSError):
-                os.unlink(os.path.join("/var/lib/waterline", name))
+        _stale_state()
         place = Place(kube, node.name, started=True)
     try:
         if place.kube.kubectl("-n", SYSTEM, "get", "daemonset/waterline-agent", check=False).returncode != 0:
@@ -352,6 +358,7 @@ def node_place(folder: Path) -> Iterator[Place]:
                                check=False, timeout=330)  # fmt: skip
         if place.started:
             place.kube.close()  # the node first, then the cluster
+            _stale_state()
 
 
 # -- the backend -------------------------------------------------------------------------
