@@ -301,7 +301,7 @@ def running_node() -> tuple[Path, str] | None:
 def _stale_state() -> None:
     """The agent's state files on this host, of a node that is gone: a new node starts
     clean (they would name pods, caps and objects of another cluster)."""
-    for name in ("cpu-quota.json", "objects.json", "evictions.json"):
+    for name in ("cpu-quota.json", "cpu-isolation.json", "objects.json", "evictions.json"):
         with contextlib.suppress(OSError):
             os.unlink(os.path.join("/var/lib/waterline", name))
 
