@@ -393,6 +393,7 @@ class AgentTick:
     node: float | None  # cpu_total_usage
     actions: int  # actions decided since the previous tick
     caps: dict[str, float]  # batch pod name -> the cap the agent holds, cores
+    isolated: dict[str, int] = field(default_factory=dict)  # CPU class -> pods the agent holds in it
 
 
 def agent_tick(outcome: Any, batch: Sequence[str]) -> AgentTick:
@@ -404,6 +405,7 @@ def agent_tick(outcome: Any, batch: Sequence[str]) -> AgentTick:
         node=None if report is None else report.usage.get("cpu_total_usage"),
         actions=0 if report is None else len(report.actions),
         caps={key.split("/", 1)[1]: v for key, v in outcome.caps.items()},
+        isolated={cls: len(pods) for cls, pods in outcome.isolated.items()},
     )
 
 
@@ -430,6 +432,7 @@ def window_record(w: Window, warmup: int, records: Sequence[tuple[float, float]]
             "batch_throttled_s": round(sum(k.throttled_s[b] for b in batch), 5),
             "agent_batch": round(a.batch, 5), "agent_wait": a.wait, "agent_node": a.node,
             "actions": a.actions, "caps": {name: round(v, 4) for name, v in a.caps.items()},
+            "isolated": a.isolated,
         })  # fmt: skip
     return {
         "case": w.case, "window": w.key, "round": w.round, "slot": w.slot,

@@ -243,7 +243,7 @@ def parse_metrics(text: str, namespace: str, batch: Sequence[str]) -> dict[str, 
     """The agent's figures the report puts beside the kernel's, from its /metrics text."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    out: dict[str, Any] = {"batch": 0.0, "wait": None, "node": None, "actions": 0.0, "caps": {}}
+    out: dict[str, Any] = {"batch": 0.0, "wait": None, "node": None, "actions": 0.0, "caps": {}, "isolated": {}}
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             mine = s.labels.get("namespace") == namespace and s.labels.get("pod") in batch
@@ -257,6 +257,8 @@ def parse_metrics(text: str, namespace: str, batch: Sequence[str]) -> dict[str, 
                 out["node"] = s.value
             elif s.name == "waterline_actions_total":
                 out["actions"] += s.value
+            elif s.name == "waterline_isolated_pods":
+                out["isolated"][s.labels["cpu_class"]] = round(s.value)
     return out
 
 
@@ -278,7 +280,7 @@ class AgentScraper:
             return AgentTick(math.nan, None, None, 0, {})
         actions = 0 if self.last_actions is None else round(m["actions"] - self.last_actions)
         self.last_actions = m["actions"]
-        return AgentTick(m["batch"], m["wait"], m["node"], max(0, actions), m["caps"])
+        return AgentTick(m["batch"], m["wait"], m["node"], max(0, actions), m["caps"], m["isolated"])
 
 
 # -- the node ----------------------------------------------------------------------------

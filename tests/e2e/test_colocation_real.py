@@ -57,6 +57,11 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
         batch = sum(sum(t["batch"].values()) for t in w["ticks"] if t["in_window"])
         assert (batch > 0.05 * WINDOW) == (w["window"] not in IDLE_ALONE), (w["window"], batch)
         assert bool(w["iterations"]) == (w["window"] not in IDLE_ALONE)
+    # the policies reached the agent through the API: it held the batch pods in the idle
+    # class in the idle windows (once its tick came), and nothing in the others
+    held = {k: [t["isolated"].get("idle", 0) for w in windows if w["window"] == k for t in w["ticks"]] for k in KINDS}
+    assert max(held["idle"]) == 3 and max(held["busy-alone"]) == 3, held
+    assert max(held["none"] + held["alone"] + held["alone-burst"]) == 0, held
     # the agent's figures were read beside the kernel's: its /metrics answered
     scraped = [t["agent_batch"] for w in windows for t in w["ticks"]]
     assert sum(1 for v in scraped if v == v) >= 0.9 * len(scraped), scraped  # NaN: no answer

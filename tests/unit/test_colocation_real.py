@@ -82,12 +82,16 @@ waterline_node_usage{metric="cpu_total_usage"} 1.25
 # TYPE waterline_actions_total counter
 waterline_actions_total{action="throttle",result="ok"} 3.0
 waterline_actions_total{action="restore",result="ok"} 1.0
+# TYPE waterline_isolated_pods gauge
+waterline_isolated_pods{cpu_class="idle"} 3.0
+waterline_isolated_pods{cpu_class="burst"} 0.0
 """
 
 
 def test_the_agents_figures_are_read_from_its_metrics() -> None:
     got = parse_metrics(METRICS, "bench", ["batch-1", "batch-2", "batch-3"])
-    assert got == {"batch": 0.75, "wait": 12.5, "node": 1.25, "actions": 4.0, "caps": {"batch-3": 0.05}}
+    assert got == {"batch": 0.75, "wait": 12.5, "node": 1.25, "actions": 4.0, "caps": {"batch-3": 0.05},
+                   "isolated": {"idle": 3, "burst": 0}}
 
 
 def test_real_refuses_the_strategies_only_the_in_process_loop_can_run() -> None:
