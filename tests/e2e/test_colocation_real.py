@@ -67,6 +67,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
     assert sum(1 for v in scraped if v == v) >= 0.9 * len(scraped), scraped  # NaN: no answer
 
     text = (out / "report.txt").read_text()
+    report("colocation --real", "$ " + " ".join(["python", *argv[1:-2]]), *text.splitlines())
     assert text in done.stdout and f"on the real node {real.node.name}" in text
     for w in run["windows"]:  # every kind with its pooled request count and an interval
         count = sum(len(x["latency_us"]) for x in windows if x["window"] == w["key"])
