@@ -223,8 +223,8 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
         for r in s.rows:
             ratio = (lambda q, r=r: r.ratio[q].text() if q in r.ratio else "(baseline)")  # noqa: E731
 
-            lines.append(f"{r.label:<30}{r.requests:>8}{r.ms['p50'].text('{:.2f}'):>22}"
-                         f"{r.ms['p99'].text('{:.1f}'):>22}{r.ms['p999'].text('{:.1f}'):>22}"
+            lines.append(f"{r.label:<30}{r.requests:>8} {r.ms['p50'].text('{:.2f}'):>21} "
+                         f"{r.ms['p99'].text('{:.1f}'):>21} {r.ms['p999'].text('{:.1f}'):>21}"
                          f"{ratio('p99'):>20}{ratio('p999'):>20}")  # fmt: skip
         lines += ["", f"{'window':<30}{'BE kept % (kernel)':>22}{'BE % of spare':>22}{'BE iter %':>22}"
                   f"{'util %':>8}{'web ms/req':>11}{'web thr %':>10}{'steal %':>8}{'other CPU %':>12}"
