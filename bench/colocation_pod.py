@@ -118,17 +118,23 @@ def generate(host: str, port: int, rate: float, seed: int, path: str) -> None:
     arrival = time.monotonic() + 0.05
     flushed = time.monotonic()
     pending = b""
+    outgoing = bytearray()  # requests the socket's buffer did not take yet (a stalled server)
     seq = 0
     with open(path, "ab") as out:
         while not stop:
             now = time.monotonic()
             if now >= arrival:
-                conn.sendall(WORD.pack(seq))  # 8 bytes: the socket buffer takes them
+                outgoing += WORD.pack(seq)
                 sent.append(arrival)
                 seq += 1
                 arrival += rng.expovariate(rate)
+            if outgoing:
+                with contextlib.suppress(BlockingIOError):
+                    del outgoing[: conn.send(outgoing)]
+            if now >= arrival:
                 continue
-            for _key, _ev in sel.select(timeout=arrival - now):
+            wait = arrival - now if not outgoing else min(arrival - now, 0.002)
+            for _key, _ev in sel.select(timeout=wait):
                 data = conn.recv(65536)
                 if not data:
                     raise ConnectionError(f"{host}:{port} closed the connection")
