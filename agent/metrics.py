@@ -35,10 +35,12 @@ CPU_CLASSES = ("idle", "burst", "quotaBurst")
 #: The safety limits that can stop an eviction round (engine.limits.LIMITS).
 EVICTION_LIMITS = ("clusterBrake", "maxPodsPerRound", "evictionRateLimit")
 #: The ``control`` of waterline_caps_reverted_total: the CFS quota (cpu.max, cfs_quota_us),
-#: and the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst, the
-#: quota raised above the limit).
+#: the CPU isolation marks (executors.cgroup_isolation: cpu.idle, the CFS burst, the
+#: quota raised above the limit), and a batch pod's limits (executors.cgroup_batch_limits:
+#: its quota, its memory limit).
 CPU_QUOTA_CONTROL = "cpu_quota"
-REVERTED_CONTROLS = (CPU_QUOTA_CONTROL, "cpu_idle", "cpu_burst", "cpu_quota_burst")
+REVERTED_CONTROLS = (CPU_QUOTA_CONTROL, "cpu_idle", "cpu_burst", "cpu_quota_burst",
+                     "batch_cpu_limit", "batch_memory_limit")
 TICK_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 
@@ -237,7 +239,8 @@ class AgentMetrics:
             "waterline_caps_reverted",
             "Caps and CPU isolation marks this agent held that it found lifted in the kernel "
             "(a systemd daemon-reload re-applying a unit's own properties) and wrote back, by "
-            "control (cpu_quota, cpu_idle, cpu_burst, cpu_quota_burst).",
+            "control (cpu_quota, cpu_idle, cpu_burst, cpu_quota_burst, batch_cpu_limit, "
+            "batch_memory_limit).",
             ["control"],
             registry=r,
         )

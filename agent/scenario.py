@@ -7,7 +7,6 @@ parses and validates its own section), the object store, and the node samples.
 from __future__ import annotations
 
 import math
-import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 from agent.documents import DocumentError, load_json, load_yaml
 from agent.errors import InvalidObject
 from agent.model.bulk import bulk_load
-from agent.model.fields import clip
+from agent.model.fields import shown
 from agent.model.schema import check_known_fields
 from agent.model.store import ObjectStore
 from agent.model.timeutil import parse_time
@@ -74,9 +73,9 @@ def load_scenario(path: str | Path) -> Scenario:
 
 
 def _short(value: object) -> str:
-    """A value for an error line: a whole samples list would not be one (reprlib's
-    abbreviation, clipped: nested lists of mappings stay long)."""
-    return clip(reprlib.repr(value))
+    """A value for an error line, as YAML writes it; a whole samples list would not be
+    one line (abbreviated: ``agent.model.fields.shown``)."""
+    return shown(value)
 
 
 def _only(raw: Mapping[Any, Any], known: tuple[str, ...], where: str, what: str, name: str) -> None:
@@ -131,9 +130,9 @@ def _number(value: object, where: str, name: str, allow_none: bool = True) -> fl
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _bad(where, f"must be a number, got {value!r}", name)
+        raise _bad(where, f"must be a number, got {shown(value)}", name)
     if not math.isfinite(value) or value < 0:
-        raise _bad(where, f"must be a finite non-negative number, got {value!r}", name)
+        raise _bad(where, f"must be a finite non-negative number, got {shown(value)}", name)
     return float(value)
 
 
@@ -195,7 +194,7 @@ def parse_sample(raw: object, where: str, now: float, name: str = "scenario") ->
     capped: dict[str, float | None] = {}
     for key, usage in pods_raw.items():
         if not isinstance(key, str) or key.count("/") != 1:
-            raise _bad(f"{where}.pods", f"keys must be namespace/name, got {key!r}", name)
+            raise _bad(f"{where}.pods", f"keys must be namespace/name, got {shown(key)}", name)
         pods[key] = parse_pod_usage(usage, f"{where}.pods.{key}", name)
         if _is_capped(usage, f"{where}.pods.{key}", name):
             capped[key] = _number(usage.get("cpuCap"), f"{where}.pods.{key}.cpuCap", name)
@@ -207,7 +206,7 @@ def _is_capped(raw: Mapping[str, Any], where: str, name: str) -> bool:
     cap; ``cpuCap`` is the cap then in force and means nothing without it."""
     flag = raw.get("capped", False)
     if not isinstance(flag, bool):
-        raise _bad(f"{where}.capped", f"must be true or false, got {flag!r}", name)
+        raise _bad(f"{where}.capped", f"must be true or false, got {shown(flag)}", name)
     if not flag and raw.get("cpuCap") is not None:
         raise _bad(f"{where}.cpuCap", "is the cap of a capped figure: give it with capped: true, "
                    f"got capped: {flag!r}", name)

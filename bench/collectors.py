@@ -22,7 +22,13 @@ Each pod count of the sweep (50, 250, 500, 1000: the cost should grow linearly) 
 ``ROUNDS`` rounds of bare loop, collector, collector + lc in turn, each in a fresh
 interpreter; the ratio is taken round by round (so a machine that slows down part way
 slows both sides of it) and printed as the median with its range over the rounds.
-``--pods 250`` runs one size.
+``--pods 250`` runs one size. ``--tree PATH`` (repeatable) measures the collector of
+each tree given (the trees' ``agent`` and ``collectors`` on the same fake trees, the same
+bare loop), the trees in turn within each round and their order rotated from round to
+round, so a before/after comparison is side by side in one run.
+
+At the goal size the verdict on the ratio: meets when every round is at most 1.3x,
+fails when every round is above it, undecided otherwise.
 
 Goals (issues 3 and 32): at most 1.3x the bare read loop at 250 pods; peak RSS under 80 MiB.
 """
@@ -45,6 +51,8 @@ from typing import Any
 
 PODS = (50, 250, 500, 1000)
 GOAL_PODS = 250
+GOAL_RATIO = 1.3
+TREE_ENV = "WATERLINE_BENCH_TREE"
 ROUNDS = 3
 CONTAINERS = 3
 LC_TASKS = 2  # tasks per container of a latency-critical pod
@@ -240,6 +248,9 @@ def _per_tick(fn: object, ticks: int) -> float:
 
 def child(version: int, what: str, pods_n: int) -> None:
     """Runs in a fresh interpreter; prints one JSON line."""
+    tree = os.environ.get(TREE_ENV)
+    if tree:  # the collector of another tree (``--tree``); the fake trees are this one's
+        sys.path.insert(0, tree)
     import structlog
 
     structlog.configure(logger_factory=structlog.ReturnLoggerFactory())  # no log I/O
@@ -253,7 +264,7 @@ def child(version: int, what: str, pods_n: int) -> None:
         if what in ("bare", "bare-lc"):
             read = files + lc_files if what == "bare-lc" else files
             seconds = _per_tick(lambda: _bare(read), TICKS)
-            out = {"seconds": seconds, "files": len(read)}
+            out: dict[str, Any] = {"seconds": seconds, "files": len(read)}
         else:
             pods = [
                 Pod(
@@ -282,7 +293,7 @@ def child(version: int, what: str, pods_n: int) -> None:
             )
             seconds = _per_tick(tick, TICKS)
             peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            out = {"seconds": seconds, "rss_mib": peak_kib / 1024}
+            out = {"seconds": seconds, "rss_mib": peak_kib / 1024, "module": sys.modules["collectors.pod_stats"].__file__}
         print(json.dumps(out))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -306,13 +317,36 @@ def _with_lc(collector: Any, pods: list[Any], base: Path, version: int) -> Calla
     return tick
 
 
-def _run(version: int | str, what: str, pods_n: int = GOAL_PODS) -> dict[str, float]:
+def _run(version: int | str, what: str, pods_n: int = GOAL_PODS, tree: Path | None = None) -> dict[str, float]:
     root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, TREE_ENV: str(tree)} if tree is not None else None
     proc = subprocess.run(
         [sys.executable, "-m", "bench.collectors", str(version), what, str(pods_n)],
-        cwd=root, capture_output=True, text=True, check=True,
+        cwd=root, capture_output=True, text=True, check=True, env=env,
     )  # fmt: skip
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _line(version: int, n: int, run: dict[str, list[dict[str, float]]], label: str) -> str:
+    """One size of one tree: the figures of its rounds, the ratios taken round by round."""
+    bare, coll, bare_lc, lc = run["bare"], run["collector"], run["bare-lc"], run["lc"]
+    ratio = [c["seconds"] / b["seconds"] for c, b in zip(coll, bare, strict=True)]
+    goal = f" (goal <= {GOAL_RATIO}x: {verdict(ratio)})" if n == GOAL_PODS else ""
+    text = (f"cgroup v{version} pods={n:>4}{label}: collector "
+            f"{_spread([c['seconds'] * 1e3 for c in coll], '.1f')} ms/tick, bare read loop "
+            f"{_spread([b['seconds'] * 1e3 for b in bare], '.1f')} ms/tick "
+            f"({bare[0]['files']:.0f} files), ratio {_spread(ratio, '.2f')}x{goal}; ")  # fmt: skip
+    if lc:
+        lc_ratio = [x["seconds"] / b["seconds"] for x, b in zip(lc, bare_lc, strict=True)]
+        extra = [(x["seconds"] / c["seconds"] - 1) * 100 for x, c in zip(lc, coll, strict=True)]
+        text += (f"with lc_* {_spread(lc_ratio, '.2f')}x its bare loop "
+                 f"({bare_lc[0]['files']:.0f} files) "
+                 f"(+{_spread(extra, '.0f')}% over the collector: {n // 3 + (n % 3 > 0)} "
+                 f"latency-critical pods); ")  # fmt: skip
+    text += f"peak RSS {max(c['rss_mib'] for c in coll):.1f} MiB"
+    if lc:
+        text += f", with lc_* {max(x['rss_mib'] for x in lc):.1f} MiB"
+    return text + " (goal < 80 MiB)"
 
 
 def _spread(values: list[float], fmt: str) -> str:
@@ -320,12 +354,23 @@ def _spread(values: list[float], fmt: str) -> str:
     return f"{statistics.median(values):{fmt}} [{min(values):{fmt}}-{max(values):{fmt}}]"
 
 
+def verdict(ratios: list[float], goal: float = GOAL_RATIO) -> str:
+    """meets: every round at most the goal; fails: every round above it; else undecided."""
+    if max(ratios) <= goal:
+        return "meets"
+    return "fails" if min(ratios) > goal else "undecided"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench collectors")
     parser.add_argument("--pods", default=",".join(map(str, PODS)),
                         help="comma-separated pod counts (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--tree", type=Path, action="append",
+                        help="the collector of this tree (repeatable: the trees in turn, side by side)")
+    parser.add_argument("--no-lc", action="store_true", help="leave out the lc_* runs (half the time)")
     args = parser.parse_args(argv or [])
+    trees: list[Path | None] = [t.resolve() for t in args.tree] if args.tree else [None]
     if not os.path.isdir("/dev/shm"):
         print("no /dev/shm: skipped")
         return
@@ -335,27 +380,14 @@ def main(argv: list[str] | None = None) -> None:
           "median [range] of the rounds")
     for version in (1, 2):
         for n in sizes:
-            bare, coll, bare_lc, lc = [], [], [], []
-            for _ in range(args.rounds):
-                bare.append(_run(version, "bare", n))
-                coll.append(_run(version, "collector", n))
-                bare_lc.append(_run(version, "bare-lc", n))
-                lc.append(_run(version, "lc", n))
-            ratio = [c["seconds"] / b["seconds"] for c, b in zip(coll, bare, strict=True)]
-            lc_ratio = [x["seconds"] / b["seconds"] for x, b in zip(lc, bare_lc, strict=True)]
-            extra = [(x["seconds"] / c["seconds"] - 1) * 100 for x, c in zip(lc, coll, strict=True)]
-            goal = " (goal <= 1.3x)" if n == GOAL_PODS else ""
-            print(
-                f"cgroup v{version} pods={n:>4}: collector "
-                f"{_spread([c['seconds'] * 1e3 for c in coll], '.1f')} ms/tick, bare read loop "
-                f"{_spread([b['seconds'] * 1e3 for b in bare], '.1f')} ms/tick "
-                f"({bare[0]['files']:.0f} files), ratio {_spread(ratio, '.2f')}x{goal}; "
-                f"with lc_* {_spread(lc_ratio, '.2f')}x its bare loop "
-                f"({bare_lc[0]['files']:.0f} files){goal} "
-                f"(+{_spread(extra, '.0f')}% over the collector: {n // 3 + (n % 3 > 0)} "
-                f"latency-critical pods); peak RSS {max(c['rss_mib'] for c in coll):.1f} MiB, "
-                f"with lc_* {max(x['rss_mib'] for x in lc):.1f} MiB (goal < 80 MiB)"
-            )
+            runs: dict[Path | None, dict[str, list[dict[str, float]]]] = {
+                t: {"bare": [], "collector": [], "bare-lc": [], "lc": []} for t in trees}  # fmt: skip
+            for r in range(args.rounds):
+                for tree in trees[r % len(trees):] + trees[: r % len(trees)]:
+                    for what in ("bare", "collector") if args.no_lc else ("bare", "collector", "bare-lc", "lc"):
+                        runs[tree][what].append(_run(version, what, n, tree))
+            for tree in trees:
+                print(_line(version, n, runs[tree], "" if tree is None else f" [{tree}]"))
     host = _run("node", "host")["seconds"]
     fake = _run("node", "fake")["seconds"]
     print(

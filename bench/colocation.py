@@ -40,10 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from bench.colocation_cases import BURSTABLE, FULL_CASES, Case, chosen_cases
 from devtools.demo.load import load_argv
@@ -51,6 +51,8 @@ from devtools.demo.load import load_argv
 ROOT = Path(__file__).resolve().parent.parent
 NODE = "bench-node"
 NAMESPACE = "bench"
+#: The bench node's CPUs: every pod is pinned to one CPU, so the node is one core.
+NODE_CORES = 1
 #: The limit of the cases the rate is sized for (guaranteed, burstable).
 WEB_LIMIT = 0.6
 #: The rate web's CPU per request is measured at (requests a second), before sizing.
@@ -66,6 +68,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true",
                    help="a smoke run of a few minutes: 2 rounds of 5 s windows after 2 s warm-ups, "
                    "sized over 5 s (unless given); its verdicts are undecided")
+    p.add_argument("--real", action="store_true",
+                   help="on the real node: this host's kubelet (a running `make node`, or one started for "
+                   "the run), Waterline installed from deploy/, the workloads as pods, the policies "
+                   "through the API (bench.colocation_real); with --quick, a short one")
     p.add_argument("--rounds", type=int, default=None, help=f"rounds (default {FULL['rounds']})")
     p.add_argument("--window", type=int, default=None, metavar="S",
                    help=f"seconds of a measured window (default {FULL['window']})")
@@ -108,6 +114,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         from bench.colocation_strategies import FULL_STRATEGIES
 
         args.strategies = ",".join(FULL_STRATEGIES)
+    elif args.strategies is None and args.real:  # every strategy the deployed agent can run
+        from bench.colocation_real import IN_PROCESS_ONLY
+        from bench.colocation_strategies import STRATEGIES
+
+        args.strategies = ",".join(s.key for s in STRATEGIES if s.key not in IN_PROCESS_ONLY)
     if args.cases is None and not args.quick:
         args.cases = FULL_CASES
     problem = check_args(args)
@@ -139,6 +150,9 @@ def check_args(args: argparse.Namespace) -> str | None:
     for flag, attr, ok, need in LIMITS:
         if not ok(getattr(args, attr)):
             return f"{flag} {need}, got {getattr(args, attr)}"
+    if args.line > NODE_CORES:  # the node's usage never reaches it: no rule could trigger
+        return (f"--line {args.line:g} is more than the bench node's {NODE_CORES} core "
+                "(its pods share one CPU): the waterline could never be reached")
     from bench.colocation_cases import unknown_cases
 
     if unknown_cases(args.cases):
@@ -152,6 +166,12 @@ def check_args(args: argparse.Namespace) -> str | None:
     unknown = sorted(set((args.strategies or "").split(",")) - keys - {""})
     if unknown:
         return f"--strategies: unknown {', '.join(unknown)} (known: {', '.join(sorted(keys))})"
+    if args.real:
+        from bench.colocation_real import unsupported
+
+        if unsupported(args.strategies):
+            return (f"--strategies: {', '.join(unsupported(args.strategies))} reshape the engine's decision "
+                    "in process; the deployed agent of --real runs the product's decision only")  # fmt: skip
     return None
 
 
@@ -192,7 +212,7 @@ def objects_for(case: Case, web: Any, batch: Sequence[Any]) -> list[dict[str, An
             resources["requests"]["cpu"] = f"{round(case.request * 1000)}m"
         manifests.append(manifest)
     node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
-            "status": {"allocatable": {"cpu": "1", "memory": "4Gi", "pods": "110"}}}  # fmt: skip
+            "status": {"allocatable": {"cpu": str(NODE_CORES), "memory": "4Gi", "pods": "110"}}}  # fmt: skip
     return [node, *manifests]
 
 
@@ -258,17 +278,41 @@ class KernelTick:
     other_busy: float = 0.0  # the other CPUs' mean busy share over the tick
 
 
-class Kernel:
-    """The kernel's per-tick figures for the bench's pods, read straight from the files."""
+class PodFiles(Protocol):
+    """Where the kernel keeps one pod's figures: its cgroup's CPU time (``cpuacct.usage``)
+    and its container's ``cpu.stat`` (the quota's periods and throttling)."""
 
-    def __init__(self, tree: Any, pods: Sequence[Any], cpu: int) -> None:
-        self.tree, self.pods, self.cpu = tree, list(pods), cpu
+    def cpu_seconds(self) -> float: ...
+
+    def cpu_stat(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class TreePod:
+    """A pod of the hand-made tree, as ``PodFiles``."""
+
+    tree: Any
+    pod: Any
+
+    def cpu_seconds(self) -> float:
+        return float(self.tree.cpu_seconds(self.pod))
+
+    def cpu_stat(self) -> str:
+        return str(self.tree.read(self.tree.cpu_root, self.pod.container_rel(self.tree.kubelet_root), "cpu.stat"))
+
+
+class Kernel:
+    """The kernel's per-tick figures for the bench's pods (by name: ``web`` and the batch
+    pods), read straight from the files; the same for the hand-made tree and the real
+    node's pods."""
+
+    def __init__(self, pods: Mapping[str, PodFiles], cpu: int) -> None:
+        self.pods, self.cpu = dict(pods), cpu
         self.server_pid: int | None = None
         self.last: dict[str, Any] | None = None
 
-    def _stat(self, pod: Any) -> tuple[int, int, int]:
-        text = self.tree.read(self.tree.cpu_root, pod.container_rel(self.tree.kubelet_root), "cpu.stat")
-        fields = dict(line.split() for line in text.splitlines())
+    def _stat(self, name: str) -> tuple[int, int, int]:
+        fields = dict(line.split() for line in self.pods[name].cpu_stat().splitlines())
         return int(fields["nr_periods"]), int(fields["nr_throttled"]), int(fields["throttled_time"])
 
     def _cpu_lines(self) -> dict[int, tuple[int, int, int]]:
@@ -286,8 +330,8 @@ class Kernel:
 
     def read(self) -> dict[str, Any]:
         now = time.monotonic()
-        usage = {p.name: self.tree.cpu_seconds(p) for p in self.pods}
-        stats = {p.name: self._stat(p) for p in self.pods}
+        usage = {name: files.cpu_seconds() for name, files in self.pods.items()}
+        stats = {name: self._stat(name) for name in self.pods}
         delay = None
         if self.server_pid is not None:
             path = f"/proc/{self.server_pid}/schedstat"
@@ -340,8 +384,34 @@ class Window:
     slot: int
     warm_start: float
     kernel: list[KernelTick] = field(default_factory=list)
-    agent: list[Any] = field(default_factory=list)  # TickOutcome
+    agent: list[AgentTick] = field(default_factory=list)
     iterations: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AgentTick:
+    """What the agent said at a tick, beside the kernel's figures: from its tick's outcome
+    (hand-made tree: the loop runs here) or from its /metrics (real node: its pod)."""
+
+    batch: float  # the batch pods' CPU, cores, as the agent measured it
+    wait: float | None  # lc_cpu_wait_ratio, %
+    node: float | None  # cpu_total_usage
+    actions: int  # actions decided since the previous tick
+    caps: dict[str, float]  # batch pod name -> the cap the agent holds, cores
+    isolated: dict[str, int] = field(default_factory=dict)  # CPU class -> pods the agent holds in it
+
+
+def agent_tick(outcome: Any, batch: Sequence[str]) -> AgentTick:
+    """An ``AgentTick`` from the loop's ``TickOutcome``."""
+    report = outcome.report
+    return AgentTick(
+        batch=sum((u.cpu or 0.0) for key, u in outcome.usage.items() if key.split("/", 1)[1] in batch),
+        wait=None if report is None else report.usage.get("lc_cpu_wait_ratio"),
+        node=None if report is None else report.usage.get("cpu_total_usage"),
+        actions=0 if report is None else len(report.actions),
+        caps={key.split("/", 1)[1]: v for key, v in outcome.caps.items()},
+        isolated={cls: len(pods) for cls, pods in outcome.isolated.items()},
+    )
 
 
 def window_record(w: Window, warmup: int, records: Sequence[tuple[float, float]], batch: Sequence[str],
@@ -355,8 +425,7 @@ def window_record(w: Window, warmup: int, records: Sequence[tuple[float, float]]
     lo = bisect.bisect_left(records, start, key=lambda r: r[0])
     hi = bisect.bisect_left(records, end, key=lambda r: r[0])
     ticks = []
-    for i, (k, outcome) in enumerate(zip(w.kernel, w.agent, strict=True)):
-        report = outcome.report
+    for i, (k, a) in enumerate(zip(w.kernel, w.agent, strict=True)):
         ticks.append({
             "t": round(k.at - w.warm_start, 3), "dt": round(k.dt, 4), "in_window": i >= warmup,
             "web": round(k.cpu["web"], 5), "batch": {b: round(k.cpu[b], 5) for b in batch},
@@ -366,12 +435,9 @@ def window_record(w: Window, warmup: int, records: Sequence[tuple[float, float]]
             "batch_periods": sum(k.periods[b] for b in batch),
             "batch_throttled": sum(k.throttled[b] for b in batch),
             "batch_throttled_s": round(sum(k.throttled_s[b] for b in batch), 5),
-            "agent_batch": round(sum((u.cpu or 0.0) for key, u in outcome.usage.items()
-                                     if key.split("/", 1)[1] in batch), 5),
-            "agent_wait": None if report is None else report.usage.get("lc_cpu_wait_ratio"),
-            "agent_node": None if report is None else report.usage.get("cpu_total_usage"),
-            "actions": 0 if report is None else len(report.actions),
-            "caps": {key.split("/", 1)[1]: round(v, 4) for key, v in outcome.caps.items()},
+            "agent_batch": round(a.batch, 5), "agent_wait": a.wait, "agent_node": a.node,
+            "actions": a.actions, "caps": {name: round(v, 4) for name, v in a.caps.items()},
+            "isolated": a.isolated,
         })  # fmt: skip
     return {
         "case": w.case, "window": w.key, "round": w.round, "slot": w.slot,
@@ -421,7 +487,8 @@ class Bench:
         kubelet_shares(self.tree, case, web, self.batch, self.args.weight)
         if self.server is not None:
             move_into(self.tree, self.server.pid, web)
-        self.kernel = Kernel(self.tree, [web, *self.batch], self.cpu)
+        pods = {"web": TreePod(self.tree, web), **{p.name: TreePod(self.tree, p) for p in self.batch}}
+        self.kernel = Kernel(pods, self.cpu)
         self.kernel.server_pid = None if self.server is None else self.server.pid
 
     def source(self, case: Case, rules: list[dict[str, Any]]) -> Callable[[], Any]:
@@ -466,7 +533,7 @@ class Bench:
             if outcome.seq == 1 or tick is None:
                 return  # the first tick runs at the warm-up's start: it only sets the counters
             out.kernel.append(tick)
-            out.agent.append(outcome)
+            out.agent.append(agent_tick(outcome, [p.name for p in self.batch]))
 
         loop.publishers.append(record)
         time.sleep(max(0.0, warm_start - time.monotonic()))
@@ -485,6 +552,42 @@ class Bench:
         self.release()
         time.sleep(args.settle)
         return out
+
+    @property
+    def batch_names(self) -> list[str]:
+        return [p.name for p in self.batch]
+
+    def calibrate(self) -> int:
+        return calibrate(self.cpu, self.args.work_ms)
+
+    def measure(self, rate: float, iterations: int, seconds: float) -> Any:
+        return measure(self, rate, iterations, seconds)
+
+    def serve(self, case: Case, rate: float, iterations: int) -> None:
+        """The case's pods in place and the one server in its web pod (started the first
+        time: its arrivals run on from window to window, case to case)."""
+        self.use_case(case)
+        if self.server is not None:
+            return
+        path = os.path.join(self.state, "web.records")
+        self.server = start_process(self.tree, self.webs[case.key], "web",
+                                    load_argv("lc", self.cpu, rate, iterations, self.args.seed, path))  # fmt: skip
+        assert self.kernel is not None
+        self.kernel.server_pid = self.server.pid
+        time.sleep(1.0)  # the server's start-up is nobody's latency
+
+    def finish(self) -> list[tuple[float, float]]:
+        """The server stopped; every request it served, (arrival, response)."""
+        from devtools.demo.load import read_records
+
+        self.tree.stop("web")
+        path = os.path.join(self.state, "web.records")
+        records = read_records(path)
+        os.unlink(path)
+        return records
+
+    def describe(self) -> dict[str, Any]:
+        return {}
 
     def release(self) -> None:
         """Every cap and mark handed back, as the local agent does when it exits."""
@@ -584,57 +687,73 @@ def measure(bench: Bench, rate: float, iterations: int, seconds: float) -> Any:
     return Sizing(seconds=t1 - t0, requests=requests, cpu_s=used)
 
 
-def run(args: argparse.Namespace, bench: Bench, out: str) -> dict[str, Any]:
+class Backend(Protocol):
+    """Where the pods are: the hand-made tree (``Bench``) or the real node
+    (``bench.colocation_real.RealBench``). The run, the protocol and the records are the
+    same for both."""
+
+    cpu: int
+    cases: list[Case]
+
+    def calibrate(self) -> int: ...
+
+    def measure(self, rate: float, iterations: int, seconds: float) -> Any: ...
+
+    def prepare(self, case: Case, cpu_per_request: float, rate: float) -> Case: ...
+
+    def serve(self, case: Case, rate: float, iterations: int) -> None: ...
+
+    def run_window(self, window: Any, case: Case, round_: int, slot: int) -> Window: ...
+
+    def finish(self) -> list[tuple[float, float]]: ...
+
+    def describe(self) -> dict[str, Any]: ...
+
+    @property
+    def batch_names(self) -> list[str]: ...
+
+
+def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
     """Sizing, then every round: per case, every window in the round's rotated order.
     Writes ``windows.jsonl`` as it goes and returns the run's description."""
-    from bench.colocation_protocol import rate_for, rotated
+    from bench.colocation_protocol import drained, rate_for, rotated
     from bench.colocation_strategies import BASELINES
-    from devtools.demo.load import read_records
 
     started = time.monotonic()
     windows = [*BASELINES, *chosen(args)]
-    iterations = calibrate(bench.cpu, args.work_ms)
+    iterations = bench.calibrate()
     progress(f"sizing: web alone, no limit, {args.sizing:g} s")
-    sizing = measure(bench, SIZING_RATE, iterations, args.sizing)
+    sizing = bench.measure(SIZING_RATE, iterations, args.sizing)
     rate = args.rate or rate_for(sizing.cpu_per_request, WEB_LIMIT)
     cases = bench.cases = [bench.prepare(c, sizing.cpu_per_request, rate) for c in chosen_cases(args.cases)]
-    path = os.path.join(bench.state, "web.records")
-    bench.use_case(cases[0])
-    first = bench.webs[cases[0].key]
-    bench.server = start_process(bench.tree, first, "web",
-                                 load_argv("lc", bench.cpu, rate, iterations, args.seed, path))  # fmt: skip
-    bench.kernel.server_pid = bench.server.pid  # type: ignore[union-attr]
-    time.sleep(1.0)  # the server's start-up is nobody's latency
     ran: list[Window] = []
     total = args.rounds * len(cases) * len(windows)
     for round_ in range(args.rounds):
         for case in cases:
-            bench.use_case(case)
+            bench.serve(case, rate, iterations)
             for slot, key in enumerate(rotated([w.key for w in windows], round_)):
                 window = next(w for w in windows if w.key == key)
                 progress(f"round {round_ + 1}/{args.rounds}, {case.key}: {window.label} ({len(ran) + 1}/{total})")
                 ran.append(bench.run_window(window, case, round_, slot))
-    bench.tree.stop("web")
-    records = read_records(path)
-    os.unlink(path)
-    from bench.colocation_protocol import drained
-
+    records = bench.finish()
     with open(os.path.join(out, "windows.jsonl"), "w", encoding="utf-8") as f:
         for w in ran:
-            rec = window_record(w, args.warmup, records, [p.name for p in bench.batch],
+            rec = window_record(w, args.warmup, records, bench.batch_names,
                                 drained(records, w.warm_start - args.settle - 0.2, w.warm_start))  # fmt: skip
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
     return {
-        "mode": "quick" if args.quick else "tree", "args": {k: v for k, v in vars(args).items()},
+        "mode": "real" if args.real else "quick" if args.quick else "tree",
+        "args": {k: v for k, v in vars(args).items()},
         "cpu": bench.cpu, "rate": rate, "rate_sized": args.rate is None, "web_limit": WEB_LIMIT,
         "sizing": {"seconds": sizing.seconds, "requests": sizing.requests, "cpu_s": sizing.cpu_s},
         "cases": [{"key": c.key, "label": c.label, "request": c.request, "limit": c.limit,
                    "qos": c.qos, "near_limit": c.near_use is not None} for c in cases],
         "windows": [{"key": w.key, "label": w.label, "baseline": w.baseline,
                      "batch_cores": sum(w.demand)} for w in windows],
-        "batch": [p.name for p in bench.batch],
+        "batch": bench.batch_names,
         "minutes": (time.monotonic() - started) / 60,
         "machine": machine(),
+        **bench.describe(),
     }  # fmt: skip
 
 
@@ -667,7 +786,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.replot is not None:
         render(args.replot)
         return
+    setup: Callable[..., contextlib.AbstractContextManager[Backend]] = bench_setup
     found = preflight()
+    if args.real:
+        from bench.colocation_real import preflight as real_preflight
+        from bench.colocation_real import real_setup
+
+        found, setup = real_preflight(), real_setup
     if isinstance(found, str):
         print(f"skipped: {found}")
         return
@@ -679,7 +804,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from devtools.demo.live import terminate_as_interrupt
 
     try:  # Ctrl-C, SIGTERM and SIGHUP end the run through the clean-up (processes, cgroups)
-        with terminate_as_interrupt(), bench_setup(args, *found) as bench:
+        with terminate_as_interrupt(), setup(args, *found) as bench:
             described = run(args, bench, out)
     except KeyboardInterrupt:
         print(f"interrupted: every process and cgroup of the run removed; no report ({out})",

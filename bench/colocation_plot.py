@@ -5,7 +5,8 @@ as the median) and the batch pods' kernel CPU over the warm-up and the measured 
 
 Self-contained HTML with inline SVG, like the project's HTML report: no plotting library.
 A PNG of the same page is taken by a headless chromium where one is installed
-(``chromium --headless --screenshot``); where none is, the HTML is all, and it says so.
+(``chromium --headless --screenshot``, the window sized to the whole page as chromium lays
+it out: ``page_size``); where none is, the HTML is all, and it says so.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import html
 import math
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -21,6 +23,9 @@ from typing import Any
 from bench.colocation_stats import nearest_rank
 
 W, H, PAD = 560, 300, 48
+#: The page's widest: a report line longer than this wraps (in the HTML and the PNG alike)
+#: rather than widening the picture to its one longest line.
+PAGE_WIDTH = 1100
 COLOURS = ("#222222", "#999999", "#66aadd", "#d62728", "#ff7f0e", "#2ca02c", "#9467bd",
            "#8c564b", "#e377c2", "#17becf")  # fmt: skip
 MAX_NINES = 4.0
@@ -110,9 +115,9 @@ def case_html(case: dict[str, Any], run: dict[str, Any], windows: Sequence[dict[
 def page(run: dict[str, Any], windows: Sequence[dict[str, Any]], report: str) -> str:
     body = "".join(case_html(c, run, windows) for c in run["cases"])
     return ("<!doctype html><meta charset='utf-8'><title>co-location benchmark</title>"
-            "<body style='font-family:sans-serif;max-width:1100px'>"
+            f"<body style='font-family:sans-serif;max-width:{PAGE_WIDTH}px'>"
             f"<h1>co-location benchmark ({html.escape(run['mode'])})</h1>{body}"
-            f"<h2>report</h2><pre style='font-size:10px'>{html.escape(report)}</pre></body>")  # fmt: skip
+            f"<h2>report</h2><pre style='font-size:10px;white-space:pre-wrap'>{html.escape(report)}</pre></body>")  # fmt: skip
 
 
 def chromium() -> str | None:
@@ -132,11 +137,45 @@ def write_pictures(directory: str, run: dict[str, Any], windows: Sequence[dict[s
     if browser is None:
         return [*lines, "no PNG: no chromium here (the HTML is self-contained)"]
     shot = os.path.join(directory, "colocation.png")
-    height = 140 + (2 * H + 140) * len(run["cases"])
     try:
-        subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",  # noqa: S603
-                        f"--screenshot={shot}", f"--window-size={W + 260},{height}", f"file://{os.path.abspath(path)}"],
-                       capture_output=True, timeout=120, check=True)  # fmt: skip
-    except (OSError, subprocess.SubprocessError) as err:
+        width, height = page_size(browser, path, PAGE_WIDTH + 16)  # the body's margins
+        _chromium(browser, f"--screenshot={shot}", f"--window-size={width},{height}", path)
+    except (OSError, ValueError, subprocess.SubprocessError) as err:
         return [*lines, f"no PNG: chromium failed ({err})"]
     return [*lines, f"picture: {shot}"]
+
+
+#: Written into a copy of the page, after its body: the page's whole size, on the root.
+_MEASURE = ("<script>document.documentElement.setAttribute('data-size', "
+            "document.documentElement.scrollWidth + 'x' + document.documentElement.scrollHeight)</script>")  # fmt: skip
+_SIZE = re.compile(r'data-size="(\d+)x(\d+)"')
+
+
+def page_size(browser: str, path: str, width: int) -> tuple[int, int]:
+    """The whole page's size in CSS pixels, laid out ``width`` wide (wider where a line of
+    the report does not fit). ``--screenshot`` takes the window, not the page: a window
+    sized by guess cut the report off. The same chromium lays out a copy of the page that
+    writes its scroll size into the DOM (``--dump-dom``); raises ValueError when it does
+    not say."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    probe = f"{path}.measure.html"
+    with open(probe, "w", encoding="utf-8") as f:
+        f.write(text + _MEASURE)
+    try:
+        dom = _chromium(browser, "--dump-dom", f"--window-size={width},{H}", probe)
+    finally:
+        os.remove(probe)
+    found = _SIZE.search(dom)
+    if found is None:
+        raise ValueError("chromium did not lay the page out (no size in its DOM)")
+    return max(width, int(found[1])), int(found[2])
+
+
+def _chromium(browser: str, *args: str) -> str:
+    """Run headless chromium on a local page (the last argument); its standard output."""
+    *flags, page = args
+    done = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",  # noqa: S603
+                           *flags, f"file://{os.path.abspath(page)}"],
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    return done.stdout

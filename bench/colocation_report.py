@@ -223,8 +223,8 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
         for r in s.rows:
             ratio = (lambda q, r=r: r.ratio[q].text() if q in r.ratio else "(baseline)")  # noqa: E731
 
-            lines.append(f"{r.label:<30}{r.requests:>8}{r.ms['p50'].text('{:.2f}'):>22}"
-                         f"{r.ms['p99'].text('{:.1f}'):>22}{r.ms['p999'].text('{:.1f}'):>22}"
+            lines.append(f"{r.label:<30}{r.requests:>8} {r.ms['p50'].text('{:.2f}'):>21} "
+                         f"{r.ms['p99'].text('{:.1f}'):>21} {r.ms['p999'].text('{:.1f}'):>21}"
                          f"{ratio('p99'):>20}{ratio('p999'):>20}")  # fmt: skip
         lines += ["", f"{'window':<30}{'BE kept % (kernel)':>22}{'BE % of spare':>22}{'BE iter %':>22}"
                   f"{'util %':>8}{'web ms/req':>11}{'web thr %':>10}{'steal %':>8}{'other CPU %':>12}"
@@ -255,7 +255,7 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
               "the bench CPU's busy share; web thr % = web's CFS periods throttled; steal % = time "
               "the hypervisor took; other CPU % = the busy share of the machine's other CPU(s); "
               "undrained = windows whose pause did not empty web's queue first"]  # fmt: skip
-    if run["mode"] == "quick":
+    if run["mode"] == "quick" or run["args"].get("quick"):
         lines.append("--quick: a smoke run; its verdicts are undecided by design, its figures are not a measurement")
     return "\n".join(lines) + "\n"
 
@@ -270,8 +270,12 @@ def _header(run: dict[str, Any]) -> list[str]:
     a, sz = run["args"], run["sizing"]
     cpr = sz["cpu_s"] / sz["requests"] * 1e3 if sz["requests"] else math.nan
     m = run.get("machine", {})
+    real = run.get("real")
+    where = (f"on the real node {real['node']} (kubelet {real['kubelet']}; the pods pinned to CPU {run['cpu']}, "
+             f"the load from the host's other CPUs)" if real
+             else f"on real cgroup v1, CPU {run['cpu']} as a one-core node")  # fmt: skip
     return [
-        f"co-location ({run['mode']}) on real cgroup v1, CPU {run['cpu']} as a one-core node: "
+        f"co-location ({run['mode']}) {where}: "
         f"{a['rounds']} rounds x {len(run['cases'])} cases x {len(run['windows'])} windows "
         f"({a['warmup']} s warm-up + {a['window']} s measured each, order rotated each round); "
         f"{run['minutes']:.1f} min; {m.get('date', '')}, load average {_loadavg(m)}",

@@ -36,8 +36,16 @@ the peak RSS it logs when it stops (``max_rss_mib``), as docs/install.md measure
 ``--python PATH`` runs the agent with another interpreter (a venv of
 requirements/runtime.lock only, as the image has: no dev tools imported by accident).
 
-The agent as the DaemonSet on a real node (``make node``) is not part of this: that node
-is one per machine and was reserved to others when this was written.
+``--real`` soaks the agent as the DaemonSet runs it on a real node instead: this host
+joined to the cluster as ``make node`` does (devtools.cluster.node: containerd, the kubelet,
+kube-proxy; root; one per host), hack/node/overlay installed (deploy/ for cgroup v1 with the
+cgroupfs driver, the image loaded from the local engine: ``--image`` runs another local
+image under the project's name), ``--real-pods`` (default 6) pause pods of a ReplicaSet on
+it, ``--churn`` (default 2) of them replaced a minute, the same policy, edits and restart.
+The figures are read from the DaemonSet pod's process on this host (the pod has hostPID:
+the container's process, found by its container id in /proc/*/cgroup), the ticks from its
+/metrics on the pod's address, the watch faults from ``kubectl logs``; the agent reads real
+cgroups here, of real pods. The node is taken down at the end, whatever happened.
 """
 
 from __future__ import annotations
@@ -54,11 +62,11 @@ import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from agent.kube.deleting import delete
 from agent.kube.resources import PODS
-from devtools.harness.agent_env import QOS, Pool
+from devtools.harness.agent_env import POOL_LABEL, QOS, Pool
 from devtools.harness.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
 from devtools.harness.cluster import start as start_cluster
 from devtools.harness.fake_cgroups import FakeTree
@@ -92,6 +100,44 @@ def slope(xs: list[float], ys: list[float]) -> tuple[float, float]:
 # -- the agent process --------------------------------------------------------------
 
 
+class Sampled(Protocol):
+    """An agent the soak samples: its own process (kwok) or the DaemonSet's (real node)."""
+
+    def sample(self) -> dict[str, Any]: ...
+
+    def running(self) -> bool: ...
+
+
+def process_figures(pid: int) -> dict[str, Any]:
+    """RSS, peak RSS, threads, open descriptors and CPU seconds of a process, from /proc."""
+    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+    stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tck = os.sysconf("SC_CLK_TCK")
+    return {
+        "rss_mib": int(status["VmRSS"].split()[0]) / 1024,
+        "hwm_mib": int(status["VmHWM"].split()[0]) / 1024,
+        "threads": int(status["Threads"]),
+        "fds": len(os.listdir(f"/proc/{pid}/fd")),
+        "cpu_seconds": (int(stat[11]) + int(stat[12])) / tck,
+    }
+
+
+def ticks_of(url: str) -> float | None:
+    """waterline_ticks_total summed, from an agent's /metrics; None when it does not answer."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310
+            text = r.read().decode()
+    except OSError:
+        return None
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("waterline_ticks_total{"))  # fmt: skip
+
+
+def count_events(lines: Sequence[str], event: str) -> int:
+    """Lines of a JSON log whose event starts with ``event``."""
+    return sum(f'"event": "{event}' in line or f'"event":"{event}' in line for line in lines)
+
+
 class AgentProcess:
     """``python -m agent agent`` in cluster mode on a fake cgroup tree; /metrics on a port."""
 
@@ -111,34 +157,13 @@ class AgentProcess:
                                      stderr=log.open("ab"))  # fmt: skip
 
     def sample(self) -> dict[str, Any]:
-        pid = self.proc.pid
-        status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
-        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        tck = os.sysconf("SC_CLK_TCK")
-        return {
-            "rss_mib": int(status["VmRSS"].split()[0]) / 1024,
-            "hwm_mib": int(status["VmHWM"].split()[0]) / 1024,
-            "threads": int(status["Threads"]),
-            "fds": len(os.listdir(f"/proc/{pid}/fd")),
-            "cpu_seconds": (int(stat[11]) + int(stat[12])) / tck,
-            "ticks": self.ticks(),
-            "watch_faults": self.count("watch failed"),
-            "watch_recovered": self.count("watch recovered"),
-        }
+        lines = self.log.read_text(errors="replace").splitlines()
+        return {**process_figures(self.proc.pid), "ticks": ticks_of(f"http://127.0.0.1:{self.port}/metrics"),
+                "watch_faults": count_events(lines, "watch failed"),
+                "watch_recovered": count_events(lines, "watch recovered")}  # fmt: skip
 
-    def ticks(self) -> float | None:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:  # noqa: S310
-                text = r.read().decode()
-        except OSError:
-            return None
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("waterline_ticks_total{"))  # fmt: skip
-
-    def count(self, event: str) -> int:
-        needle = f'"event": "{event}'
-        with self.log.open(errors="replace") as f:
-            return sum(needle in line or f'"event":"{event}' in line for line in f)
+    def running(self) -> bool:
+        return self.proc.poll() is None
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -148,6 +173,122 @@ class AgentProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+AGENT_LABEL = "app.kubernetes.io/name=waterline-agent"
+#: What a user of this host installs on the real node (deploy/ for cgroup v1, pinned to it).
+REAL_OVERLAY = ROOT / "hack" / "node" / "overlay"
+#: The agent's state on the host (deploy/daemonset.yaml's hostPath): a new node starts clean.
+STATE_DIR = Path("/var/lib/waterline")
+STATE_FILES = ("cpu-quota.json", "objects.json", "evictions.json")
+
+
+class DaemonSetAgent:
+    """The DaemonSet's agent on the real node, sampled as ``AgentProcess`` is: its
+    container's process (found by the container id in /proc/*/cgroup: the pod runs with
+    hostPID, so the process is this host's), /metrics on the pod's address, its log through
+    ``kubectl logs``. A restarted container is found again and counted."""
+
+    def __init__(self, kube: RealCluster, node: str, log: Path) -> None:
+        self.kube, self.node, self.log = kube, node, log
+        self.pid, self.ip, self.pod, self.restarts = 0, "", "", 0
+        self._find()
+
+    def _find(self, timeout: float = 120) -> None:
+        self.pod = self.kube.wait_for_pod(NAMESPACE, f"spec.nodeName={self.node}", AGENT_LABEL, timeout)
+        pod = json.loads(self.kube.kubectl("-n", NAMESPACE, "get", "pod", self.pod, "-o", "json").stdout)
+        status = next(c for c in pod["status"]["containerStatuses"] if c["name"] == "agent")
+        self.ip, self.restarts = pod["status"]["podIP"], int(status.get("restartCount", 0))
+        self.pid = agent_pid(status["containerID"].split("://", 1)[1])
+
+    def sample(self) -> dict[str, Any]:
+        if not Path(f"/proc/{self.pid}").exists():
+            self._find()
+        lines = self.kube.kubectl("-n", NAMESPACE, "logs", self.pod, "-c", "agent", check=False).stdout.splitlines()
+        self.log.write_text("\n".join(lines) + "\n")
+        return {**process_figures(self.pid), "ticks": ticks_of(f"http://{self.ip}:9108/metrics"),
+                "watch_faults": count_events(lines, "watch failed"),
+                "watch_recovered": count_events(lines, "watch recovered"),
+                "restarts": self.restarts, "pid": self.pid}  # fmt: skip
+
+    def running(self) -> bool:
+        return True  # the kubelet restarts it; sample() finds it again
+
+
+def agent_pid(container_id: str, proc: Path = Path("/proc")) -> int:
+    """The agent's process in a container: the oldest process (lowest pid) in the
+    container's cgroup whose command line says ``agent``."""
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if container_id not in (entry / "cgroup").read_text():
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile
+        if b"agent" in argv:
+            found.append(int(entry.name))
+    if not found:
+        raise RuntimeError(f"no agent process in container {container_id}")
+    return min(found)
+
+
+def _stale_state() -> None:
+    for name in STATE_FILES:
+        (STATE_DIR / name).unlink(missing_ok=True)
+
+
+def real_soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> None:
+    """The soak of the DaemonSet's agent on this host as a real node (``make node``'s
+    RealNode), installed from hack/node/overlay, with ``--real-pods`` pause pods churning."""
+    from devtools.cluster.images import PAUSE_IMAGE, default_images, save_images
+    from devtools.cluster.node import LABELS, RealNode, missing_prerequisites
+
+    problems = missing_prerequisites(BIN)
+    if problems:
+        print("no real node here: " + "; ".join(problems) + "; nothing measured")
+        return
+    project, _ = default_images()
+    local = args.image or project
+    node = RealNode(kube.cluster, images=save_images([local], kube.cluster))
+    _stale_state()
+    node.up(timeout=600)
+    pool: Pool | None = None
+    try:
+        if local != project:  # deploy/ runs the project's name: that image under it
+            node.ctr("images", "tag", "--force", local, project)
+        kube.kubectl("apply", "-k", str(REAL_OVERLAY))
+        kube.kubectl("-n", NAMESPACE, "rollout", "status", "daemonset/waterline-agent", "--timeout", "300s",
+                     timeout=320)  # fmt: skip
+        pool = Pool(kube, "soak-real")
+        kube.kubectl("label", "node", node.name, f"{POOL_LABEL}={pool.namespace}", "--overwrite")
+        kube.apply([{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "churn", "namespace": pool.namespace},
+            "spec": {"replicas": args.real_pods, "selector": {"matchLabels": {"app": "churn"}},
+                     "template": {"metadata": {"labels": {"app": "churn"}},
+                                  "spec": {"nodeSelector": dict(LABELS), "terminationGracePeriodSeconds": 1,
+                                           "containers": [{"name": "main", "image": PAUSE_IMAGE,
+                                                           "imagePullPolicy": "Never"}]}}},
+        }])  # fmt: skip
+        pool.running("churn", args.real_pods, timeout=300)
+        policy = _policy(pool, "40")
+        _policy(pool, "40", name=policy)
+        agent = DaemonSetAgent(kube, node.name, out / "agent.log")
+        print(f"the agent: pod {agent.pod}, pid {agent.pid}, image {local}")
+        _run(kube, args, out, agent, pool, policy,
+             f"the DaemonSet's agent on the real node {node.name}, {args.real_pods} real pods")  # fmt: skip
+    finally:
+        try:
+            kube.kubectl("delete", "-k", str(REAL_OVERLAY), "--ignore-not-found", "--wait", "--timeout", "300s",
+                         check=False, timeout=330)  # fmt: skip
+            if pool is not None:
+                pool.close()
+        finally:
+            node.down()
+            _stale_state()
 
 
 def _free_port() -> int:
@@ -290,6 +431,7 @@ def summarize(samples: list[dict[str, Any]], minutes: float, pods: int) -> str:
         f"fds {min(s['fds'] for s in samples)}-{max(s['fds'] for s in samples)}, threads "
         f"{min(s['threads'] for s in samples)}-{max(s['threads'] for s in samples)}, watch "
         f"faults {samples[-1]['watch_faults']}, recovered {samples[-1]['watch_recovered']}"
+        + (f", agent restarts {samples[-1]['restarts']}" if "restarts" in samples[-1] else "")
     )
 
 
@@ -300,6 +442,19 @@ def soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> N
     _policy(pool, "40", name=policy)  # the second rule, by the same path as the edits
     agent = AgentProcess(args.python, _agent_kubeconfig(kube, node, args.minutes), node, tmp,
                          out / "agent.log")
+    try:
+        _run(kube, args, out, agent, pool, policy, f"{args.pods} pods on {node}")
+    finally:
+        agent.stop()
+        pool.close()
+    if agent.proc.returncode not in (0, -15, None):
+        print(f"the agent exited with {agent.proc.returncode}: see {out / 'agent.log'}")
+
+
+def _run(kube: RealCluster, args: argparse.Namespace, out: Path, agent: Sampled, pool: Pool,
+         policy: str, what: str) -> None:  # fmt: skip
+    """The soak's schedule around a running agent: samples, churn, policy edits, the API
+    server restart at half time; then the summary and the plots."""
     samples: list[dict[str, Any]] = []
     marks: list[tuple[float, str]] = []
     start = time.monotonic()
@@ -310,44 +465,41 @@ def soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) -> N
     churned = 0
     next_sample = start + 5
     next_churn = start + 60
-    print(f"soak: {args.pods} pods on {node}, {args.minutes} min, churn {args.churn}/min, "
+    print(f"soak: {what}, {args.minutes} min, churn {args.churn}/min, "
           f"a sample every {args.sample} s; records in {out}")
-    try:
-        with (out / "samples.jsonl").open("w") as f:
-            while time.monotonic() < end and agent.proc.poll() is None:
-                now = time.monotonic()
-                if now >= next_sample:
-                    s = {"t_min": (now - start) / 60, **agent.sample(), "churned": churned}
-                    if samples and s["ticks"] and samples[-1].get("ticks"):
-                        dt = s["ticks"] - samples[-1]["ticks"]
-                        s["cpu_per_tick_ms"] = ((s["cpu_seconds"] - samples[-1]["cpu_seconds"])
-                                                / dt * 1e3 if dt > 0 else None)  # fmt: skip
-                    samples.append(s)
-                    f.write(json.dumps(s) + "\n")
-                    f.flush()
-                    print(f"  {s['t_min']:6.1f} min rss {s['rss_mib']:.1f} MiB fds {s['fds']} "
-                          f"threads {s['threads']} ticks {s['ticks']} cpu/tick "
-                          f"{s.get('cpu_per_tick_ms') or 0:.2f} ms watch faults {s['watch_faults']}",
-                          flush=True)  # fmt: skip
-                    next_sample += args.sample
-                if args.churn and now >= next_churn:
-                    churned += _churn(pool, args.churn)
-                    next_churn += 60
-                if edits and now >= edits[0]:
-                    edits.pop(0)
-                    _policy(pool, str(30 + 5 * len(edits)), name=policy)
-                    marks.append(((now - start) / 60, "policy edit"))
-                if not restarted and now >= restart_at:
-                    restarted = True
-                    marks.append(((now - start) / 60, "apiserver restart"))
-                    kube.restart_apiserver()
-                time.sleep(1)
-    finally:
-        agent.stop()
-        pool.close()
-    if agent.proc.returncode not in (0, -15, None):
-        print(f"the agent exited with {agent.proc.returncode}: see {out / 'agent.log'}")
-    summary = summarize(samples, args.minutes, args.pods)
+    with (out / "samples.jsonl").open("w") as f:
+        while time.monotonic() < end and agent.running():
+            now = time.monotonic()
+            if now >= next_sample:
+                s = {"t_min": (now - start) / 60, **agent.sample(), "churned": churned}
+                if samples and s["ticks"] and samples[-1].get("ticks"):
+                    dt = s["ticks"] - samples[-1]["ticks"]
+                    s["cpu_per_tick_ms"] = ((s["cpu_seconds"] - samples[-1]["cpu_seconds"])
+                                            / dt * 1e3 if dt > 0 else None)  # fmt: skip
+                samples.append(s)
+                f.write(json.dumps(s) + "\n")
+                f.flush()
+                print(f"  {s['t_min']:6.1f} min rss {s['rss_mib']:.1f} MiB fds {s['fds']} "
+                      f"threads {s['threads']} ticks {s['ticks']} cpu/tick "
+                      f"{s.get('cpu_per_tick_ms') or 0:.2f} ms watch faults {s['watch_faults']}",
+                      flush=True)  # fmt: skip
+                next_sample += args.sample
+            if args.churn and now >= next_churn:
+                churned += _churn(pool, args.churn)
+                next_churn += 60
+            if edits and now >= edits[0]:
+                edits.pop(0)
+                _policy(pool, str(30 + 5 * len(edits)), name=policy)
+                marks.append(((now - start) / 60, "policy edit"))
+            if not restarted and now >= restart_at:
+                restarted = True
+                marks.append(((now - start) / 60, "apiserver restart"))
+                kube.restart_apiserver()
+            time.sleep(1)
+    if not samples:
+        print("no sample was taken")
+        return
+    summary = summarize(samples, args.minutes, args.pods if not args.real else args.real_pods)
     print(summary)
     _report(out, samples, marks, summary)
     print(f"plot: {out / 'soak.html'}")
@@ -384,7 +536,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="how long the soak runs (default 60)")
     parser.add_argument("--pods", type=int, default=250, help="running pods on the agent's kwok node (default 250)")
-    parser.add_argument("--churn", type=int, default=10, help="pods replaced a minute (default 10)")
+    parser.add_argument("--churn", type=int, default=None, help="pods replaced a minute (default 10; --real: 2)")
     parser.add_argument("--sample", type=float, default=60.0, help="seconds between samples (default 60)")
     parser.add_argument("--out", type=Path, default=None,
                         help="the run's folder (samples.jsonl, the page); default: ./soak-DATE")
@@ -393,9 +545,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="only the agent's peak memory with --pods running pods (docs/agent-cost.md)")
     parser.add_argument("--report", type=Path, default=None,
                         help="redo the summary and plots of a run's folder (same --minutes, --pods)")
+    parser.add_argument("--real", action="store_true",
+                        help="the DaemonSet's agent on this host as a real node (make node; root; one per host)")
+    parser.add_argument("--real-pods", type=int, default=6, help="--real: pause pods on the real node (default 6)")
+    parser.add_argument("--image", default=None,
+                        help="--real: a local image to run under the project's name (default: the project's)")
     parser.add_argument("--tree", type=Path, action="append",
                         help="--rss: the agent's code from this tree (repeatable: the trees in turn)")
     args = parser.parse_args(argv or [])
+    if args.churn is None:
+        args.churn = 2 if args.real else 10
     if args.report is not None:
         samples = [json.loads(line) for line in (args.report / "samples.jsonl").read_text().splitlines()]
         marks = [(args.minutes * q / 4, "policy edit") for q in (1, 3)]
@@ -414,7 +573,7 @@ def main(argv: list[str] | None = None) -> None:
         kube = start_cluster(tmp / "cluster")
         try:
             kube.install()
-            (rss_only if args.rss else soak)(kube, args, out.resolve(), tmp)
+            (rss_only if args.rss else real_soak if args.real else soak)(kube, args, out.resolve(), tmp)
         finally:
             kube.close()
 

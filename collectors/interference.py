@@ -115,16 +115,18 @@ class TaskWaitReader:
                 self._log.warn("schedstat unreadable", path, error=str(err))
         return delays
 
-    def wait_ratio(self, key: str, rels: Iterable[str]) -> float | None:
+    def wait_ratio(self, key: str, rels: Iterable[str], shown: str = "") -> float | None:
         """Percent of wall time the pod's tasks waited on a run queue since the last call
-        for ``key``; None on the first call, and when no task is visible."""
+        for ``key``; None on the first call, and when no task is visible. ``shown`` is how
+        a warning names the pod (``namespace/name (uid)``: a uid alone tells an operator
+        nothing); ``key`` when not given."""
         tids = self._tids(rels)
         now = self._clock()
         if tids is None:
             self._seen.pop(key, None)
             return None
         if not tids:
-            self._log.warn(NO_TASKS_VISIBLE, key, named="pod")
+            self._log.warn(NO_TASKS_VISIBLE, shown or key, named="pod")
             self._seen.pop(key, None)
             return None
         delays = self._delays(tids)
@@ -162,11 +164,13 @@ class InterferenceCollector:
         self.waits = waits
 
     def collect(self, lc_pods: Iterable[Pod], stats: Mapping[str, PodStats]) -> dict[str, float]:
-        read = [stats[p.key] for p in lc_pods if p.key in stats]
+        named = [(p.key, stats[p.key]) for p in lc_pods if p.key in stats]
+        read = [s for _, s in named]
         self.waits.retain({s.uid for s in read})
         values = {
             LC_CPU_WAIT_RATIO: worst(
-                self.waits.wait_ratio(s.uid, s.container_paths.values()) for s in read
+                self.waits.wait_ratio(s.uid, s.container_paths.values(), f"{key} ({s.uid})")
+                for key, s in named
             ),
             LC_CPU_THROTTLED_RATIO: worst(_throttled_percent(s) for s in read),
             LC_CPU_PRESSURE: worst(s.pod.cpu_pressure for s in read),

@@ -118,6 +118,10 @@ class PodCgroupLayout:
         self.kubelet_root = kubelet_root
         self._driver = driver
         self._pods: dict[str, PodCgroup] = {}
+        #: uid -> the containers tuple of the Pod its cached entry was made whole from: the
+        #: same (immutable) tuple again is the same answer, without the comparison of ids
+        #: below (a tick asks for every pod; the pods' objects live across ticks).
+        self._whole: dict[str, tuple[Container, ...]] = {}
 
     def detect_driver(self) -> str | None:
         """The driver whose kubepods tree exists; None while neither does."""
@@ -148,13 +152,16 @@ class PodCgroupLayout:
         """The pod's cgroup and its started containers' cgroups; None when not found."""
         if not pod.uid:
             return None
-        ids = {c.name: c.container_id for c in pod.containers if c.container_id}
         cached = self._pods.get(pod.uid)
+        if cached is not None and self._whole.get(pod.uid) is pod.containers:
+            return cached
+        ids = {c.name: c.container_id for c in pod.containers if c.container_id}
         if (
             cached is not None
             and dict(cached.container_ids) == ids
             and len(cached.containers) == len(ids)
         ):
+            self._whole[pod.uid] = pod.containers
             return cached  # re-probed while a started container's cgroup is missing
         driver = self.detect_driver()
         if driver is None:
@@ -179,13 +186,19 @@ class PodCgroupLayout:
                 containers[container.name] = rel
         found = PodCgroup(pod.uid, driver, pod_rel, containers, ids)
         self._pods[pod.uid] = found
+        if len(containers) == len(ids):
+            self._whole[pod.uid] = pod.containers
+        else:
+            self._whole.pop(pod.uid, None)
         return found
 
     def forget(self, uid: str) -> None:
         """Drop a cached pod (its cgroup vanished or a read failed): re-probe next time."""
         self._pods.pop(uid, None)
+        self._whole.pop(uid, None)
 
     def retain(self, uids: set[str]) -> None:
         """Drop cached pods that are no longer on the node."""
         for uid in [u for u in self._pods if u not in uids]:
             del self._pods[uid]
+            self._whole.pop(uid, None)

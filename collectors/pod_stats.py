@@ -126,6 +126,30 @@ def _v1_cpu_stat(data: bytes) -> tuple[int, int, int]:
             stat_field(data, b"throttled_time"))
 
 
+_open, _read, _close, O_RDONLY = os.open, os.read, os.close, os.O_RDONLY
+
+
+def _field(data: bytes, key: bytes) -> int:
+    """The value of a ``\\nkey `` line that is not the first: ``stat_field``'s figure for a
+    key not on the first line. Raises ValueError where ``stat_field`` might answer
+    otherwise (absent, the last line without its newline), for the careful path."""
+    at = data.index(key) + len(key)
+    return int(data[at : data.index(b"\n", at)])
+
+
+def _psi_avg10(path: str) -> float:
+    """``some_avg10`` of a PSI file whose first line is ``some``, as the kernel writes it;
+    raises OSError or ValueError on anything else (for the careful path)."""
+    fd = _open(path, O_RDONLY)
+    try:
+        data = _read(fd, 65536)
+    finally:
+        _close(fd)
+    if not data.startswith(b"some avg10="):
+        raise ValueError("not the kernel's PSI layout")
+    return float(data[11 : data.index(b" ", 11)])
+
+
 class PodStatsCollector:
     """Reads pods' cgroups each tick and turns cumulative counters into rates."""
 
@@ -151,6 +175,12 @@ class PodStatsCollector:
         # None = not known yet; decided by the first read that finds the cgroup.
         self._cpu_psi: bool | None = None
         self._mem_psi: bool | None = None
+        #: The fast path of a cgroup read before, where every controller it reads is mounted.
+        self._fast: Callable[[_Prev, float], tuple[CgroupStats, _Prev]] | None = None
+        if self.version == 1 and None not in (self._cpu, self._acct, self._mem):
+            self._fast = self._fast_v1
+        elif self.version == 2 and None not in (self._acct, self._mem):
+            self._fast = self._fast_v2
 
     @property
     def clock(self) -> Callable[[], float]:
@@ -227,7 +257,13 @@ class PodStatsCollector:
     def _read_cgroup(
         self, rel: str, now: float, prev: _Prev | None
     ) -> tuple[CgroupStats, _Prev] | None:
-        """None when the cgroup is gone (its CPU counter file does not exist)."""
+        """None when the cgroup is gone (its CPU counter file does not exist).
+
+        The careful path: every case handled and logged. ``collect`` reads a cgroup read
+        before, on a host whose controllers and PSI are known, by the version's fast path
+        (``_fast_v1``/``_fast_v2``) first; anything that path does not expect (a missing
+        or unreadable file, garbage, another layout) raises there, with nothing changed,
+        and the cgroup is read again here."""
         paths = prev.paths if prev is not None else self._paths(rel)
         cpu_seconds: float | None = None
         periods: int | None = None
@@ -334,52 +370,180 @@ class PodStatsCollector:
             now, cpu_seconds, periods, throttled)  # fmt: skip
         return stats, prev
 
+
+    def _fast_v1(self, prev: _Prev, now: float) -> tuple[CgroupStats, _Prev]:
+        """A known v1 cgroup's four files, read and parsed straight through: the figures
+        of ``_read_cgroup`` (same expressions) at a third of its Python work, which is
+        the collector's cost over a bare read of the same files. Raises OSError or
+        ValueError on anything unexpected, before ``prev`` is touched."""
+        paths = prev.paths
+        fd = _open(paths.counter, O_RDONLY)
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        cpu_seconds = int(data[:128]) / 1e9
+        fd = _open(paths.cpu_stat, O_RDONLY)  # type: ignore[arg-type]  # _fast: all mounted
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        lines = data.split(b"\n", 3)
+        if not (len(lines) >= 3 and lines[0].startswith(b"nr_periods ")
+                and lines[1].startswith(b"nr_throttled ") and lines[2].startswith(b"throttled_time ")):  # fmt: skip
+            raise ValueError("not the kernel's cpu.stat layout")
+        periods, throttled = int(lines[0][11:]), int(lines[1][13:])
+        throttled_s = int(lines[2][15:]) / 1e9
+        fd = _open(paths.mem_usage, O_RDONLY)  # type: ignore[arg-type]
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        mem_usage = int(data)
+        fd = _open(paths.mem_stat, O_RDONLY)  # type: ignore[arg-type]
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        if data.startswith(b"total_inactive_file "):
+            raise ValueError("total_inactive_file first: left to stat_field")
+        inactive = _field(data, b"\ntotal_inactive_file ")
+        return self._fast_stats(prev, now, cpu_seconds, periods, throttled, throttled_s,
+                                mem_usage, inactive)  # fmt: skip
+
+    def _fast_v2(self, prev: _Prev, now: float) -> tuple[CgroupStats, _Prev]:
+        """``_fast_v1`` for v2: cpu.stat (the counter and the throttling), memory.current,
+        memory.stat."""
+        paths = prev.paths
+        fd = _open(paths.counter, O_RDONLY)
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        if not data.startswith(b"usage_usec "):
+            raise ValueError("not the kernel's cpu.stat layout")
+        end = data.index(b"\n")
+        cpu_seconds = int(data[11:end]) / 1e6
+        periods = _field(data, b"\nnr_periods ")
+        throttled = _field(data, b"\nnr_throttled ")
+        throttled_s = _field(data, b"\nthrottled_usec ") / 1e6
+        fd = _open(paths.mem_usage, O_RDONLY)  # type: ignore[arg-type]  # _fast: all mounted
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        mem_usage = int(data)
+        fd = _open(paths.mem_stat, O_RDONLY)  # type: ignore[arg-type]
+        try:
+            data = _read(fd, 65536)
+        finally:
+            _close(fd)
+        if data.startswith(b"inactive_file "):
+            raise ValueError("inactive_file first: left to stat_field")
+        inactive = _field(data, b"\ninactive_file ")
+        return self._fast_stats(prev, now, cpu_seconds, periods, throttled, throttled_s,
+                                mem_usage, inactive)  # fmt: skip
+
+    def _fast_stats(self, prev: _Prev, now: float, cpu_seconds: float, periods: int,
+                    throttled: int, throttled_s: float, mem_usage: int,
+                    inactive: int) -> tuple[CgroupStats, _Prev]:  # fmt: skip
+        """The rates and the record of ``_read_cgroup`` from a fast path's figures, with the
+        PSI files where the host has them."""
+        cpu_psi = mem_psi = None
+        if self._cpu_psi:
+            cpu_psi = _psi_avg10(prev.paths.cpu_psi)  # type: ignore[arg-type]
+        if self._mem_psi:
+            mem_psi = _psi_avg10(prev.paths.mem_psi)  # type: ignore[arg-type]
+        cpu: float | None = None
+        ratio: float | None = None
+        if now > prev.at:
+            if prev.cpu_seconds is not None:
+                delta = cpu_seconds - prev.cpu_seconds
+                cpu = delta / (now - prev.at) if delta >= 0 else None
+            if prev.nr_periods is not None:
+                d_periods = periods - prev.nr_periods
+                d_throttled = throttled - (prev.nr_throttled or 0)
+                if d_periods > 0 and d_throttled >= 0:
+                    ratio = min(1.0, d_throttled / d_periods)
+                elif d_periods == 0:
+                    ratio = 0.0
+        stats = CgroupStats(cpu, cpu_seconds, float(max(0, mem_usage - inactive)), float(mem_usage),
+                            Throttling(periods, throttled, throttled_s or 0.0, ratio), cpu_psi,
+                            mem_psi)  # fmt: skip
+        prev.at, prev.cpu_seconds, prev.nr_periods, prev.nr_throttled = (
+            now, cpu_seconds, periods, throttled)  # fmt: skip
+        return stats, prev
+
     # -- one tick ------------------------------------------------------------------
 
     def _pod_usage(self, pod: Pod, stats: PodStats) -> PodUsage:
         cpu = stats.pod.cpu
         uses_ext = self.ext_cpu_resource in pod.requests or self.ext_cpu_resource in pod.limits
-        return PodUsage(
-            cpu=cpu,
-            memory=stats.pod.memory_working_set,
-            ext_cpu=cpu if uses_ext or cpu is None else 0.0,
-            containers={
-                name: ContainerUsage(cpu=c.cpu, memory=c.memory_working_set)
-                for name, c in stats.containers.items()
-            },
-        )
+        containers: dict[str, ContainerUsage] = {}
+        for name, c in stats.containers.items():
+            containers[name] = ContainerUsage(c.cpu, c.memory_working_set)
+        return PodUsage(cpu, stats.pod.memory_working_set, cpu if uses_ext or cpu is None else 0.0,
+                        containers)  # fmt: skip
 
     def collect(self, pods: Iterable[Pod]) -> PodStatsSample:
-        """Read every pod's cgroups once; pods not found get no figure."""
-        at = self._clock()
+        """Read every pod's cgroups once; pods not found get no figure.
+
+        The loop runs for every pod every tick, so it is written for that: the fast path
+        called here, not through ``_read_cgroup``; a pod whose containers were all read
+        shares its cached container paths instead of a copy."""
+        clock, locate, careful = self._clock, self.layout.locate, self._read_cgroup
+        fast = self._fast if self._cpu_psi is not None and self._mem_psi is not None else None
+        at = clock()
         prev, self._prev = self._prev, {}
+        was, now_prev = prev.get, self._prev
         usage: dict[str, PodUsage] = {}
         stats: dict[str, PodStats] = {}
         missing: list[str] = []
         uids: set[str] = set()
         for pod in pods:
             uids.add(pod.uid)
-            found: PodCgroup | None = self.layout.locate(pod)
-            now = self._clock()
-            read = (
-                None if found is None else self._read_cgroup(found.path, now, prev.get(found.path))
-            )
-            if found is None or read is None:
-                if found is not None:
-                    self.layout.forget(pod.uid)
+            found: PodCgroup | None = locate(pod)
+            now = clock()
+            if found is None:
                 missing.append(pod.key)
                 continue
-            pod_stats, self._prev[found.path] = read
-            containers: dict[str, CgroupStats] = {}
-            paths: dict[str, str] = {}
-            for name, rel in found.containers.items():
-                c_read = self._read_cgroup(rel, now, prev.get(rel))
-                if c_read is None:
-                    self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
+            rel = found.path
+            last = was(rel)
+            read = None
+            if fast is not None and last is not None:
+                try:
+                    read = fast(last, now)
+                except (OSError, ValueError):
+                    read = None
+            if read is None:
+                read = careful(rel, now, last)
+                if read is None:
+                    self.layout.forget(pod.uid)
+                    missing.append(pod.key)
                     continue
-                containers[name], self._prev[rel] = c_read
-                paths[name] = rel
-            one = PodStats(pod.uid, found.path, pod_stats, containers, paths)
+            pod_stats, now_prev[rel] = read
+            containers: dict[str, CgroupStats] = {}
+            copied: dict[str, str] | None = None  # the paths read, once one was not
+            for name, rel in found.containers.items():
+                last = was(rel)
+                read = None
+                if fast is not None and last is not None:
+                    try:
+                        read = fast(last, now)
+                    except (OSError, ValueError):
+                        read = None
+                if read is None:
+                    read = careful(rel, now, last)
+                    if read is None:
+                        self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
+                        if copied is None:
+                            copied = {n: r for n, r in found.containers.items() if n in containers}
+                        continue
+                containers[name], now_prev[rel] = read
+                if copied is not None:
+                    copied[name] = rel
+            one = PodStats(pod.uid, found.path, pod_stats, containers,
+                           found.containers if copied is None else copied)  # fmt: skip
             stats[pod.key] = one
             usage[pod.key] = self._pod_usage(pod, one)
         self.layout.retain(uids)

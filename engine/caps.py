@@ -3,6 +3,7 @@ is split across its containers (DESIGN.md "Executor", points 5 and 6)."""
 
 from __future__ import annotations
 
+from agent.model.batch import cpu_limit
 from agent.model.objects import Node, Pod
 from agent.model.policy import CpuThrottle
 from agent.model.registry import CPU
@@ -14,8 +15,9 @@ MIN_CPU_CAP = 0.01
 
 
 def ceiling(pod: Pod, node: Node) -> float:
-    """The cap a pod returns to: its CPU limit, or the node's cores when it has none."""
-    return pod.limits.get(CPU) or node.cpu_cores
+    """The cap a pod returns to: its CPU limit (a batch pod's from its ``batch-cpu``
+    limit, ``agent.model.batch.cpu_limit``), or the node's cores when it has none."""
+    return cpu_limit(pod) or node.cpu_cores
 
 
 def throttle_floor(pod: Pod, throttle: CpuThrottle, node: Node) -> float:

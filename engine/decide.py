@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.model.analysis import Analysis
+from agent.model.batch import cpu_limit
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod
 from agent.model.policy import Action
@@ -121,7 +122,7 @@ def figures_within_limits(pods: Mapping[str, Pod], usage: Mapping[str, PodUsage]
         pod = pods.get(key)
         if pod is None or measured.cpu is None:
             continue
-        limit = pod.limits.get(CPU)
+        limit = cpu_limit(pod)
         if limit is not None and raised and key in raised:
             limit *= 1.0 + raised[key] / 100.0
         if limit is not None and measured.cpu > limit:

@@ -6,7 +6,8 @@ means "try the next candidate", a 404 counts as released, a cap that could not b
 is neither recorded nor credited). The shell that carries intents out is
 ``executors.drive``, with the node's actuators (``executors.actuators``): a new kind of
 act is a new intent here and a writer that carries it, not a branch in the engine nor an
-entry in a table (the idle class and CPU burst are four of them, the quota burst two, the batch capacity two).
+entry in a table (the idle class and CPU burst are four of them, the quota burst two, the
+batch capacity two, a batch pod's limits two).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from collections.abc import Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from agent.model.batch import BatchLimits
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
 
@@ -133,6 +135,29 @@ class ReleaseBurst(Write):
 
 
 @dataclass(frozen=True, slots=True)
+class SetBatchLimits(Write):
+    """Enforce a batch pod's limits from its batch resources (``agent.model.batch.
+    batch_limits``): the CFS quota and the memory limit of its pod-level cgroup and of
+    each container's, what each file held recorded first. Asked every tick for every
+    batch pod on the node, so a limit something lifted is written again. Answered True
+    when every limit is in force (a file at or below its limit counts: a cap is tighter)."""
+
+    pod: Pod
+    limits: BatchLimits
+    WHAT: ClassVar[str] = "batch limits"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseBatchLimits(Write):
+    """Write back what ``pod``'s cgroups held before its batch limits. Answered True when
+    nothing is left to write back (a pod gone counts as done)."""
+
+    pod: Pod
+    WHAT: ClassVar[str] = "batch limits release"
+    UNCARRIED: ClassVar[Any] = True
+
+
+@dataclass(frozen=True, slots=True)
 class RaiseQuota(Write):
     """Let ``pod``'s CFS quota (its pod cgroup's and its containers') rise ``percent``
     above its CPU limit, each quota there recorded first, with ``owner`` (the policy).
@@ -177,6 +202,7 @@ class RemoveBatchCapacity(Write):
 
 
 Intent = (Evict | WriteCap | RestoreCap | MarkIdle | ReleaseIdle | SetBurst | ReleaseBurst
-          | RaiseQuota | TakeBackQuota | PublishBatchCapacity | RemoveBatchCapacity)
+          | SetBatchLimits | ReleaseBatchLimits | RaiseQuota | TakeBackQuota | PublishBatchCapacity
+          | RemoveBatchCapacity)
 #: A decision in progress: yields intents, is sent their answers, returns its result.
 Plan = Generator[Intent, Any, T]

@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 
 from engine.intents import Plan
 from engine.phases.batch import batch_capacity
+from engine.phases.batch_limits import batch_limits_phase
+from engine.phases.batch_squeeze import batch_squeeze
 from engine.phases.caps import reconcile_caps, throttle_down, throttle_up
 from engine.phases.evict import evict
 from engine.phases.isolation import cpu_burst, idle_class, quota_burst, take_back_quota
@@ -80,13 +82,14 @@ def plan_actions(ctx: TickContext, state: NodeState) -> Plan[Execution]:
                      backoff_delay=tick.limits.backoff_delay, changes=tick.changes)
 
 
-#: The phases of a tick, in order (DESIGN.md: evict first, then throttle down, then up;
-#: but a quota raised above an LC pod's limit is taken back before any of them; then the
-#: CPU isolation classes, which change who runs first and nobody's usage, so they come
-#: after every decision about how much (the quota burst before burst, which is sized from
-#: the quota in force); then the batch capacity the node publishes, which follows what
-#: the node used).
+#: The phases of a tick, in order (first the batch pods' limits, which every cap sits
+#: under; DESIGN.md: evict first, then throttle down, then up; but a quota raised above
+#: an LC pod's limit is taken back before any of them; then the CPU isolation classes,
+#: which change who runs first and nobody's usage, so they come after every decision
+#: about how much (the quota burst before burst, which is sized from the quota in force);
+#: then the batch capacity the node publishes, which follows what the node used; last the
+#: batch pods held within it).
 PHASES: tuple[Callable[[TickWork], Steps], ...] = (
-    reconcile_caps, take_back_quota, evict, throttle_down, throttle_up, idle_class,
-    quota_burst, cpu_burst, batch_capacity,
+    batch_limits_phase, reconcile_caps, take_back_quota, evict, throttle_down, throttle_up,
+    idle_class, quota_burst, cpu_burst, batch_capacity, batch_squeeze,
 )

@@ -152,10 +152,28 @@ class IsolationChange:
 
 
 #: What a held thing is counted under when found undone (``waterline_caps_reverted_total``'s
-#: ``control``): the CFS quota of a cap, the idle mark, the CFS burst.
+#: ``control``): the CFS quota of a cap, the idle mark, the CFS burst, a batch pod's CPU
+#: and memory limits.
 CPU_QUOTA, CPU_IDLE, CPU_BURST = "cpu_quota", "cpu_idle", "cpu_burst"
 #: A quota raised above the limit, found back at the limit (or elsewhere).
 CPU_QUOTA_BURST = "cpu_quota_burst"
+
+BATCH_CPU_LIMIT, BATCH_MEMORY_LIMIT = "batch_cpu_limit", "batch_memory_limit"
+
+#: The owner (``ThrottleRecord.action``) of a cap that holds a batch pod within the
+#: node's published batch capacity (``engine.phases.batch_squeeze``): no AvoidanceAction
+#: can have this name (object names are lowercase), so it never collides with one.
+BATCH_CAPACITY_OWNER = "batchCapacity"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldLimits:
+    """A batch pod whose limits this node enforces (``engine.phases.batch_limits``): its
+    uid and its pod-level limits (cores, bytes; None: none on that resource)."""
+
+    uid: str
+    cpu: float | None = None
+    memory: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,7 +183,7 @@ class Reverted:
     what the actuators report and the node's memory applies (``NodeState.found_reverted``);
     the agent counts it and says it once (``agent.node.holding``)."""
 
-    control: str  # CPU_QUOTA, CPU_IDLE or CPU_BURST
+    control: str  # CPU_QUOTA, CPU_IDLE, CPU_BURST, BATCH_CPU_LIMIT or BATCH_MEMORY_LIMIT
     uid: str
     pod: str  # namespace/name
     cgroup: str

@@ -18,6 +18,9 @@ reads in one place:
   ``forget_isolation``: every mark likewise;
 * ``found_reverted``: what the actuators found undone in the kernel (``engine.records.
   Reverted``): a cap not written back is forgotten, one the kernel holds tighter is the cap;
+* ``hold_limits`` / ``drop_limits``: the batch pods whose limits the node enforces
+  (``engine.phases.batch_limits``); ``adopt_limits``: those a restarted agent finds
+  recorded; ``forget_limits``: every limit handed back at once;
 * ``keep_batch``: the window of non-batch use and the batch capacity published after a
   tick (``engine.phases.batch``);
 * ``forget_evictions``: local mode, where an eviction is reported and not performed, so
@@ -36,10 +39,12 @@ from agent.model.usage import PodUsage
 from engine.batch_capacity import BatchMemory, Published
 from engine.limits import FaultBackoff, TokenBucket
 from engine.records import (
+    BATCH_CAPACITY_OWNER,
     BURST,
     CPU_QUOTA,
     IDLE,
     QUOTA_BURST,
+    HeldLimits,
     IsolationMark,
     LateEviction,
     Reverted,
@@ -69,6 +74,8 @@ class NodeState:
     quota: dict[str, IsolationMark] = field(default_factory=dict)
     #: The window of non-batch use and the batch capacity published (``engine.phases.batch``).
     batch: BatchMemory = field(default_factory=BatchMemory)
+    #: Batch pods whose limits from their batch resources are in force (``engine.phases.batch_limits``).
+    limited: dict[str, HeldLimits] = field(default_factory=dict)
 
     def copy(self) -> NodeState:
         """A working copy a decision may change without touching this one."""
@@ -84,6 +91,7 @@ class NodeState:
             burst=dict(self.burst),
             quota=dict(self.quota),
             batch=self.batch,
+            limited=dict(self.limited),
         )
 
     # -- what the node's memory says (for reports, logs and tests) ------------------------------
@@ -91,6 +99,21 @@ class NodeState:
         """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
         evicting = self.evicting
         return {k: r.cap for k, r in self.throttled.items() if k not in evicting}
+
+    def caps_and_limits(self) -> dict[str, float]:
+        """``caps`` and, for a batch pod not capped lower, the CPU limit from its
+        ``batch-cpu`` (SIMULATE.md: a batch pod's limits appear in ``throttled`` "like any
+        cap"). The metrics and the console count caps only: a limit is the pod's own."""
+        evicting = self.evicting
+        out = self.caps()
+        for key, held in self.limited.items():
+            if held.cpu is not None and key not in out and key not in evicting:
+                out[key] = held.cpu
+        return out
+
+    def batch_limits(self) -> dict[str, HeldLimits]:
+        """The batch pods whose limits are in force, by pod."""
+        return dict(self.limited)
 
     def terminating(self) -> list[str]:
         """Pods evicted and still running out their grace period."""
@@ -159,6 +182,14 @@ class NodeState:
     def _marks(self, kind: str) -> dict[str, IsolationMark]:
         return {IDLE: self.idle, BURST: self.burst, QUOTA_BURST: self.quota}[kind]
 
+    def hold_limits(self, key: str, held: HeldLimits) -> None:
+        """A batch pod's limits are in force."""
+        self.limited[key] = held
+
+    def drop_limits(self, key: str) -> None:
+        """What the batch pod's cgroups held before is back (or the pod is gone)."""
+        self.limited.pop(key, None)
+
     def keep_batch(self, memory: BatchMemory) -> None:
         """The batch capacity's window and figures after this tick."""
         self.batch = memory
@@ -202,6 +233,8 @@ class NodeState:
         """A cap a restarted agent finds in force. Its rule starts triggered (it was when
         it capped the pod), so a cool node restores it and throttle-up hands it back."""
         self.throttled[key] = record
+        if record.action == BATCH_CAPACITY_OWNER:
+            return  # held by the batch capacity, not by a rule's hysteresis
         tracker = self.trackers.get(record.rule)
         if record.rule and (tracker is None or tracker.status == NORMAL):
             self.trackers[record.rule] = RuleTracker(TRIGGERED)
@@ -220,6 +253,15 @@ class NodeState:
         """A mark a restarted agent finds recorded: in force, so the class goes on (the
         tick checks it against the kernel) and a pod that left it meanwhile is released."""
         self._marks(kind)[key] = mark
+
+    def adopt_limits(self, key: str, held: HeldLimits) -> None:
+        """A batch pod's limits a restarted agent finds recorded: in force (the tick
+        checks them against the kernel each time it asks for them)."""
+        self.limited[key] = held
+
+    def forget_limits(self) -> None:
+        """Every batch pod's limits were handed back at once (uninstall, release)."""
+        self.limited.clear()
 
     def forget_isolation(self) -> None:
         """Every mark was released at once (uninstall, local-mode exit)."""

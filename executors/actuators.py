@@ -11,7 +11,8 @@ that nothing is sent while the API server is away. ``Hands`` routes each intent 
 actuator that carries it: adding an actuator is its intent, its writer, and its tests.
 
 The writers: the simulated API and cgroups (``agent.simulate.actuators``), real cgroup
-files (``executors.cgroup_throttle``, ``executors.cgroup_isolation``) and the Eviction
+files (``executors.cgroup_throttle``, ``executors.cgroup_isolation``,
+``executors.cgroup_batch_limits``) and the Eviction
 API (``executors.eviction``). Each implements its domain's methods (``evict``, ``apply``
 and ``restore``, ``mark_idle`` ...), which the three bases below turn into ``carry``.
 """
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from agent.model.batch import BatchLimits
 from agent.model.eviction import EvictionResult
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod
@@ -34,10 +36,12 @@ from engine.intents import (
     MarkIdle,
     PublishBatchCapacity,
     RaiseQuota,
+    ReleaseBatchLimits,
     ReleaseBurst,
     ReleaseIdle,
     RemoveBatchCapacity,
     RestoreCap,
+    SetBatchLimits,
     SetBurst,
     TakeBackQuota,
     WriteCap,
@@ -46,7 +50,7 @@ from engine.intents import (
 from engine.state import NodeState
 
 __all__ = [
-    "Actuator", "CpuIsolator", "CpuThrottler", "EvictionAnswer", "Evictor", "Guarded",
+    "Actuator", "BatchLimiter", "CpuIsolator", "CpuThrottler", "EvictionAnswer", "Evictor", "Guarded",
     "Hands", "Holder", "NodeStatusWriter", "Reported", "about", "answer_of",
 ]  # fmt: skip
 
@@ -275,6 +279,29 @@ class CpuIsolator(ABC):
         return _ISOLATE[type(intent)](self, intent)
 
 
+class BatchLimiter(ABC):
+    """Writes a batch pod's limits from its batch resources on its cgroups
+    (``SetBatchLimits``, ``ReleaseBatchLimits``; ``executors.cgroup_batch_limits``). Like
+    the throttler, it records what each file held before its first write, so a release
+    writes exactly that back and a restarted agent adopts the limits."""
+
+    name = "batch-limiter"
+    intents: tuple[type, ...] = (SetBatchLimits, ReleaseBatchLimits)
+
+    @abstractmethod
+    def set_limits(self, pod: Pod, limits: BatchLimits) -> bool:
+        """Every limit in force (written, or found at or below it)."""
+
+    @abstractmethod
+    def release_limits(self, pod: Pod) -> bool:
+        """What the pod's cgroups held before written back (True when nothing is left)."""
+
+    def carry(self, intent: SetBatchLimits | ReleaseBatchLimits) -> bool:
+        if isinstance(intent, SetBatchLimits):
+            return self.set_limits(intent.pod, intent.limits)
+        return self.release_limits(intent.pod)
+
+
 class NodeStatusWriter(ABC):
     """Writes the node's batch capacity in its own Node's status (``PublishBatchCapacity``,
     ``RemoveBatchCapacity``): the API server in a cluster (``agent.node.batch_status``),
@@ -301,4 +328,5 @@ class NodeStatusWriter(ABC):
 EVICTION = (Evict,)
 CAPS = (WriteCap, RestoreCap)
 ISOLATION = (MarkIdle, ReleaseIdle, SetBurst, ReleaseBurst, RaiseQuota, TakeBackQuota)
+BATCH_LIMITS = (SetBatchLimits, ReleaseBatchLimits)
 NODE_STATUS = (PublishBatchCapacity, RemoveBatchCapacity)

@@ -26,11 +26,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from agent.model.batch import batch_limits
 from agent.model.numbers import EPSILON
 from agent.model.objects import Node, Pod
 from engine.caps import ceiling
-from engine.records import BURST, IDLE, QUOTA_BURST, IsolationMark, ThrottleRecord, parse_owner_tag
+from engine.records import (
+    BURST,
+    IDLE,
+    QUOTA_BURST,
+    HeldLimits,
+    IsolationMark,
+    ThrottleRecord,
+    parse_owner_tag,
+)
 from engine.state import NodeState
+from executors.batch_limits_state import LimitedPod
 from executors.isolation_state import IsolatedPod
 from executors.quota_state import ThrottledPod
 
@@ -108,5 +118,24 @@ def adopt_marks(state: NodeState, held: Mapping[str, IsolatedPod], pods: Iterabl
         if record.quota:  # raised: the next tick takes it back if the node is over a line
             state.adopt_isolation(QUOTA_BURST, pod.key,
                                   IsolationMark(record.quota_owner, uid, record.quota_percent))
+        result.adopted.append(pod.key)
+    return result
+
+
+def adopt_limits(state: NodeState, held: Mapping[str, LimitedPod], pods: Iterable[Pod]) -> MarksAdopted:
+    """Put the batch limits the limiter's file names into the engine's memory, for the
+    pods still on the node; the uids of pods gone are returned (only their records are
+    left to forget). The tick asks for every batch pod's limits again, checked against
+    the kernel."""
+    by_uid = {p.uid: p for p in pods}
+    result = MarksAdopted()
+    for uid, _record in sorted(held.items()):
+        pod = by_uid.get(uid)
+        if pod is None:
+            result.gone.append(uid)
+            continue
+        limits = batch_limits(pod)
+        state.adopt_limits(pod.key, HeldLimits(uid, limits.cpu if limits else None,
+                                               limits.memory if limits else None))
         result.adopted.append(pod.key)
     return result

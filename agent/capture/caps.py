@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from agent.model.batch import cpu_limit
 from agent.model.objects import Pod
 from agent.node.loop import TickOutcome
 from collectors.cpu_quota import V1_PERIOD, V1_QUOTA, V2_MAX, parse_quota
@@ -68,7 +69,7 @@ class QuotaCaps:
         if any(c is None for c in cores):
             return None  # a container without a quota: the pod is not capped
         total = sum(c for c in cores if c is not None)
-        limit = pod.limits.get("cpu")
+        limit = cpu_limit(pod)  # a batch pod's limit from its batch-cpu is no cap either
         return total if limit is None or total < limit - SAME_CAP else None
 
     def __call__(self, outcome: TickOutcome) -> Mapping[str, float]:

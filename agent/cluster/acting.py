@@ -9,7 +9,7 @@ pending pod (``agent/cluster/queues/holding.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -21,9 +21,10 @@ from agent.cluster.migrator import CREATED_BY_LABEL, TARGET_NODE_ANNOTATION, Clu
 from agent.cluster.queues import QueuePlan
 from agent.cluster.queues import holding as h
 from agent.cluster.writes import GuardedWriter
-from agent.kube.events import pod_ref
+from agent.kube.events import WARNING, pod_ref
 from agent.model import migration as m
 from agent.model.objects import Pod
+from agent.model.queue import QUEUE_LABEL
 from agent.model.store import ObjectStore
 from agent.model.timeutil import format_time
 
@@ -50,6 +51,8 @@ class PlanActs:
         self.hold_args = hold_args or h.HoldArgs()
         #: Pending pod -> the reclaim whose room is being held for it (``holding``).
         self.holds: dict[str, h.Hold] = {}
+        #: Pods queue preemption left out of every queue last round (reported once each).
+        self.skipped: set[str] = set()
 
     def table(self) -> dict[str, Act]:
         return {
@@ -135,6 +138,7 @@ class PlanActs:
         self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
     ) -> None:
         self.metrics.planned.labels("queues").set(len(plan.victims))
+        self._report_skipped(plan.skipped, view)
         if plan.victims:
             self.log.info(
                 "queue preemption",
@@ -207,6 +211,24 @@ class PlanActs:
             if read:
                 out[key] = pod
         return out
+
+    def _report_skipped(self, skipped: Mapping[str, str], view: ClusterView) -> None:
+        """A pod in no queue (its label names no Queue): one warning and one Warning Event
+        on the pod when it becomes so, not one a round; again if it comes back later.
+        Whether queue preemption acts or not: the label is wrong either way."""
+        for key, why in skipped.items():
+            if key in self.skipped:
+                continue
+            self.log.warning("pod in no queue: left out of queue preemption",
+                             code="queue-pod-skipped", pod=key, reason=why)  # fmt: skip
+            pod = view.pods.get(key)
+            if pod is not None:
+                reason, _, queue = why.partition(" ")
+                self.writer.event(pod_ref(pod), WARNING, reason,
+                                  f"label {QUEUE_LABEL} names queue {queue}, which does not exist: "
+                                  "the pod belongs to no queue, queue preemption neither "
+                                  "serves it nor takes it as a victim")  # fmt: skip
+        self.skipped = set(skipped)
 
     def daemonset(
         self,

@@ -65,6 +65,69 @@ def is_batch_pod(pod: Pod) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchLimits:
+    """A batch pod's limits from its batch resources, as the agent enforces them: per
+    container (``containers``, by name) and for the pod (``pod``), CPU in cores (the
+    ``batch-cpu`` limit is in millicores) and memory in bytes; None: no limit on that
+    resource there.
+
+    The pod's own limit follows the kubelet's rule for ``cpu`` / ``memory``: the sum of
+    its containers' limits, at least its largest init container's, and none at all when
+    one container (init containers included) has none for that resource (that container
+    may use anything, so the pod may too)."""
+
+    containers: Mapping[str, Amounts]
+    pod: Amounts
+
+    @property
+    def cpu(self) -> float | None:
+        return self.pod.cpu
+
+    @property
+    def memory(self) -> float | None:
+        return self.pod.memory
+
+
+def _container_amounts(limits: Mapping[str, float]) -> Amounts:
+    cpu, memory = limits.get(BATCH_CPU), limits.get(BATCH_MEMORY)
+    return Amounts(None if not cpu else cpu / 1000.0, None if not memory else float(memory))
+
+
+def _pod_amount(app: list[float | None], init: list[float | None]) -> float | None:
+    if any(v is None for v in (*app, *init)) or not app:
+        return None
+    total = sum(v for v in app if v is not None)
+    return max([total, *(v for v in init if v is not None)])
+
+
+def batch_limits(pod: Pod) -> BatchLimits | None:
+    """The limits the agent enforces on a batch pod (None: not a batch pod, or one with
+    no batch limit at all)."""
+    if not is_batch_pod(pod):
+        return None
+    app = {c.name: _container_amounts(c.limits) for c in pod.containers}
+    init = [_container_amounts(c.limits) for c in pod.init_containers]
+    whole = Amounts(
+        _pod_amount([a.cpu for a in app.values()], [a.cpu for a in init]),
+        _pod_amount([a.memory for a in app.values()], [a.memory for a in init]),
+    )
+    if all(a.cpu is None and a.memory is None for a in app.values()):
+        return None
+    return BatchLimits(app, whole)
+
+
+def cpu_limit(pod: Pod) -> float | None:
+    """The pod's CPU limit in cores: its ``cpu`` limit, or for a batch pod the limit the
+    agent enforces from its ``batch-cpu`` (None: unlimited). What a pod's CPU figure is
+    read within, and the cap a throttled pod returns to."""
+    limit = pod.limits.get("cpu")
+    if limit:
+        return limit
+    limits = batch_limits(pod)
+    return None if limits is None else limits.cpu
+
+
+@dataclass(frozen=True, slots=True)
 class Amounts:
     """CPU in cores and memory in bytes; None: no bound on that resource."""
 

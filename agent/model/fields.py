@@ -11,9 +11,9 @@ so they serve a parser reading a dict and a ``validate()`` re-checking a datacla
 
 from __future__ import annotations
 
+import json
 import math
 import re
-import reprlib
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeGuard
@@ -29,16 +29,65 @@ _BARE_SECONDS = re.compile(r"\d+(?:\.\d*)?|\.\d+")
 
 #: Longest value an error line shows whole; a longer one is abbreviated (``shown``).
 SHOWN_CHARS = 100
-_SHORT = reprlib.Repr()  # (keyword arguments to Repr() are Python 3.12+)
-_SHORT.maxlevel, _SHORT.maxdict, _SHORT.maxlist, _SHORT.maxtuple, _SHORT.maxset = 2, 3, 3, 3, 3
-_SHORT.maxstring = _SHORT.maxother = 40
+#: How much of a long value ``shown`` keeps: nesting levels, items, characters of a string.
+_SHORT_LEVELS, _SHORT_ITEMS, _SHORT_STRING = 2, 3, 40
 
 
 def shown(value: object) -> str:
-    """``value`` for an error line: its repr, abbreviated past ``SHOWN_CHARS`` (an error
-    is one line; a whole samples list pasted under a misspelt key would be hundreds)."""
-    text = repr(value)
-    return text if len(text) <= SHOWN_CHARS else clip(_SHORT.repr(value))
+    """``value`` for an error line, as YAML writes it (flow style): ``true``, ``null``,
+    ``.nan``, ``'soon'``, ``[1, 'a']``, ``{a: 1}``. The operator wrote YAML: Python's
+    ``True`` or ``None`` would quote something they never wrote. Abbreviated past
+    ``SHOWN_CHARS`` (an error is one line; a whole samples list pasted under a misspelt
+    key would be hundreds)."""
+    text = _flow(value, None)
+    return text if len(text) <= SHOWN_CHARS else clip(_flow(value, 0))
+
+
+def _flow(value: object, level: int | None) -> str:
+    """YAML flow text of a parsed value; ``level`` (None: whole) abbreviates deep or long
+    collections and long strings (``...``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if not math.isfinite(value):
+            return ".inf" if value > 0 else "-.inf"
+        text = repr(value)  # 1e+20 needs its dot to read back as a float: 1.0e+20
+        return text.replace("e", ".0e", 1) if "e" in text and "." not in text else text
+    if isinstance(value, str):
+        cut = level is not None and len(value) > _SHORT_STRING
+        return _quoted(value[: _SHORT_STRING - 3] + "..." if cut else value)
+    if isinstance(value, Mapping):
+        items = [f"{_flow(k, _deeper(level))}: {_flow(v, _deeper(level))}" for k, v in value.items()]
+        return _collection("{", items, "}", level)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return _collection("[", [_flow(v, _deeper(level)) for v in value], "]", level)
+    return repr(value)
+
+
+def _deeper(level: int | None) -> int | None:
+    return None if level is None else level + 1
+
+
+def _collection(open_: str, items: list[str], close: str, level: int | None) -> str:
+    if level is not None and items and level >= _SHORT_LEVELS:
+        return f"{open_}...{close}"
+    if level is not None and len(items) > _SHORT_ITEMS:
+        items = [*items[:_SHORT_ITEMS], "..."]
+    return f"{open_}{', '.join(items)}{close}"
+
+
+def _quoted(text: str) -> str:
+    """A string as YAML quotes it: single quotes (``''`` for one inside), or double quotes
+    with escapes when it holds a control character."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return json.dumps(text)
+    return "'" + text.replace("'", "''") + "'"
 
 
 def clip(text: str) -> str:

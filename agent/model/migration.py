@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
-from agent.model.fields import Fields
+from agent.model.fields import Fields, shown
 from agent.model.group import API_VERSION as API_VERSION  # a PodMigrationJob's apiVersion
 
 KIND = "PodMigrationJob"
@@ -132,7 +132,7 @@ def parse_pod_migration_job(raw: Mapping[str, Any]) -> PodMigrationJob:
     meta = meta if isinstance(meta, dict) else {}
     name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {name!r}")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {shown(name)}")
     f = Fields(KIND, name)
     spec = raw.get("spec")
     if not isinstance(spec, dict):

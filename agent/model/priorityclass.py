@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.fields import Fields
+from agent.model.fields import Fields, shown
 
 KIND = "PriorityClass"
 
@@ -23,5 +23,5 @@ def parse_priority_class(raw: Mapping[str, Any]) -> PriorityClass:
     meta = raw.get("metadata")
     name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str) or not name:
-        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {name!r}")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {shown(name)}")
     return PriorityClass(name, Fields(KIND, name).integer(raw.get("value"), "value"))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
-from agent.model.fields import Fields
+from agent.model.fields import Fields, shown
 from agent.model.objects import Resources
 from agent.model.quantity import parse_quantity
 
@@ -72,7 +72,7 @@ def parse_queue(raw: Mapping[str, Any]) -> Queue:
     meta = raw.get("metadata") if isinstance(raw.get("metadata"), dict) else {}
     name = str((meta or {}).get("name") or "")
     if not name:
-        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {(meta or {}).get('name')!r}")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {shown((meta or {}).get('name'))}")
     f = Fields(KIND, name)
     spec = raw.get("spec") or {}
     if not isinstance(spec, dict):

@@ -38,7 +38,7 @@ from typing import Any
 
 from agent.errors import InvalidObject
 from agent.model.conditions import Condition, parse_conditions
-from agent.model.fields import Fields
+from agent.model.fields import Fields, shown
 from agent.model.objects import Pod, Resources, parse_pod, resource_list
 from agent.model.selectors import LabelSelector, parse_label_selector
 
@@ -176,43 +176,43 @@ def _str(value: object) -> str:
 
 def _ref(raw: object, path: str) -> ObjectRef:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     ref = ObjectRef(_str(raw.get("namespace")), _str(raw.get("name")), _str(raw.get("uid")))
     if not ref.uid and not ref.name:
-        raise ValueError(f"{path}: must give uid or name, got {raw!r}")
+        raise ValueError(f"{path}: must give uid or name, got {shown(raw)}")
     return ref
 
 
 def _owner(raw: object, path: str) -> Owner:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     unknown = sorted(str(k) for k in raw if k not in ("object", "controller", "labelSelector"))
     if unknown:
         raise ValueError(
             f"{path}.{unknown[0]}: is not a known field (known: object, controller, "
-            f"labelSelector), got {raw[unknown[0]]!r}"
+            f"labelSelector), got {shown(raw[unknown[0]])}"
         )
     obj = _ref(raw["object"], f"{path}.object") if raw.get("object") is not None else None
     ctl = None
     if raw.get("controller") is not None:
         c = raw["controller"]
         if not isinstance(c, dict):
-            raise ValueError(f"{path}.controller: must be a mapping, got {c!r}")
+            raise ValueError(f"{path}.controller: must be a mapping, got {shown(c)}")
         ctl = ControllerRef(
             _str(c.get("kind")), _str(c.get("name")), _str(c.get("uid")), _str(c.get("namespace"))
         )
         if not ctl.uid and not ctl.name:
-            raise ValueError(f"{path}.controller: must give uid or name, got {c!r}")
+            raise ValueError(f"{path}.controller: must give uid or name, got {shown(c)}")
     sel = None
     if raw.get("labelSelector") is not None:
         sel = parse_label_selector(raw["labelSelector"], f"{path}.labelSelector")
         if sel.is_empty:
             raise ValueError(
                 f"{path}.labelSelector: must select something (an empty selector would let "
-                f"every pod use the reservation), got {raw['labelSelector']!r}"
+                f"every pod use the reservation), got {shown(raw['labelSelector'])}"
             )
     if obj is None and ctl is None and sel is None:
-        raise ValueError(f"{path}: must set object, controller or labelSelector, got {raw!r}")
+        raise ValueError(f"{path}: must set object, controller or labelSelector, got {shown(raw)}")
     return Owner(obj, ctl, sel)
 
 
@@ -301,7 +301,7 @@ def parse_reservation(raw: Mapping[str, Any]) -> Reservation:
     assert isinstance(meta, dict)
     name = _str(meta.get("name"))
     if not name:
-        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {meta.get('name')!r}")
+        raise InvalidObject(KIND, "", "metadata.name", f"must be set, got {shown(meta.get('name'))}")
     f = Fields(KIND, name)
     spec = raw.get("spec")
     status = raw.get("status") or {}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from agent.model.fields import shown
+
 _LABEL_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _NODE_OPERATORS = _LABEL_OPERATORS | {"Gt", "Lt"}
 
@@ -44,28 +46,28 @@ class Requirement:
 
 def _parse_requirement(raw: object, path: str, operators: frozenset[str]) -> Requirement:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     key = raw.get("key")
     if not isinstance(key, str) or not key:
-        raise ValueError(f"{path}.key: must be a non-empty string, got {key!r}")
+        raise ValueError(f"{path}.key: must be a non-empty string, got {shown(key)}")
     op = raw.get("operator")
     if op not in operators:
-        raise ValueError(f"{path}.operator: must be one of {sorted(operators)}, got {op!r}")
+        raise ValueError(f"{path}.operator: must be one of {sorted(operators)}, got {shown(op)}")
     values = raw.get("values") or []
     if not isinstance(values, list):
-        raise ValueError(f"{path}.values: must be a list, got {values!r}")
+        raise ValueError(f"{path}.values: must be a list, got {shown(values)}")
     values = [str(v) for v in values]
     if op in ("In", "NotIn") and not values:
-        raise ValueError(f"{path}.values: must be non-empty for {op}, got {values!r}")
+        raise ValueError(f"{path}.values: must be non-empty for {op}, got {shown(values)}")
     if op in ("Exists", "DoesNotExist") and values:
-        raise ValueError(f"{path}.values: must be empty for {op}, got {values!r}")
+        raise ValueError(f"{path}.values: must be empty for {op}, got {shown(values)}")
     if op in ("Gt", "Lt"):
         if len(values) != 1:
-            raise ValueError(f"{path}.values: must hold exactly one integer for {op}, got {values!r}")
+            raise ValueError(f"{path}.values: must hold exactly one integer for {op}, got {shown(values)}")
         try:
             int(values[0])
         except ValueError:
-            raise ValueError(f"{path}.values[0]: must be an integer for {op}, got {values[0]!r}") from None
+            raise ValueError(f"{path}.values[0]: must be an integer for {op}, got {shown(values[0])}") from None
     return Requirement(key, op, tuple(values))
 
 
@@ -95,19 +97,19 @@ def parse_label_selector(raw: object, path: str = "selector") -> LabelSelector:
     if raw is None:
         return EVERYTHING
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     unknown = sorted(str(k) for k in raw if k not in ("matchLabels", "matchExpressions"))
     if unknown:
         raise ValueError(
             f"{path}.{unknown[0]}: is not a known field (known: matchLabels, matchExpressions), "
-            f"got {raw[unknown[0]]!r}"
+            f"got {shown(raw[unknown[0]])}"
         )
     labels = raw.get("matchLabels") or {}
     if not isinstance(labels, dict):
-        raise ValueError(f"{path}.matchLabels: must be a mapping, got {labels!r}")
+        raise ValueError(f"{path}.matchLabels: must be a mapping, got {shown(labels)}")
     exprs = raw.get("matchExpressions") or []
     if not isinstance(exprs, list):
-        raise ValueError(f"{path}.matchExpressions: must be a list, got {exprs!r}")
+        raise ValueError(f"{path}.matchExpressions: must be a list, got {shown(exprs)}")
     return LabelSelector(
         tuple(sorted((str(k), str(v)) for k, v in labels.items())),
         tuple(
@@ -158,15 +160,15 @@ def parse_node_selector(raw: object, path: str) -> NodeSelector:
     if raw is None:
         return NodeSelector()
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     terms_raw = raw.get("nodeSelectorTerms") or []
     if not isinstance(terms_raw, list):
-        raise ValueError(f"{path}.nodeSelectorTerms: must be a list, got {terms_raw!r}")
+        raise ValueError(f"{path}.nodeSelectorTerms: must be a list, got {shown(terms_raw)}")
     terms = []
     for i, term in enumerate(terms_raw):
         tpath = f"{path}.nodeSelectorTerms[{i}]"
         if not isinstance(term, dict):
-            raise ValueError(f"{tpath}: must be a mapping, got {term!r}")
+            raise ValueError(f"{tpath}: must be a mapping, got {shown(term)}")
         exprs = term.get("matchExpressions") or []
         fields = term.get("matchFields") or []
         terms.append(

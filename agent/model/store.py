@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from agent.errors import InvalidObject
 from agent.model import migration, priorityclass, queue, reservation
-from agent.model.fields import bad
+from agent.model.fields import bad, shown
 from agent.model.migration import PodMigrationJob, parse_pod_migration_job
 from agent.model.objects import (
     PV_KIND,
@@ -97,10 +97,10 @@ class ObjectStore:
 
     def add(self, raw: object, where: str = "object") -> None:
         if not isinstance(raw, dict):
-            raise InvalidObject("object", where, "", f"must be a mapping, got {raw!r}")
+            raise InvalidObject("object", where, "", f"must be a mapping, got {shown(raw)}")
         kind = raw.get("kind")
         if not isinstance(kind, str) or not kind:
-            raise InvalidObject("object", where, "kind", f"must be set, got {kind!r}")
+            raise InvalidObject("object", where, "kind", f"must be set, got {shown(kind)}")
         parser = RECORD_PARSERS.get(kind)
         if parser is None:
             self.raw[kind].append(raw)

@@ -27,9 +27,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         choices=[RELEASE],
         help="release: write back the original CPU quota of every container the state "
-        "file names, and the original CPU marks (cpu.idle, burst, shares) of the isolation "
-        "file, and forget them (stop the agent first; it reads --state-dir, --cgroup-root, "
-        "--kubelet-cgroup-root and --proc-root, nothing else); none: run the agent",
+        "file names, what batch pods' cgroups held before their limits, and the original CPU "
+        "marks (cpu.idle, burst, shares) of the isolation file, and forget them; then take "
+        "the batch resources out of the node's status (stop the agent first; it reads "
+        "--state-dir, --cgroup-root, --kubelet-cgroup-root, --proc-root, and for the status "
+        "--kubeconfig and --node-name); none: run the agent",
     )
     parser.add_argument(
         "--local",

@@ -11,7 +11,7 @@ are ``executors.actuators.Reported``: one wrapper, whatever the actuator.
 
 from __future__ import annotations
 
-from executors.actuators import CAPS, EVICTION, ISOLATION, Reported
+from executors.actuators import BATCH_LIMITS, CAPS, EVICTION, ISOLATION, Reported
 
 DRY_RUN = "dry run"
 
@@ -29,3 +29,7 @@ def dry_run_throttler() -> Reported:
 
 def dry_run_isolator() -> Reported:
     return Reported("isolator", ISOLATION, DRY_RUN)
+
+
+def dry_run_limiter() -> Reported:
+    return Reported("batch-limiter", BATCH_LIMITS, DRY_RUN)

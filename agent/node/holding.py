@@ -34,6 +34,17 @@ class Holder(Protocol):
     def hold(self) -> list[Reverted]: ...
 
 
+class InOrder:
+    """Several holders read back one after the other, in the order given: the batch
+    limits before the caps that sit under them (``CgroupBatchLimiter.hold``)."""
+
+    def __init__(self, *holders: Holder) -> None:
+        self.holders = holders
+
+    def hold(self) -> list[Reverted]:
+        return [item for holder in self.holders for item in holder.hold()]
+
+
 class HeldKeeper:
     """A ``NodeLoop`` before-tick hook (the caps read back) and the isolator's
     ``on_reverted`` (the marks): count, apply to the node's memory, say once."""

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from agent.model.settings import AgentSettings
-from agent.node.dryrun import dry_run_isolator, dry_run_throttler
+from agent.node.dryrun import dry_run_isolator, dry_run_limiter, dry_run_throttler
 from agent.node.sampling import CountingLog, HostCollector
 from executors.actuators import Actuator, Holder
+from executors.cgroup_batch_limits import CgroupBatchLimiter
 from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
@@ -45,11 +46,14 @@ class HostParts:
     isolator: CgroupIsolator | None = None
     #: Caps and marks set as systemd units' properties (``executors.cgroup_writes``).
     through_systemd: bool = False
+    limiter: CgroupBatchLimiter | None = None
 
     @property
     def holders(self) -> tuple[Holder, ...]:
-        """The writers that hold something on the host (what an uninstall hands back)."""
-        return tuple(h for h in (self.throttler, self.isolator) if h is not None)
+        """The writers that hold something on the host (what an uninstall hands back), in
+        the order they give it back: the caps before the batch limits they sit under (the
+        throttler's original of a batch pod is its limit), then the marks."""
+        return tuple(h for h in (self.throttler, self.limiter, self.isolator) if h is not None)
 
 
 def build_host_parts(
@@ -66,6 +70,7 @@ def build_host_parts(
     /proc. The actuators share the state directory, one file each."""
     from collectors.node_stats import NodeStatsCollector
     from collectors.pod_stats import PodStatsCollector
+    from executors.batch_limits_state import BatchLimitsState
     from executors.cgroup_writes import choose_writes
     from executors.isolation_state import IsolationState
     from executors.quota_state import QuotaState
@@ -85,14 +90,16 @@ def build_host_parts(
     node_stats = NodeStatsCollector(proc_root, log=node_log, **clocks)
     collector = HostCollector(pod_stats, node_stats, pod_log, node_log, node_cpu)
     if dry_run:
-        return HostParts(collector, (dry_run_throttler(), dry_run_isolator()))
+        return HostParts(collector, (dry_run_throttler(), dry_run_isolator(), dry_run_limiter()))
     # Through systemd or straight into the files: what the host is decides (detected once).
     writes = choose_writes(mounts.version, layout.detect_driver(), state_dir)
     try:
         throttler = CgroupThrottler(mounts, QuotaState(state_dir), layout, writes=writes)
         isolator = CgroupIsolator(mounts, IsolationState(state_dir), layout, writes=writes)
+        limiter = CgroupBatchLimiter(mounts, BatchLimitsState(state_dir), layout, writes=writes)
     except ValueError as err:
-        log.error("cannot throttle on this host: quotas and CPU isolation will not be written",
-                  error=str(err))
+        log.error("cannot throttle on this host: quotas, batch limits and CPU isolation will "
+                  "not be written", error=str(err))
         return HostParts(collector, (dry_run_throttler(),))  # no isolator: no class offered
-    return HostParts(collector, (throttler, isolator), throttler, isolator, writes.through_systemd)
+    return HostParts(collector, (throttler, isolator, limiter), throttler, isolator,
+                     writes.through_systemd, limiter)

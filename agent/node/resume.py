@@ -9,6 +9,9 @@
   The idle and burst marks the isolation file names are adopted too: they stay, and the
   first tick releases those whose pod left its class meanwhile. Never reset, never
   re-read: a weight read while ``cpu.idle`` is 1 is the idle weight, not the pod's.
+  The batch pods' limits the limits file names are adopted likewise (those of pods gone
+  are forgotten: their cgroups went with them); each tick asks for them again, checked
+  against the kernel.
 
 Runs before the first decision, from the loop (``NodeLoop(prepare=...)``). On the objects
 saved by the earlier run (an agent that starts before the API server answers) it adopts
@@ -29,20 +32,24 @@ import structlog
 
 from agent.node.loop import Objects
 from agent.node.tick import NodeBrain
-from executors.adoption import adopt, adopt_marks, held_caps
+from executors.adoption import adopt, adopt_limits, adopt_marks, held_caps
+from executors.cgroup_batch_limits import CgroupBatchLimiter
 from executors.cgroup_isolation import CgroupIsolator
 from executors.cgroup_throttle import CgroupThrottler
 
 
 class Resume:
     def __init__(self, brain: NodeBrain, throttler: CgroupThrottler | None,
-                 isolator: CgroupIsolator | None = None, logger: Any = None) -> None:
+                 isolator: CgroupIsolator | None = None, limiter: CgroupBatchLimiter | None = None,
+                 logger: Any = None) -> None:  # fmt: skip
         self.brain = brain
         self.throttler = throttler
         self.isolator = isolator
+        self.limiter = limiter
         self.log = logger or structlog.get_logger()
         self._caps_done = throttler is None
         self._marks_done = isolator is None
+        self._limits_done = limiter is None
 
     def __call__(self, objects: Objects) -> bool:
         """Adopt (or rebuild); False when some caps or marks wait for the API server's objects."""
@@ -53,7 +60,28 @@ class Resume:
         if not self._marks_done:
             assert self.isolator is not None
             self._marks_done = self._marks(objects, self.isolator)
-        return self._caps_done and self._marks_done
+        if not self._limits_done:
+            assert self.limiter is not None
+            self._limits_done = self._limits(objects, self.limiter)
+        return self._caps_done and self._marks_done and self._limits_done
+
+    def _limits(self, objects: Objects, limiter: CgroupBatchLimiter) -> bool:
+        state = self.brain.state
+        adopted = {h.uid for h in state.limited.values()}
+        held = {uid: r for uid, r in limiter.held().items() if uid not in adopted}
+        if not held:
+            return True
+        live = objects.origin == "live"
+        shown = {p.uid for p in objects.pods}
+        waiting = [] if live else sorted(uid for uid in held if uid not in shown)
+        held = {uid: r for uid, r in held.items() if uid not in waiting}
+        result = adopt_limits(state, held, objects.pods)
+        for uid in result.gone:
+            limiter.release_uid(uid)  # the cgroups went with the pod: the record goes
+        self.log.info("batch limits adopted from the state file", code="batch-limits-adopted",
+                      adopted=len(result.adopted), pods=result.adopted[:10], gone=len(result.gone),
+                      **({"waiting_for_the_api": waiting[:10]} if waiting else {}))  # fmt: skip
+        return not waiting
 
     def _caps(self, objects: Objects) -> bool:
         assert self.throttler is not None and objects.node is not None

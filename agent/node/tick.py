@@ -49,6 +49,11 @@ class NodeBrain:
         """The caps in force, by pod (an evicted pod's, on its way out, is not one)."""
         return self.state.caps()
 
+    def caps_and_limits(self) -> dict[str, float]:
+        """The caps, and the batch pods' CPU limits where no cap is lower (``simulate``'s
+        ``throttled``)."""
+        return self.state.caps_and_limits()
+
     def batch_capacity(self) -> Published | None:
         """The batch capacity the node publishes (None: none)."""
         return self.state.batch_capacity()

@@ -21,7 +21,7 @@ from agent.node.config_file import ConfigFile
 from agent.node.console import ConsoleView
 from agent.node.dryrun import ReportingEvictor
 from agent.node.eviction_memory import EvictionMemory
-from agent.node.holding import HeldKeeper
+from agent.node.holding import HeldKeeper, InOrder
 from agent.node.host import build_host_parts
 from agent.node.lifecycle import Agent
 from agent.node.loop import AfterTick, NodeLoop, Objects, Publisher
@@ -104,12 +104,15 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
     metrics.writes_through_systemd.set(1 if host.through_systemd else 0)
     # Caps and marks that survive systemd, one keeper for both (agent.node.holding): the
     # caps read back before each tick, the marks as each tick asks for them.
+    held = [h for h in (host.limiter, throttler) if h is not None]  # limits under caps: first
     keeper = HeldKeeper(brain, lambda control, n: metrics.caps_reverted.labels(control).inc(n),
-                        caps=throttler)  # fmt: skip
-    if throttler is not None:
+                        caps=InOrder(*held) if held else None)  # fmt: skip
+    if held:
         before_tick.append(keeper)
     if isolator is not None:
         isolator.on_reverted = keeper.reverted_mark
+    if host.limiter is not None:
+        host.limiter.on_reverted = keeper.reverted_mark
     health = Health(stale_after=max(30.0, 10 * args.interval), source_ready=source_ready)
     publishers: list[Publisher] = [MetricsPublisher(metrics, health)]
     if effects is not None:
@@ -134,7 +137,8 @@ def build_agent(args: argparse.Namespace, watch_args: WatchArgs | None = None) -
         after_tick=after_tick,
         evictions_performed=not (args.local or args.dry_run),
         dry_run=args.dry_run,
-        prepare=None if throttler is None and isolator is None else Resume(brain, throttler, isolator),
+        prepare=None if throttler is None and isolator is None
+        else Resume(brain, throttler, isolator, host.limiter),
         before_tick=before_tick,
     )
     server = None

@@ -1,15 +1,17 @@
 """Simulated actuators: an Eviction API that honours PodDisruptionBudgets the way the API
-server does, a CPU throttler that remembers caps, and a CPU isolator that remembers the
-idle and burst marks. Used by `simulate` and tests."""
+server does, a CPU throttler that remembers caps, a CPU isolator that remembers the
+idle and burst marks, and a batch limiter that remembers the batch pods' limits. Used by
+`simulate` and tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from agent.model.batch import BatchLimits
 from agent.model.eviction import EvictionResult
 from agent.model.isolation import IsolationSupport
 from agent.model.objects import Pod, PodDisruptionBudget, disruptions_allowed
-from executors.actuators import CpuIsolator, CpuThrottler, Evictor, NodeStatusWriter
+from executors.actuators import BatchLimiter, CpuIsolator, CpuThrottler, Evictor, NodeStatusWriter
 
 
 class SimulatedEvictionAPI(Evictor):
@@ -103,6 +105,32 @@ class SimulatedIsolator(CpuIsolator):
     def take_back_quota(self, pod: Pod) -> bool:
         self.quota.pop(pod.key, None)
         return True
+
+
+class SimulatedBatchLimiter(BatchLimiter):
+    """Remembers each batch pod's limits written; a release forgets them."""
+
+    def __init__(self) -> None:
+        self.limits: dict[str, BatchLimits] = {}
+
+    def set_limits(self, pod: Pod, limits: BatchLimits) -> bool:
+        self.limits[pod.key] = limits
+        return True
+
+    def release_limits(self, pod: Pod) -> bool:
+        self.limits.pop(pod.key, None)
+        return True
+
+    def container_caps(self, key: str) -> dict[str, float] | None:
+        """The containers' CPU limits (cores) where every container has one, else the
+        pod's as one figure (None: no CPU limit)."""
+        limits = self.limits.get(key)
+        if limits is None:
+            return None
+        by_container = {n: a.cpu for n, a in limits.containers.items()}
+        if by_container and all(v is not None for v in by_container.values()):
+            return {n: v for n, v in by_container.items() if v is not None}
+        return None if limits.cpu is None else {"": limits.cpu}
 
 
 class SimulatedNodeStatus(NodeStatusWriter):

@@ -226,6 +226,8 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
             parts.append("<h3>Room held until the pod is bound (placeholders)</h3>"
                          + _table(["placeholder", "holds room for", "node", "priority class",
                                    "requests"], rows))  # fmt: skip
+        if queues.get("skipped"):
+            parts.append(_table(["pod", "in no queue because"], list(queues["skipped"].items())))
     if "daemonset" in report:
         rows = [(p, v.get("node"), v.get("strategy"), ", ".join(v.get("victims", [])) or "-")
                 for p, v in report["daemonset"].items()]

@@ -34,6 +34,7 @@ from agent.model.usage import NodeSample, PodUsage
 from agent.node.tick import NodeBrain
 from agent.scenario import Scenario
 from agent.simulate.actuators import (
+    SimulatedBatchLimiter,
     SimulatedEvictionAPI,
     SimulatedIsolator,
     SimulatedNodeStatus,
@@ -111,6 +112,7 @@ class SimulatedNode:
         self.throttler = SimulatedThrottler()
         self.isolator = SimulatedIsolator()
         self.status = SimulatedNodeStatus()
+        self.limiter = SimulatedBatchLimiter()
         #: The CPU isolation classes some policy of the node names (report keys).
         self.classes: set[str] = set()
         self.last_known: dict[str, PodUsage] = {}
@@ -131,7 +133,8 @@ class SimulatedNode:
         for key, usage in sample.pods.items():
             if key in gone:
                 continue
-            caps = self.throttler.caps.get(key)
+            # a cap of the throttler is never above the batch limit it sits under
+            caps = self.throttler.caps.get(key) or self.limiter.container_caps(key)
             recorded = sample.capped.get(key)
             if caps and recorded is not None and sum(caps.values()) >= recorded - SAME_CAP:
                 caps = None  # measured under this cap or a tighter one: the figure stands
@@ -174,7 +177,7 @@ class SimulatedNode:
             evictor=self.api,
             throttler=self.throttler,
             isolator=self.isolator,
-            actuators=(self.status,),
+            actuators=(self.status, self.limiter),
         )
         self.classes.update(classes_in_force(policies.isolation_for_node(self.node.labels)))
         for record in report.actions:
@@ -193,7 +196,7 @@ class SimulatedNode:
         out: dict[str, Any] = {
             "ticks": self.ticks,
             "evicted": list(self.evicted),
-            "throttled": {k: round(v, 6) for k, v in sorted(self.brain.caps().items())},
+            "throttled": {k: round(v, 6) for k, v in sorted(self.brain.caps_and_limits().items())},
         }
         for kind, pods in self.brain.isolated().items():
             if kind in self.classes or pods:

@@ -53,6 +53,11 @@ class Image:
 
 
 def cache_root() -> Path:
+    """``$WATERLINE_CACHE/vm`` (as hack/cluster/build's ``cluster-bin``), else
+    ``$XDG_CACHE_HOME/waterline/vm``: a branch with other inputs builds into a cache of its
+    own, so it does not remove the image the others boot."""
+    if os.environ.get("WATERLINE_CACHE"):
+        return Path(os.environ["WATERLINE_CACHE"]) / "vm"
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "waterline" / "vm"
 

@@ -15,7 +15,15 @@ from agent.model.usage import PodUsage
 from engine.caps import ceiling, split_cap, throttle_floor, throttle_step
 from engine.intents import Intent, RestoreCap, WriteCap
 from engine.phases.isolation import clear_burst
-from engine.records import FAILED, RESTORE, THROTTLE, ActionRecord, ThrottleRecord, owner_tag
+from engine.records import (
+    BATCH_CAPACITY_OWNER,
+    FAILED,
+    RESTORE,
+    THROTTLE,
+    ActionRecord,
+    ThrottleRecord,
+    owner_tag,
+)
 from engine.sorters import SORTERS, Candidate
 from engine.work import Steps, TickWork
 
@@ -43,6 +51,8 @@ def reconcile_caps(tick: TickWork) -> Steps:
             continue
         if ctx.provisional:
             continue  # a saved copy can be older than the cap's action: kept as it is
+        if record.action == BATCH_CAPACITY_OWNER:
+            continue  # the batch capacity's own (engine.phases.batch_squeeze)
         action = ctx.actions.get(record.action)
         if action is None or action.throttle is None:
             done = yield RestoreCap(pod)
@@ -149,8 +159,9 @@ def throttle_up(tick: TickWork) -> Steps:
             continue
         if tick.gaps.get(THROTTLE_UP, spec.name) is None or not state.throttled:
             continue
-        throttled = [tick.candidate(k) for k in state.throttled
-                     if k in ctx.pods and k not in state.evicting]
+        throttled = [tick.candidate(k) for k, r in state.throttled.items()
+                     if k in ctx.pods and k not in state.evicting
+                     and r.action != BATCH_CAPACITY_OWNER]  # raised by engine.phases.batch_squeeze
         for cand in reversed(SORTERS[spec.sorter].sort(throttled)):
             gap = tick.gaps.get(THROTTLE_UP, spec.name)
             if gap is None:

@@ -43,7 +43,10 @@ from tests.need import need
 OVERLAY = Path(__file__).resolve().parent / "overlay"
 #: The agent's state directory on the host (deploy/daemonset.yaml's hostPath).
 STATE_DIR = Path("/var/lib/waterline")
-STATE_FILES = ("cpu-quota.json", "objects.json", "evictions.json")
+STATE_FILES = (
+    "cpu-quota.json", "objects.json", "evictions.json", "batch-limits.json",
+    "cpu-isolation.json", "systemd-units.json",
+)  # fmt: skip
 AGENT = "app.kubernetes.io/name=waterline-agent"
 CONTROLLER = "app.kubernetes.io/name=waterline-controller"
 #: Figures printed at the end of the run (pytest_terminal_summary), by test.

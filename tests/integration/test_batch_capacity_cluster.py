@@ -23,7 +23,8 @@ from agent.kube.resources import NODES, POLICIES
 from agent.model.batch import BATCH_CPU, BATCH_MEMORY
 from agent.model.quantity import parse_quantity
 from agent.node.batch_status import batch_patch
-from devtools.harness.agent_env import QOS, Load, Pool, running_agent, tick_until
+from agent.node.release import release
+from devtools.harness.agent_env import QOS, Load, Pool, agent_args, running_agent, tick_until
 from devtools.harness.cluster import RealCluster, unique
 from devtools.harness.waiting import wait_until
 
@@ -117,3 +118,50 @@ def test_the_agents_token_may_patch_only_its_own_nodes_batch_resources(kube: Rea
     print("\nrefused to the agent's token:")
     for what, message in refused.items():
         print(f"  {what}: {message}")
+
+
+def test_release_by_hand_removes_the_resources_and_hands_every_batch_limit_back(
+    kube: RealCluster, pool: Pool, tmp_path: Path
+) -> None:
+    """An agent killed with no clean-up (its batch pod limited, the capacity published),
+    then `waterline agent release` with the agent's own kubeconfig: the batch pod's quota
+    and memory limit are back as the kubelet left them, and the Node's status has neither
+    resource (the scheduler no longer places batch pods by figures nobody keeps)."""
+    node = pool.node(cpu="8")
+    kubeconfig = kube.agent_kubeconfig(node)
+    pool.replicaset("web", 1, node=node, resources={"requests": {"cpu": "100m"}})
+    load = Load(tmp_path / "cg", pool.running("web", 1))  # a pod measured: the node's CPU
+    policy = _policy(pool, unique("batch"), "2")
+    policy["spec"]["batchCapacity"]["min"] = {"memory": "128Mi"}  # whatever this host's memory use
+    pool.create(POLICIES, policy)
+    with running_agent(kubeconfig, tmp_path, node) as agent:  # killed: no clean-up
+        tick_until(agent, load, {}, lambda s: _batch_cpu(pool, node) == 2000)
+        pool.kube.apply([{
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "batch-a", "namespace": pool.namespace},
+            "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+                     "containers": [{"name": "main", "image": "pause", "resources": {
+                         "requests": {BATCH_CPU: "1500", BATCH_MEMORY: "64Mi"},
+                         "limits": {BATCH_CPU: "1500", BATCH_MEMORY: "64Mi"}}}]},
+        }])  # fmt: skip
+        path = f"/api/v1/namespaces/{pool.namespace}/pods/batch-a"
+        wait_until(lambda: pool.api.request("GET", path)["status"].get("containerStatuses"), 60,
+                   "batch-a running", explain=lambda: str(pool.api.request("GET", path)))  # fmt: skip
+        batch = pool.api.request("GET", path)
+        assert batch["status"]["qosClass"] == "BestEffort"
+        load.add(batch)
+        pod_rel, container_rel = load.cgroups["batch-a"]
+        for rel in (pod_rel, container_rel):
+            (load.tree.root / "memory" / rel / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+        tick_until(agent, load, {}, lambda s: f"{pool.namespace}/batch-a" in agent.loop.brain.state.limited)
+    assert load.tree.quota(pod_rel) == "150000" and load.tree.quota(container_rel) == "150000"
+    memory = load.tree.root / "memory" / container_rel / "memory.limit_in_bytes"
+    assert memory.read_text().strip() == str(64 * 1024**2)
+    assert _batch_cpu(pool, node) == 2000  # a kill leaves it (a restart keeps it)
+
+    assert release(agent_args(kubeconfig, tmp_path, node)) == 0
+    assert load.tree.quota(pod_rel) == "-1" and load.tree.quota(container_rel) == "-1"
+    assert memory.read_text().strip() == "9223372036854771712"
+    assert '"pods": {}' in (tmp_path / "state" / "batch-limits.json").read_text()
+    status = _status(pool, node)
+    for field in ("capacity", "allocatable"):
+        assert BATCH_CPU not in status[field] and BATCH_MEMORY not in status[field]

@@ -49,6 +49,7 @@ def test_defrag_e2e_refuses_bad_flags_with_one_line_before_any_cluster_starts(
         (["--replot", "/nonexistent"], "--replot: no run.json in /nonexistent"),
         (["--rate", "0"], "--rate must be > 0 requests a second, got 0.0"),
         (["--line", "-1"], "--line must be > 0 cores, got -1.0"),
+        (["--line", "2"], "--line 2 is more than the bench node's 1 core"),
         (["--wait-line", "150"], "--wait-line must be in (0, 100] %, got 150.0"),
         (["--cases", "guaranteed,bogus"], "--cases: unknown bogus"),
         (["--cpu", "4096"], "--cpu must be one this process may run on"),
@@ -68,6 +69,10 @@ def test_colocation_takes_its_documented_short_settings() -> None:
     args = parse_args(["--rounds", "1", "--window", "8", "--strategies", "idle,idle-burst", "--cases", "burstable"])
     assert (args.rounds, args.window, args.strategies, args.cases) == (1, 8, "idle,idle-burst", "burstable")
     assert (args.warmup, args.settle, args.sizing, args.rate) == (5, 2.0, 30.0, None)  # the full run's
+
+
+def test_colocation_takes_a_line_up_to_the_bench_nodes_one_core() -> None:
+    assert parse_args(["--line", "1"]).line == 1.0
 
 
 def test_colocation_full_run_follows_the_protocol_and_quick_is_short() -> None:

@@ -99,3 +99,28 @@ def test_queue_preemption_takes_no_new_victims_for_a_pod_whose_room_is_held() ->
     again = acts[len(first):]
     assert ("event q2-b", "ReclaimExpired") in again
     assert [a for a, _ in again].count("default/q1-low") == 1
+
+
+def test_a_pod_in_no_queue_gets_one_warning_and_one_warning_event_not_one_a_round() -> None:
+    """A pod whose queue label names no Queue is in no queue's figures: the controller
+    says so (log code ``queue-pod-skipped``, a Warning Event ``UnknownQueue`` on the pod)
+    when it first sees it, not again each round while it stays so."""
+    doc = yaml.safe_load(SCENARIO.parent.joinpath("queues-unknown-queue.yaml").read_text())
+    now = parse_time(doc["now"]) or 0.0
+    store = ObjectStore.from_dicts(doc["objects"])
+    ctl, _ = controller()
+    events: list[tuple[str, str, str, str]] = []
+    ctl.writer.event = lambda ref, type_, reason, message: events.append(  # type: ignore[method-assign]
+        (f"{ref.namespace}/{ref.name}", type_, reason, message)
+    )
+    with capture_logs() as logs:
+        ctl.round(store, now)
+        ctl.round(store, now + 60)
+    skipped = [(e["pod"], e["reason"]) for e in logs if e.get("code") == "queue-pod-skipped"]
+    assert skipped == [("default/stray-pending", 'UnknownQueue ""'), ("default/stray-running", "UnknownQueue q9")]
+    unknown = [e for e in events if e[2] == "UnknownQueue"]  # (the reclaim's own aside)
+    assert [(pod, type_) for pod, type_, _, _ in unknown] == [
+        ("default/stray-pending", "Warning"),
+        ("default/stray-running", "Warning"),
+    ]
+    assert "names queue q9, which does not exist" in unknown[1][3]

@@ -212,6 +212,7 @@ def _mounts() -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
         (defaults.CGROUP_ROOT, "/sys/fs/cgroup", False),
         ("/sys/fs/cgroup/kubepods.slice", "/sys/fs/cgroup/kubepods.slice", True),
         (defaults.STATE_DIR, defaults.STATE_DIR, True),
+        ("/run/dbus", "/run/dbus", False),  # systemd's bus socket (executors/busctl.py)
     ],
 )
 def test_agent_host_mounts(mount_path: str, host_path: str, writable: bool) -> None:
@@ -256,7 +257,9 @@ def test_agent_writes_only_kubepods_and_state(component: str | None) -> None:
     mounts = agent_mounts(ds)
     assert len({m.name for m in mounts}) == len({m.path for m in mounts}) == len(mounts)
     writable = {m.path for m in mounts if not m.read_only}
-    assert writable == {_kubepods(version, driver), defaults.STATE_DIR}  # no /tmp: none used
+    # v1: the memory hierarchy's kubepods too (batch pods' memory limits; v2 has one tree)
+    memory = {f"{defaults.CGROUP_ROOT}/memory/{kubepods_path(driver)}"} if version == 1 else set()
+    assert writable == {_kubepods(version, driver), defaults.STATE_DIR, *memory}  # no /tmp: none used
     cgroup = [m for m in mounts if m.path.startswith(defaults.CGROUP_ROOT)]
     for m in cgroup:  # at the host's own paths; never created on a node that lacks them
         assert (m.host_path, m.host_type) == (m.path, "Directory")
@@ -265,8 +268,8 @@ def test_agent_writes_only_kubepods_and_state(component: str | None) -> None:
         assert read_only == {defaults.CGROUP_ROOT}
     else:  # read-only one hierarchy at a time: the tmpfs's read-only stops at its own mount
         assert read_only == {f"{defaults.CGROUP_ROOT}/{h}" for h in V1_READ}
-    (kubepods,) = [m.path for m in cgroup if not m.read_only]
-    assert any(kubepods.startswith(f"{top}/") for top in read_only)
+    for kubepods in [m.path for m in cgroup if not m.read_only]:
+        assert any(kubepods.startswith(f"{top}/") for top in read_only)
 
 
 @pytest.mark.parametrize("component", list(LAYOUTS), ids=str)

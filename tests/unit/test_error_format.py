@@ -129,7 +129,7 @@ def test_every_refusal_has_the_one_format(parse, base, path, value):
          "AvoidanceAction a: spec.scope.qosClasses must be a list of BestEffort, Burstable, "
          "Guaranteed, got 'BestEffort'"),
         (parse_action, _with(ACTION, "spec.coolDownSeconds", math.inf),
-         "AvoidanceAction a: spec.coolDownSeconds must be an integer, got inf"),
+         "AvoidanceAction a: spec.coolDownSeconds must be an integer, got .inf"),
         (parse_action, _with(ACTION, "spec.scope.podSelector", {"matchLabel": {"a": "b"}}),
          "AvoidanceAction a: spec.scope.podSelector.matchLabel is not a known field "
          "(known: matchLabels, matchExpressions), got {'a': 'b'}"),
@@ -144,7 +144,7 @@ def test_every_refusal_has_the_one_format(parse, base, path, value):
          "lc_cpu_throttled_ratio, lc_cpu_pressure), got ['cpu_total_usage']"),
         (parse_policy, {"metadata": {"name": "p"}, "spec": {}},
          "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances must be a non-empty list (or "
-         "spec.cpuIsolation or spec.batchCapacity set), got None"),
+         "spec.cpuIsolation or spec.batchCapacity set), got null"),
         (parse_policy, _with(ISOLATED, ISO, {}),
          "NodeQOSEnsurancePolicy p: spec.cpuIsolation must set idle or burst (or both), got {}"),
         (parse_policy, _with(ISOLATED, f"{ISO}.idle.scope.qosClasses", ["Batch"]),
@@ -163,14 +163,14 @@ def test_every_refusal_has_the_one_format(parse, base, path, value):
          "NodeQOSEnsurancePolicy p: spec.cpuIsolation.burst.scope.podSelector.matchLabel is not "
          "a known field (known: matchLabels, matchExpressions), got {}"),
         (parse_policy, _with(POLICY, f"{RULE}.metricRule.value", None),
-         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be set, got None"),
+         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be set, got null"),
         (parse_policy, _with(POLICY, f"{RULE}.metricRule.value", "6 cores"),
          "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be a "
          "quantity like \"6\", \"500m\", \"28Gi\" or a number, got '6 cores'"),
         (parse_policy, _with(POLICY, f"{RULE}.metricRule.value", math.nan),
-         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be finite, got nan"),
+         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be finite, got .nan"),
         (parse_policy, _with(POLICY, f"{RULE}.avoidanceThreshold", math.nan),
-         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].avoidanceThreshold must be an integer, got nan"),
+         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].avoidanceThreshold must be an integer, got .nan"),
         (parse_policy, _with(POLICY, f"{RULE}.actionName", "gone"),
          "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].actionName must name an "
          "AvoidanceAction that exists and is valid, got 'gone'"),
@@ -184,7 +184,7 @@ def test_every_refusal_has_the_one_format(parse, base, path, value):
          "(unknown suffix 'Q'), got '4Q'"),
         (parse_pdb, {"metadata": {"name": "b"}, "spec": {"minAvailable": "x%"}},
          "PodDisruptionBudget default/b: spec.minAvailable must be an integer or a percentage, got 'x%'"),
-        (parse_queue, {"metadata": {}}, "Queue: metadata.name must be set, got None"),
+        (parse_queue, {"metadata": {}}, "Queue: metadata.name must be set, got null"),
         (parse_priority_class, {"metadata": {"name": ""}}, "PriorityClass: metadata.name must be set, got ''"),
     ],
 )  # fmt: skip
@@ -211,4 +211,28 @@ def test_a_duplicate_rule_name_names_the_second_rule():
     assert message == (
         "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[1].name must be unique among the "
         "policy's rules, got 'r'"
+    )
+
+
+def test_a_refusal_quotes_the_value_as_the_yaml_it_was_written_in():
+    """An operator wrote ``true``, ``null``, ``.nan``: the error says so, not Python's
+    ``True``, ``None``, ``nan`` (every parser, through the one value format)."""
+    import yaml
+
+    def refusal(parse, text):
+        return _refusal(parse, yaml.safe_load(text))
+
+    action = "metadata: {name: a}\nspec: {coolDownSeconds: true}\n"
+    assert refusal(parse_action, action) == "AvoidanceAction a: spec.coolDownSeconds must be an integer, got true"
+    pod = "metadata: {name: p, namespace: d}\nspec: {priority: true, containers: []}\nstatus: {}\n"
+    assert refusal(parse_pod, pod) == "Pod d/p: spec.priority must be an integer, got true"
+    assert refusal(parse_node, "metadata: {name: null}\n") == "Node: metadata.name must be set, got null"
+    rule = "{name: r, metricRule: {name: cpu_total_usage, value: .nan}, actionName: a}"
+    policy = f"metadata: {{name: p}}\nspec: {{objectiveEnsurances: [{rule}]}}\n"
+    assert refusal(lambda r: parse_policy(r, {"a": None}), policy) == (
+        "NodeQOSEnsurancePolicy p: spec.objectiveEnsurances[0].metricRule.value must be finite, got .nan"
+    )
+    bad_list = "metadata: {name: b, namespace: d}\nspec: {minAvailable: [false, null, 'x']}\n"
+    assert refusal(parse_pdb, bad_list) == (
+        "PodDisruptionBudget d/b: spec.minAvailable must be an integer or a percentage, got [false, null, 'x']"
     )

@@ -136,3 +136,9 @@ def test_queue_placeholders_name_the_pod_and_node_they_hold_room_for():
     assert "<td>waterline-system/reclaim-w-" in html
     nowhere = render_html(build_report(load_scenario(SCENARIOS / "queues-fits-nowhere.yaml")), "t")
     assert "holds room for" not in nowhere
+
+
+def test_a_pod_in_no_queue_is_listed_with_the_reason():
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-unknown-queue.yaml")), "t")
+    assert "<th>pod</th><th>in no queue because</th>" in html
+    assert "<td>default/stray-running</td><td>UnknownQueue q9</td>" in html

@@ -186,3 +186,20 @@ def test_v1_has_no_per_cgroup_psi_so_no_lc_cpu_pressure(tmp_path: Path) -> None:
     tree.set(V1_LC, 2.0, periods=20, throttled=5)
     metrics = collector.collect([LC], pod_stats.collect([LC]).stats)
     assert metrics == {"lc_cpu_throttled_ratio": pytest.approx(50.0)}
+
+
+def test_the_no_visible_task_warning_names_the_pod_by_namespace_and_name(tmp_path: Path) -> None:
+    """A uid alone tells an operator nothing: the collector's warning reads
+    ``namespace/name (uid)``."""
+    tree = FakeTree(tmp_path / "cg", 1)
+    for rel in (V1_LC, f"{V1_LC}/c1"):
+        tree.add(rel)
+        _tasks(tree, rel)  # no task: none started, or another pid namespace
+    logger = ListLogger()
+    pod_stats = PodStatsCollector(tree.mounts, clock=Clock())
+    collector = InterferenceCollector(
+        TaskWaitReader(str(tree.root / "cpu"), 1, str(tmp_path / "proc"), log=CountingLog(logger))
+    )
+    tree.set(V1_LC, 1.0, periods=10)
+    assert "lc_cpu_wait_ratio" not in collector.collect([LC], pod_stats.collect([LC]).stats)
+    assert [(e, f.get("pod")) for e, f in logger.events] == [(NO_TASKS_VISIBLE, "default/web (lc-1)")]

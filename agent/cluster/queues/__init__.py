@@ -12,7 +12,9 @@ Decisions where DESIGN.md is silent (what an operator of a large cluster would e
   never below zero), since a pending pod cannot use a cordoned node's room.
 * allocated = requests of the queue's active pods (bound to a node, not finished), so a
   bound pod still in phase Pending holds its share; pending = phase Pending without a node.
-  Pods naming a queue that does not exist belong to no queue (they still use capacity).
+  Pods naming a queue that does not exist belong to no queue (they still use capacity);
+  the plan names them (``skipped``: ``UnknownQueue <name>``), so that none vanishes
+  without a word (the controller warns once per pod, with a Warning Event on it).
 * Resources are the ones the queues request or guarantee; ``pods`` is not a queue resource.
 * If the guarantees of all queues exceed the cluster total in a resource, they are scaled
   down in proportion to fit it, so deserved never sums above the total.

@@ -5,11 +5,18 @@ are in the package docstring)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agent.cluster.queues.args import QueueArgs
 from agent.cluster.queues.reclaim import Reclaim, reclaim, usable_snapshot
-from agent.cluster.queues.shares import cluster_capacity, deserved, need, queue_usage, starving
+from agent.cluster.queues.shares import (
+    cluster_capacity,
+    deserved,
+    need,
+    queue_usage,
+    starving,
+    unknown_queue,
+)
 from agent.model.objects import Node, Pod, PodDisruptionBudget
 from agent.model.queue import Queue
 from agent.model.store import ObjectStore
@@ -36,6 +43,9 @@ class QueuePlan:
     unplaced: Mapping[str, str] = field(default_factory=dict)
     #: True when every victim set is proven the fewest, then cheapest, on its node.
     exact: bool = True
+    #: Pods left out of every queue, and why (``UnknownQueue <name>``; ``plan`` fills it,
+    #: with the namespaces at hand).
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def victims(self) -> tuple[str, ...]:
@@ -48,7 +58,8 @@ class QueuePlan:
 
 
 def plan(snapshot: ObjectStore, args: QueueArgs, now: float) -> QueuePlan:
-    return decide(snapshot.queues, snapshot.nodes.values(), snapshot.pods, now, args, snapshot.pdbs)
+    done = decide(snapshot.queues, snapshot.nodes.values(), snapshot.pods, now, args, snapshot.pdbs)
+    return replace(done, skipped=unknown_queue(snapshot.queues, snapshot.pods, snapshot.namespaces))
 
 
 def decide(

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from agent.cluster.engine import slack
-from agent.model.objects import Node, Pod, Resources
+from agent.model.objects import Namespace, Node, Pod, Resources
 from agent.model.queue import QUEUE_LABEL, Queue
 
 #: Water-filling rounds before the fixed point is taken as reached (it converges in far
@@ -49,8 +49,34 @@ def is_pending(pod: Pod) -> bool:
     return pod.phase == "Pending" and not pod.node_name and not pod.is_terminating
 
 
+#: Why a pod is in no queue: its label names a Queue that does not exist.
+UNKNOWN_QUEUE = "UnknownQueue"
+_EMPTY_NAME = '""'
+
+
+def unknown_queue(
+    queues: Sequence[Queue], pods: Iterable[Pod], namespaces: Mapping[str, Namespace] | None = None
+) -> dict[str, str]:
+    """Pods (running or pending) whose queue label names no Queue, each with the reason
+    ``UnknownQueue <name>`` (``""`` for an empty label): ``queue_usage`` leaves them out
+    (they still use capacity), and a pod that vanished from every figure without a word
+    would look served, or forgotten. A terminating pod, or one of a terminating namespace,
+    is leaving (its Queue may have gone first): nothing to report."""
+    names = {q.name for q in queues}
+    going = {n.name for n in (namespaces or {}).values() if n.terminating}
+    out = {}
+    for pod in pods:
+        queue = pod.labels.get(QUEUE_LABEL)
+        if queue is None or queue in names or pod.is_terminating or pod.namespace in going:
+            continue
+        if pod.is_active or is_pending(pod):
+            out[pod.key] = f"{UNKNOWN_QUEUE} {queue or _EMPTY_NAME}"
+    return dict(sorted(out.items()))
+
+
 def queue_usage(queues: Sequence[Queue], pods: Iterable[Pod]) -> dict[str, QueueUsage]:
-    """Group pods by their queue label; pods of unknown queues are left out."""
+    """Group pods by their queue label; pods of unknown queues are left out
+    (``unknown_queue`` names them)."""
     names = {q.name for q in queues}
     allocated: dict[str, dict[str, float]] = {n: {} for n in names}
     pending: dict[str, dict[str, float]] = {n: {} for n in names}

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from agent.model.fields import shown
 from agent.model.objects.common import guarded, metadata
 from agent.model.objects.pods import Pod
 from agent.model.selectors import EVERYTHING, LabelSelector, parse_label_selector
@@ -32,7 +33,7 @@ def _int_or_percent(value: object, fieldpath: str) -> int | str | None:
     if value is None:
         return None
     if isinstance(value, bool):
-        raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {value!r}")
+        raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {shown(value)}")
     if isinstance(value, int):
         if value < 0:
             raise ValueError(f"{fieldpath}: must be >= 0, got {value}")
@@ -41,11 +42,11 @@ def _int_or_percent(value: object, fieldpath: str) -> int | str | None:
         try:
             int(value[:-1])
         except ValueError:
-            raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {value!r}") from None
+            raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {shown(value)}") from None
         return value
     if isinstance(value, str) and value.isdigit():
         return int(value)
-    raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {value!r}")
+    raise ValueError(f"{fieldpath}: must be an integer or a percentage, got {shown(value)}")
 
 
 def parse_pdb(raw: Mapping[str, Any]) -> PodDisruptionBudget:
@@ -60,7 +61,7 @@ def parse_pdb(raw: Mapping[str, Any]) -> PodDisruptionBudget:
         max_un = _int_or_percent(spec.get("maxUnavailable"), "spec.maxUnavailable")
         if min_av is not None and max_un is not None:
             raise ValueError(
-                f"spec.maxUnavailable: must not be set with minAvailable (they are mutually exclusive), got {max_un!r}"
+                f"spec.maxUnavailable: must not be set with minAvailable (they are mutually exclusive), got {shown(max_un)}"
             )
         selector = spec.get("selector")
         return PodDisruptionBudget(

@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from agent.errors import InvalidObject
+from agent.model.fields import shown
 from agent.model.quantity import parse_resource_list
 
 Resources = Mapping[str, float]
@@ -26,7 +27,7 @@ def listed(value: object, path: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ValueError(f"{path}: must be a list, got {value!r}")
+        raise ValueError(f"{path}: must be a list, got {shown(value)}")
     return value
 
 
@@ -35,7 +36,7 @@ def mapping(value: object, path: str) -> Mapping[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise ValueError(f"{path}: must be a mapping, got {value!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(value)}")
     return value
 
 
@@ -43,7 +44,7 @@ def resource_list(value: object, path: str) -> dict[str, float]:
     """A ResourceList field of an object; a bad quantity is refused with its path
     (``status.capacity.cpu: ...``)."""
     if value is not None and not isinstance(value, dict):
-        raise ValueError(f"{path}: must be a mapping of resources, got {value!r}")
+        raise ValueError(f"{path}: must be a mapping of resources, got {shown(value)}")
     try:
         return parse_resource_list(value)
     except ValueError as err:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import shown
 from agent.model.objects.common import (
     Resources,
     guarded,
@@ -53,7 +54,7 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
     meta = metadata(raw)
     name = str(meta.get("name") or "")
     if not name:
-        raise InvalidObject("Node", "", "metadata.name", f"must be set, got {meta.get('name')!r}")
+        raise InvalidObject("Node", "", "metadata.name", f"must be set, got {shown(meta.get('name'))}")
 
     def body() -> Node:
         spec = mapping(raw.get("spec"), "spec")
@@ -88,16 +89,21 @@ def parse_node(raw: Mapping[str, Any]) -> Node:
 class Namespace:
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
+    #: Being deleted (deletionTimestamp set, or phase Terminating): its pods are going, and
+    #: nothing new (an Event) may be created in it.
+    terminating: bool = False
 
 
 def parse_namespace(raw: Mapping[str, Any]) -> Namespace:
     meta = metadata(raw)
     name = str(meta.get("name") or "")
     if not name:
-        raise InvalidObject("Namespace", "", "metadata.name", f"must be set, got {meta.get('name')!r}")
+        raise InvalidObject("Namespace", "", "metadata.name", f"must be set, got {shown(meta.get('name'))}")
     labels = str_map(meta.get("labels"))
     labels.setdefault(NAMESPACE_NAME_LABEL, name)
-    return Namespace(name, labels)
+    status = raw.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return Namespace(name, labels, meta.get("deletionTimestamp") is not None or phase == "Terminating")
 
 
 def namespace_labels(namespaces: Mapping[str, Namespace], namespace: str) -> Mapping[str, str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import shown
 from agent.model.objects.common import metadata
 
 
@@ -21,7 +22,7 @@ class OwnerRef:
 
 def parse_owner(raw: object, path: str) -> OwnerRef:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     return OwnerRef(
         str(raw.get("kind") or ""),
         str(raw.get("name") or ""),
@@ -58,21 +59,21 @@ def parse_workload(raw: Mapping[str, Any]) -> Workload:
     namespace = str(meta.get("namespace") or "default")
     spec = raw.get("spec") or {}
     if not isinstance(spec, dict):
-        raise InvalidObject(kind, f"{namespace}/{name}", "spec", f"must be a mapping, got {spec!r}")
+        raise InvalidObject(kind, f"{namespace}/{name}", "spec", f"must be a mapping, got {shown(spec)}")
     owners = meta.get("ownerReferences") or []
     if not isinstance(owners, list):
         raise InvalidObject(
-            kind, f"{namespace}/{name}", "metadata.ownerReferences", f"must be a list, got {owners!r}"
+            kind, f"{namespace}/{name}", "metadata.ownerReferences", f"must be a list, got {shown(owners)}"
         )
     replicas = spec.get("replicas")
     if kind == "Job":
         replicas = spec.get("parallelism", replicas)
     if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)):
-        raise InvalidObject(kind, f"{namespace}/{name}", "spec.replicas", f"must be an integer, got {replicas!r}")
+        raise InvalidObject(kind, f"{namespace}/{name}", "spec.replicas", f"must be an integer, got {shown(replicas)}")
     owner = None
     for i, o in enumerate(owners):
         if not isinstance(o, dict):
-            raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", f"must be a mapping, got {o!r}")
+            raise InvalidObject(kind, f"{namespace}/{name}", f"metadata.ownerReferences[{i}]", f"must be a mapping, got {shown(o)}")
         ref = parse_owner(o, f"metadata.ownerReferences[{i}]")
         if ref.controller:
             owner = ref

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import shown
 from agent.model.objects.common import (
     Resources,
     guarded,
@@ -183,13 +184,13 @@ class Pod:
 
 def _parse_container(raw: object, path: str) -> Container:
     if not isinstance(raw, dict):
-        raise ValueError(f"{path}: must be a mapping, got {raw!r}")
+        raise ValueError(f"{path}: must be a mapping, got {shown(raw)}")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
-        raise ValueError(f"{path}.name: must be a non-empty string, got {name!r}")
+        raise ValueError(f"{path}.name: must be a non-empty string, got {shown(name)}")
     res = raw.get("resources") or {}
     if not isinstance(res, dict):
-        raise ValueError(f"{path}.resources: must be a mapping, got {res!r}")
+        raise ValueError(f"{path}.resources: must be a mapping, got {shown(res)}")
     limits = resource_list(res.get("limits"), f"{path}.resources.limits")
     requests = resource_list(res.get("requests"), f"{path}.resources.requests")
     for resource, amount in limits.items():
@@ -256,7 +257,7 @@ def _parse_affinity(spec: Mapping[str, Any], path: str) -> tuple[NodeSelector | 
         for i, term in enumerate(anti.get("requiredDuringSchedulingIgnoredDuringExecution") or []):
             tpath = f"{path}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[{i}]"
             if not isinstance(term, dict):
-                raise ValueError(f"{tpath}: must be a mapping, got {term!r}")
+                raise ValueError(f"{tpath}: must be a mapping, got {shown(term)}")
             terms.append(
                 PodAffinityTerm(
                     parse_label_selector(term.get("labelSelector"), f"{tpath}.labelSelector")
@@ -321,7 +322,7 @@ def _preemption_policy(raw: object) -> str:
     if raw is None:
         return PREEMPT_LOWER_PRIORITY
     if raw not in PREEMPTION_POLICIES:
-        raise ValueError(f"spec.preemptionPolicy: must be one of {list(PREEMPTION_POLICIES)}, got {raw!r}")
+        raise ValueError(f"spec.preemptionPolicy: must be one of {list(PREEMPTION_POLICIES)}, got {shown(raw)}")
     return str(raw)
 
 
@@ -332,13 +333,13 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
     namespace = str(meta.get("namespace") or "default")
     label = f"{namespace}/{name}"
     if not name:
-        raise InvalidObject("Pod", label, "metadata.name", f"must be set, got {meta.get('name')!r}")
+        raise InvalidObject("Pod", label, "metadata.name", f"must be set, got {shown(meta.get('name'))}")
     spec = raw.get("spec") or {}
     status = raw.get("status") or {}
     if not isinstance(spec, dict):
-        raise InvalidObject("Pod", label, "spec", f"must be a mapping, got {spec!r}")
+        raise InvalidObject("Pod", label, "spec", f"must be a mapping, got {shown(spec)}")
     if not isinstance(status, dict):
-        raise InvalidObject("Pod", label, "status", f"must be a mapping, got {status!r}")
+        raise InvalidObject("Pod", label, "status", f"must be a mapping, got {shown(status)}")
 
     def body() -> Pod:
         containers = tuple(
@@ -362,10 +363,10 @@ def parse_pod(raw: Mapping[str, Any]) -> Pod:
         if priority is None:
             priority = 0
         if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError(f"spec.priority: must be an integer, got {priority!r}")
+            raise ValueError(f"spec.priority: must be an integer, got {shown(priority)}")
         qos = status.get("qosClass") or _derive_qos(containers, init)
         if qos not in QOS_RANK:
-            raise ValueError(f"status.qosClass: must be one of {list(QOS_CLASSES)}, got {qos!r}")
+            raise ValueError(f"status.qosClass: must be one of {list(QOS_CLASSES)}, got {shown(qos)}")
         node_sel, anti = _parse_affinity(spec, "spec.affinity")
         local_volumes, claims = _parse_volumes(spec.get("volumes"), name)
         tolerations = tuple(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.errors import InvalidObject
+from agent.model.fields import shown
 from agent.model.objects.common import metadata
 from agent.model.objects.nodes import HOSTNAME_LABEL
 
@@ -78,7 +79,7 @@ def _single_node(affinity: object) -> str:
 def parse_persistent_volume(raw: Mapping[str, Any]) -> PersistentVolume:
     name = str(metadata(raw).get("name") or "")
     if not name:
-        raise InvalidObject(PV_KIND, "", "metadata.name", f"must be set, got {name!r}")
+        raise InvalidObject(PV_KIND, "", "metadata.name", f"must be set, got {shown(name)}")
     spec = raw.get("spec")
     spec = spec if isinstance(spec, dict) else {}
     node = _single_node(spec.get("nodeAffinity"))
@@ -95,7 +96,7 @@ def parse_persistent_volume_claim(raw: Mapping[str, Any]) -> PersistentVolumeCla
     name = str(meta.get("name") or "")
     namespace = str(meta.get("namespace") or "default")
     if not name:
-        raise InvalidObject(PVC_KIND, "", "metadata.name", f"must be set, got {name!r}")
+        raise InvalidObject(PVC_KIND, "", "metadata.name", f"must be set, got {shown(name)}")
     spec = raw.get("spec")
     volume = spec.get("volumeName") if isinstance(spec, dict) else None
     return PersistentVolumeClaim(namespace, name, str(volume or ""))

@@ -3,8 +3,10 @@ request, the victims (in the order their pods were served); also the starving qu
 need, whether every victim set was proven the fewest then cheapest
 (``exactVictimSearch``), and where the victims were chosen: ``victimsFor`` (per victim, the
 pending pod it is evicted for and the node both are on), ``reclaims`` (per pending pod
-given victims: its node and victims), ``fitsNow`` (pending pods that fit without a victim)
-and ``unplaced`` (pending pods of starving queues left without victims, with the reason);
+given victims: its node and victims), ``fitsNow`` (pending pods that fit without a victim),
+``unplaced`` (pending pods of starving queues left without victims, with the reason) and
+``skipped`` (pods left out of every queue, with the reason: ``UnknownQueue <name>``, a
+queue label naming no Queue);
 ``placeholders``: per reclaim, the placeholder pod the controller would create to hold the
 room its victims free until the pod is bound (``agent/cluster/queues/holding.py``: its
 name, the pod, the node, the victims, the PriorityClass and the requests, CPU in cores,
@@ -43,6 +45,7 @@ def render(plan: QueuePlan, args: QueueArgs) -> dict[str, Any]:
         "reclaims": [{"pod": r.pod, "node": r.node, "victims": list(r.victims)} for r in plan.reclaims],
         "fitsNow": list(plan.fits_now),
         "unplaced": dict(plan.unplaced),
+        "skipped": dict(plan.skipped),
     }
 
 

@@ -1,0 +1,227 @@
+"""On the guest node (cgroup v2, the kubelet's systemd cgroup driver): the pod slices and
+container scopes the real kubelet and runc make, and the agent, in its DaemonSet pod,
+capping and marking through systemd so that a ``systemctl daemon-reload`` keeps the
+values. Everything is read in the guest: the kernel's files and systemd's units; the
+assertions are about what they hold, never about timing.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from devtools.harness.waiting import wait_until
+from devtools.vm.node import LABELS
+from tests import builders
+from tests.vm_node.conftest import CGROUP, PodUnits, VmNodeRun, report
+
+NODE = {"matchLabels": dict(LABELS)}
+#: The cap's floor: 10% of the node's 2 cores (a BestEffort pod has no limit of its own);
+#: steps of 10%.
+MIN_RATIO, STEP_RATIO = 10, 10
+#: Reloads per check: each takes seconds under emulation.
+RELOADS = 3
+
+
+def _usage(vm: VmNodeRun, path: str) -> int:
+    stat = vm.read(f"{path}/cpu.stat")[f"{path}/cpu.stat"].split()
+    return int(stat[stat.index("usage_usec") + 1])
+
+
+def _cores(cpu_max: str) -> float:
+    quota, period = cpu_max.split()
+    return float("inf") if quota == "max" else int(quota) / int(period)
+
+
+#: The guest's watcher: each file's value every 20 ms, appended when it changes (one
+#: Python process, no fork per read: forks cost milliseconds under emulation).
+WATCHER = """
+import os, sys, time
+files = sys.argv[1:]
+last = [None] * len(files)
+while not os.path.exists("/tmp/watch-stop"):
+    for i, path in enumerate(files):
+        with open(path) as f:
+            value = f.read().strip()
+        if value != last[i]:
+            last[i] = value
+            with open(f"/tmp/watch.{i}", "a") as out:
+                out.write(value + "\\n")
+    time.sleep(0.02)
+"""
+
+
+def _watching(vm: VmNodeRun, files: list[str]) -> None:
+    """Start the watcher in the guest on ``files`` (under /sys/fs/cgroup)."""
+    paths = " ".join(f"{CGROUP}/{f}" for f in files)
+    vm.node.check(f"rm -f /tmp/watch.* /tmp/watch-stop\ncat > /tmp/watch.py <<'PY'\n{WATCHER}\nPY\n"
+                  f"nohup python3 /tmp/watch.py {paths} >/dev/null 2>&1 &\n"
+                  "n=0; until [ -e /tmp/watch.0 ]; do n=$((n + 1)); [ $n -lt 300 ] || exit 1; sleep 0.1; done")  # fmt: skip
+
+
+def _seen(vm: VmNodeRun, files: list[str]) -> dict[str, list[str]]:
+    """Each watched file's values in the order seen (one value: it never changed)."""
+    vm.node.check("touch /tmp/watch-stop; sleep 0.5")
+    out = {}
+    for i, f in enumerate(files):
+        lines = vm.node.check(f"cat /tmp/watch.{i}").splitlines()
+        out[f] = [line.strip() for line in lines if line.strip()]
+    return out
+
+
+def _reloads(vm: VmNodeRun) -> list[float]:
+    took = []
+    for _ in range(RELOADS):
+        start = time.monotonic()
+        vm.node.check("systemctl daemon-reload", timeout=300)
+        took.append(time.monotonic() - start)
+    return took
+
+
+# -- the real kubelet's layout under the systemd driver --------------------------------------
+
+
+def test_the_kubelet_puts_pods_in_systemd_slices_and_runc_in_scopes(
+    vm: VmNodeRun, work: dict[str, PodUnits]
+) -> None:
+    for name, pod in work.items():
+        units = {u: vm.show(u, "ControlGroup", "ActiveState") for u in (pod.slice, pod.scope)}
+        procs = vm.read(f"{pod.scope_path}/cgroup.procs")[f"{pod.scope_path}/cgroup.procs"]
+        report("layout", f"{name}: {pod.scope_path} (procs {procs})")
+        assert units[pod.slice] == {"ControlGroup": f"/{pod.slice_path}", "ActiveState": "active"}
+        assert units[pod.scope] == {"ControlGroup": f"/{pod.scope_path}", "ActiveState": "active"}
+        assert procs, f"{name}: no process in its scope"
+    # A Guaranteed pod sits directly under kubepods.slice; its limit is the scope's own
+    # property (runc sets it through systemd), and the kernel's cpu.max is that.
+    lc = work["lc"]
+    assert lc.slice_path == f"kubepods.slice/{lc.slice}"
+    files = vm.read(f"{lc.scope_path}/cpu.max", f"{lc.slice_path}/cpu.max")
+    quota = vm.show(lc.scope, "CPUQuotaPerSecUSec")
+    report("layout", f"lc (Guaranteed, 200m): scope cpu.max {files[f'{lc.scope_path}/cpu.max']}, "
+                     f"{quota}; slice cpu.max {files[f'{lc.slice_path}/cpu.max']}")  # fmt: skip
+    assert files[f"{lc.scope_path}/cpu.max"] == "20000 100000"
+    assert quota == {"CPUQuotaPerSecUSec": "200ms"}
+    assert work["batch"].slice_path.startswith("kubepods.slice/kubepods-besteffort.slice/")
+
+
+# -- a cap, set as the scope's property: a daemon-reload keeps it -----------------------------
+
+
+@pytest.fixture
+def capped(vm: VmNodeRun, work: dict[str, PodUnits]) -> Any:
+    """A policy whose line the node never gets under (0.05 cores), so the agent caps the
+    batch pod down to its floor and holds it there; deleted at the end."""
+    vm.kube.apply([
+        builders.action("vmn-throttle", throttle={"minCPURatio": MIN_RATIO, "stepCPURatio": STEP_RATIO},
+                        cool_down=300, scope={"qosClasses": ["BestEffort"],
+                                              "podSelector": {"matchLabels": {"role": "batch"}}}),
+        builders.policy("vmn-cpu", [builders.rule("high", "cpu_total_usage", "0.05", "vmn-throttle",
+                                                  avoidanceThreshold=2, restoreThreshold=3)], NODE),
+    ])  # fmt: skip
+    try:
+        yield
+    finally:
+        vm.kube.kubectl("delete", "nodeqosensurancepolicy", "vmn-cpu", "--ignore-not-found")
+        vm.kube.kubectl("delete", "avoidanceaction", "vmn-throttle", "--ignore-not-found")
+
+
+def test_the_agent_caps_through_the_scope_and_a_daemon_reload_keeps_the_cap(
+    vm: VmNodeRun, work: dict[str, PodUnits], capped: Any
+) -> None:
+    batch = work["batch"]
+    cpu_max = f"{batch.scope_path}/cpu.max"
+    before = vm.show(batch.scope, "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec")
+    history: list[str] = []
+    same: list[str] = []
+
+    def held() -> bool:
+        """Capped, and the same cap at five reads in a row (the steps down are over)."""
+        value = vm.read(cpu_max)[cpu_max]
+        if not history or history[-1] != value:
+            history.append(value)
+        same[:] = [*same, value] if same and same[-1] == value else [value]
+        return value != "max 100000" and len(same) >= 5
+
+    wait_until(held, 600, "the batch pod capped and held", interval=2,
+               explain=lambda: f"cpu.max seen: {history}")  # fmt: skip
+    cap = vm.read(cpu_max)[cpu_max]
+    prop = vm.show(batch.scope, "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec")
+    # Kernel-measured, over a window at the cap.
+    u0, t0 = _usage(vm, batch.scope_path), time.monotonic()
+    time.sleep(10)
+    u1, t1 = _usage(vm, batch.scope_path), time.monotonic()
+    used = (u1 - u0) / 1e6 / (t1 - t0)
+    _watching(vm, [cpu_max])
+    took = _reloads(vm)
+    seen = _seen(vm, [cpu_max])[cpu_max]
+    after = vm.read(cpu_max)[cpu_max]
+    prop_after = vm.show(batch.scope, "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec")
+    metrics = vm.metrics()
+    reverted = {k: v for k, v in metrics.items() if k.startswith("waterline_caps_reverted_total")}
+    report("cap through systemd",
+           f"cpu.max on the way down: {' -> '.join(history)}",
+           f"unit before {before}; capped {prop}",
+           f"kernel: {used:.3f} cores used over {t1 - t0:.1f} s at the cap {_cores(cap):.2f}",
+           f"{RELOADS} daemon-reloads ({', '.join(f'{t:.1f}' for t in took)} s): cpu.max seen {seen}, "
+           f"after {after}; unit after {prop_after}",
+           f"waterline_cgroup_writes_through_systemd {metrics.get('waterline_cgroup_writes_through_systemd')}, "
+           f"reverted {reverted or 0}")  # fmt: skip
+    assert metrics.get("waterline_cgroup_writes_through_systemd") == 1.0
+    assert prop["CPUQuotaPerSecUSec"] != before["CPUQuotaPerSecUSec"], (
+        "the cap is not the scope's property"
+    )
+    assert used <= _cores(cap) * 1.1 + 0.02
+    assert seen == [cap], f"a daemon-reload changed cpu.max: {seen}"
+    assert after == cap and prop_after == prop
+    assert not any(reverted.values()), reverted
+    # The policy goes: the scope's own value comes back, as a property and in the kernel.
+    vm.kube.kubectl("delete", "nodeqosensurancepolicy", "vmn-cpu")
+    wait_until(
+        lambda: vm.read(cpu_max)[cpu_max] == "max 100000", 600, "the cap released", interval=2
+    )
+    released = vm.show(batch.scope, "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec")
+    report("cap through systemd", f"released: cpu.max max 100000, unit {released}")
+    assert released == before
+
+
+# -- the idle mark, set as the pod slice's CPUWeight=idle ----------------------------------------
+
+
+def test_the_idle_mark_is_the_slices_property_and_a_daemon_reload_keeps_it(
+    vm: VmNodeRun, work: dict[str, PodUnits]
+) -> None:
+    batch = work["batch"]
+    idle = f"{batch.slice_path}/cpu.idle"
+    weight = f"{batch.slice_path}/cpu.weight"
+    before = vm.read(idle, weight)
+    unit_before = vm.show(batch.slice, "CPUWeight")
+    scope = {
+        "scope": {"qosClasses": ["BestEffort"], "podSelector": {"matchLabels": {"role": "batch"}}}
+    }
+    vm.kube.apply([builders.policy("vmn-idle", None, NODE, spec={"cpuIsolation": {"idle": scope}})])
+    try:
+        wait_until(
+            lambda: vm.read(idle)[idle] == "1", 600, "the batch pod's slice marked idle", interval=2
+        )
+        unit = vm.show(batch.slice, "CPUWeight")
+        _watching(vm, [idle])
+        took = _reloads(vm)
+        seen = _seen(vm, [idle])[idle]
+        after = vm.read(idle)[idle]
+        report("idle through systemd",
+               f"before: {before}, unit {unit_before}; marked: unit {unit}",
+               f"{RELOADS} daemon-reloads ({', '.join(f'{t:.1f}' for t in took)} s): cpu.idle seen {seen}, "
+               f"after {after}")  # fmt: skip
+        assert unit == {"CPUWeight": "idle"}
+        assert seen == ["1"], f"a daemon-reload changed cpu.idle: {seen}"
+        assert after == "1"
+    finally:
+        vm.kube.kubectl("delete", "nodeqosensurancepolicy", "vmn-idle", "--ignore-not-found")
+    wait_until(lambda: vm.read(idle)[idle] == "0", 600, "the idle mark released", interval=2)
+    released = vm.read(idle, weight)
+    unit_released = vm.show(batch.slice, "CPUWeight")
+    report("idle through systemd", f"released: {released}, unit {unit_released}")
+    assert released == before
+    assert unit_released == unit_before
