@@ -156,6 +156,11 @@ class PlanActs:
         nominated before its placeholder is deleted); leftovers deleted; Events."""
         intents = h.step(self.holds, plan.reclaims, view.pods, snapshot.priority_classes, now,
                          self.hold_args)  # fmt: skip
+        planned = intents.handing
+        intents = h.confirmed(intents, self._fresh(planned, view))
+        for key in sorted(set(planned) - set(intents.handing)):
+            self.log.info("queue hand-over put off: the pod's nomination is not standing",
+                          pod=key, node=intents.holds[key].node)  # fmt: skip
         holds = dict(intents.holds)
         for body in intents.priority_classes:
             self.writer.create_priority_class(body)
@@ -164,6 +169,14 @@ class PlanActs:
                 self.writer.nominate(pod, node, "queues")
         for pod in intents.hand_over:  # after the pods' nominations
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid, grace_seconds=0)
+        for key in intents.handing:  # a try begun before the deletion clears the claim after it
+            hold = holds[key]
+            namespace, name = key.split("/", 1)
+            read, pod = self.writer.read_pod(namespace, name)
+            if read and h.renominate(hold, pod) and pod is not None:
+                self.log.info("queue hand-over: the pod's nomination cleared at the deletion, "
+                              "renewed", pod=key, node=hold.node)  # fmt: skip
+                self.writer.nominate(pod, hold.node, "queues")
         for pod in intents.delete:
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid)
         for cls in intents.delete_classes:
@@ -184,6 +197,20 @@ class PlanActs:
             self.log.info("queue reclaim ended", pod=end.hold.pod, node=end.hold.node,
                           outcome=end.outcome, bound=end.node, victims=list(end.hold.victims))  # fmt: skip
         self.holds = holds
+
+    def _fresh(self, keys: Iterable[str], view: ClusterView) -> dict[str, Pod | None]:
+        """The pods about to be handed their room, re-read from the API server now (the
+        snapshot is a round old); in a dry run, the snapshot's (nothing is deleted)."""
+        out: dict[str, Pod | None] = {}
+        for key in keys:
+            if self.writer.dry_run:
+                out[key] = view.pods.get(key)
+                continue
+            namespace, name = key.split("/", 1)
+            read, pod = self.writer.read_pod(namespace, name)
+            if read:
+                out[key] = pod
+        return out
 
     def _report_skipped(self, skipped: Mapping[str, str], view: ClusterView) -> None:
         """A pod in no queue (its label names no Queue): one warning and one Warning Event

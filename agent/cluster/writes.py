@@ -42,6 +42,7 @@ from agent.kube.resources import ACTIONS, CONFIGMAPS, EVENTS, NODES, PODS, POLIC
 from agent.kube.taints import read_taints, write_taints
 from agent.model.eviction import EvictionResult
 from agent.model.objects import Pod
+from agent.model.objects.pods import parse_pod
 
 #: Events on a PodMigrationJob when the controller moves it to a phase: (type, reason).
 MIGRATION_EVENTS = {
@@ -259,6 +260,23 @@ class GuardedWriter:
                                                                  namespace=pod.namespace,
                                                                  subresource="status"),
                           pod=pod.key, node=node)  # fmt: skip
+
+    @calls(grant(PODS, "get", why="queue hand-over: the pending pod re-read"))
+    def read_pod(self, namespace: str, name: str) -> tuple[bool, Pod | None]:
+        """A pod as the API server has it now (a read, guarded as the writes are: it
+        decides one): (True, the pod), (True, None) when it is gone, (False, None) when it
+        could not be read (an API error, a dry run)."""
+        if (api := self.guard("read pod", pod=f"{namespace}/{name}")) is None:
+            return False, None
+        try:
+            return True, parse_pod(api.request("GET", PODS.path(namespace, name)))
+        except KubeNotFound:
+            return True, None
+        except KubeError as err:
+            self._failed("read pod", err, pod=f"{namespace}/{name}")
+        except ValueError as err:  # InvalidObject: what it says is not for us to act on
+            self.log.warning("could not read pod", pod=f"{namespace}/{name}", error=str(err))
+        return False, None
 
     # -- the planners' decisions --------------------------------------------------------------
     @calls(grant(MIGRATION_JOBS, "create"))

@@ -106,6 +106,47 @@ def test_a_bound_placeholder_hands_the_room_to_the_pod_once_its_nomination_stand
     assert [e.outcome for e in late.ended] == [h.UNPLACED] and late.delete == (bound,)
 
 
+def test_a_hand_over_goes_ahead_only_if_the_pods_nomination_still_stands_when_re_read() -> None:
+    hold, holder = started()
+    bound = replace(holder, node_name="n1", phase="Running")
+    claimed = replace(hold, claimed=NOW + 8)
+    standing = replace(WIDE, nominated_node="n1")
+    intents = h.step({hold.pod: claimed}, [], pods(standing, bound), {}, NOW + 10, ARGS)
+    assert intents.handing == ("team/wide",) and intents.hand_over == (bound,)
+    # re-read just before: still nominated there, the hand-over is made as planned
+    assert h.confirmed(intents, {"team/wide": standing}) == intents
+    # a try that failed since the snapshot cleared it: nominated again, the room kept
+    again = h.confirmed(intents, {"team/wide": WIDE})
+    assert again.hand_over == () and again.handing == () and again.delete == ()
+    assert again.nominate == (("team/wide", "n1"),)
+    assert again.holds == {hold.pod: claimed}
+    assert [n.reason for n in again.notes] == []
+    # nominated elsewhere (by the scheduler's own preemption, say): the same
+    assert h.confirmed(intents, {"team/wide": replace(WIDE, nominated_node="n2")}) == again
+    # not read (an API error): no hand-over, no nomination, the next round decides
+    unread = h.confirmed(intents, {})
+    assert unread.hand_over == unread.nominate == () and unread.holds == {hold.pod: claimed}
+    # gone, or bound meanwhile: no hand-over; the next round ends the hold
+    for fresh in (None, replace(WIDE, node_name="n2"), replace(standing, uid="uid-other")):
+        out = h.confirmed(intents, {"team/wide": fresh})
+        assert out.hand_over == out.nominate == () and out.holds == {hold.pod: claimed}
+    # a hand-over retried (its deletion failed) is not re-checked
+    handed = replace(claimed, handed_over=NOW + 10)
+    retry = h.step({hold.pod: handed}, [], pods(standing, bound), {}, NOW + 11, ARGS)
+    assert retry.handing == () and h.confirmed(retry, {}) == retry
+
+
+def test_right_after_the_hand_over_a_cleared_nomination_is_renewed_at_once() -> None:
+    hold, _ = started()
+    standing = replace(WIDE, nominated_node="n1")
+    assert not h.renominate(hold, standing)
+    assert h.renominate(hold, WIDE)  # a try begun before the deletion cleared it
+    assert h.renominate(hold, replace(WIDE, nominated_node="n2"))
+    assert not h.renominate(hold, replace(WIDE, node_name="n1"))  # bound: done
+    assert not h.renominate(hold, None)
+    assert not h.renominate(hold, replace(WIDE, uid="uid-other"))
+
+
 def test_the_deadlines_are_a_few_rounds_at_least() -> None:
     assert h.HoldArgs().for_interval(0.3) == h.HoldArgs()
     slow = h.HoldArgs().for_interval(60)

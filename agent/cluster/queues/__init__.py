@@ -57,8 +57,10 @@ defrag and DaemonSet preemption share):
   greedy answer's lower bound; per shape of pod, each node's answer is kept while no pod
   lands there and its victims are still allowed.
 * The pod goes to the node with the fewest victims, then the cheapest (their victim-order
-  keys compared in order), then the name; it is nominated there
-  (``status.nominatedNodeName``) before its victims are evicted. None: ``NoNodeFits`` with
+  keys compared in order), then the name; before its victims are evicted, a placeholder
+  pod of its shape is created and nominated there (``status.nominatedNodeName``) to hold
+  the room they free, and handed to the pod once it is all free (``holding.py``; the pod
+  itself is nominated only then). None: ``NoNodeFits`` with
   the count of nodes per reason, as the scheduler's message counts them.
 * The snapshot follows the plan: victims leave, the pod lands, budgets and headroom shrink.
 

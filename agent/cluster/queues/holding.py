@@ -30,10 +30,13 @@ One round of a reclaim's life (``step``):
    would count it against its own placeholder).
 2. *Handed over*: the placeholder is bound to the node (the victims' room is all there).
    The pending pod is nominated to the node; once a later snapshot shows the nomination
-   standing (a try of the pod that failed just before could still clear it), the
-   placeholder is deleted with no grace period: one deletion frees the pod's whole room
-   at once, so the pod's next try fits, and until then its nomination holds the room
-   against every pod of no higher priority.
+   standing, the pod is re-read from the API server and, only if it is still nominated
+   there (``confirmed``: every try of the pod while the placeholder is bound fails and
+   clears it, and any pod deletion in the cluster starts one), the placeholder is deleted
+   with no grace period: one deletion frees the pod's whole room at once, so the pod's
+   next try fits, and until then its nomination holds the room against every pod of no
+   higher priority. The pod is re-read once more right after, and nominated again at once
+   if a try begun before the deletion cleared it (``renominate``).
 3. *Ended*: the pod is bound (``placed`` on the node, or ``elsewhere``), gone (``gone``),
    or a deadline passed: the placeholder not bound within ``hold_seconds`` (``expired``:
    a victim that does not leave, a node that went away), the pod not bound within
@@ -98,6 +101,8 @@ GONE = "gone"
 EXPIRED = "expired"
 UNPLACED = "unplaced"
 OUTCOMES = (PLACED, ELSEWHERE, GONE, EXPIRED, UNPLACED)
+#: The Event of a hand-over (withdrawn with it when the pod's nomination is found gone).
+HANDED = "ReclaimHandedOver"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +181,10 @@ class Intents:
     #: Placeholders whose room is handed over: deleted at once (no grace period), after
     #: ``nominate``.
     hand_over: tuple[Pod, ...] = ()
+    #: The pods whose hand-over starts this round (their placeholder in ``hand_over``):
+    #: the shell re-reads each just before and ``confirmed`` keeps only those whose
+    #: nomination still stands.
+    handing: tuple[str, ...] = ()
     delete_classes: tuple[str, ...] = ()
     notes: tuple[Note, ...] = ()
     ended: tuple[Ended, ...] = ()
@@ -282,6 +291,7 @@ def step(
     nominate: list[tuple[str, str]] = []
     delete: dict[str, Pod] = {}
     hand_over: list[Pod] = []
+    handing: list[str] = []
     notes: list[Note] = []
     ended: list[Ended] = []
 
@@ -321,8 +331,9 @@ def step(
                 kept[key] = replace(hold, claimed=hold.claimed or now)
                 continue
             hand_over.append(holder)
+            handing.append(key)
             kept[key] = replace(hold, handed_over=now)
-            notes.append(Note(key, "Normal", "ReclaimHandedOver",
+            notes.append(Note(key, "Normal", HANDED,
                               f"the room on {hold.node} held by {hold.placeholder} is the "
                               f"pod's: nominated there, placeholder deleted"))  # fmt: skip
         elif now - hold.started > args.hold_seconds:
@@ -370,11 +381,76 @@ def step(
         nominate=tuple(nominate),
         delete=tuple(delete.values()),
         hand_over=tuple(hand_over),
+        handing=tuple(handing),
         delete_classes=stale,
         notes=tuple(notes),
         ended=tuple(ended),
         deferred=deferred,
     )
+
+
+def stands(hold: Hold, pod: Pod | None) -> bool:
+    """``pod`` (a fresh read of the hold's pending pod; None: gone) is still the hold's,
+    unbound and nominated to its node."""
+    return (
+        pod is not None
+        and pod.uid == hold.uid
+        and not pod.node_name
+        and pod.nominated_node == hold.node
+    )
+
+
+def confirmed(intents: Intents, fresh: Mapping[str, Pod | None]) -> Intents:
+    """The hand-overs of ``intents`` that may go ahead, given the pending pods re-read just
+    before (``fresh``: pod key -> the pod, None if it is gone; a key missing: it could not
+    be read).
+
+    Why. The snapshot that showed a pod's nomination standing is a round old by the time
+    the placeholder would be deleted, and every try of the pod meanwhile fails (the
+    placeholder still holds its room), finds nothing to preempt and clears the nomination
+    (kube-scheduler v1.37.2 ``framework/preemption/preemption.go`` ``evaluate``: no
+    candidate, ``NewPostFilterResultWithNominatedNode("")``; ``handleSchedulingFailure``
+    writes it on the informer's latest copy of the pod, so a nomination written after the
+    try began is cleared too). Any pod deletion in the cluster starts such a try. Deleting
+    the placeholder then would free the room to a pod that nothing holds it for: the
+    outsider or a victim's replacement of the same priority takes it, and every victim is
+    wasted. So a hand-over whose pod is no longer nominated there is not made: the pod is
+    nominated again, and the hold stays claimed (its ``handoff_seconds`` from the claim
+    still bound the retries). One that could not be read waits a round; one whose pod is
+    gone or bound waits for ``step`` to end it."""
+    if not intents.handing:
+        return intents
+    holds = dict(intents.holds)
+    nominate = list(intents.nominate)
+    withdrawn: set[str] = set()
+    for key in intents.handing:
+        hold = holds[key]
+        if key in fresh and stands(hold, fresh[key]):
+            continue
+        withdrawn.add(key)
+        holds[key] = replace(hold, handed_over=None)
+        pod = fresh.get(key)
+        if pod is not None and pod.uid == hold.uid and not pod.node_name:
+            nominate.append((key, hold.node))
+    if not withdrawn:
+        return intents
+    placeholders = {holds[k].placeholder for k in withdrawn}
+    return replace(
+        intents,
+        holds=holds,
+        nominate=tuple(nominate),
+        hand_over=tuple(p for p in intents.hand_over if p.key not in placeholders),
+        handing=tuple(k for k in intents.handing if k not in withdrawn),
+        notes=tuple(n for n in intents.notes if not (n.pod in withdrawn and n.reason == HANDED)),
+    )
+
+
+def renominate(hold: Hold, pod: Pod | None) -> bool:
+    """Whether the pod, re-read right after its placeholder was deleted, must be nominated
+    again at once: a try that began before the deletion (the placeholder still counted)
+    fails and clears the nomination after it; the room is then free and held for nobody
+    until the pod's next try, so the claim is renewed now, not a round later."""
+    return pod is not None and pod.uid == hold.uid and not pod.node_name and not stands(hold, pod)
 
 
 _ENDINGS = {

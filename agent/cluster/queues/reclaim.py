@@ -61,7 +61,9 @@ PENDING_ORDER: Order[Pod] = ordered_by(
 
 @dataclass(frozen=True, slots=True)
 class Reclaim:
-    """A pending pod, the node it is nominated to and the victims evicted there for it."""
+    """A pending pod, the node its room is made on and the victims evicted there for it
+    (the room is held by a placeholder nominated there until it is all free, then the pod
+    is nominated and the placeholder deleted: ``holding.py``)."""
 
     pod: str
     node: str
