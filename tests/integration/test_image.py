@@ -165,19 +165,27 @@ def test_the_controller_starts_as_65532(engine: str) -> None:
 def container_mounts(
     mounts: list[HostMount], kubelet_root: str, state: Path, engine: str
 ) -> list[str]:
-    """The manifest's volume mounts as run flags: the kubepods subtree under the test's
-    kubelet cgroup root, the state directory in a temporary one, emptyDirs as tmpfs."""
+    """The manifest's volume mounts as run flags: each writable kubepods subtree (cpu; and
+    memory, for batch pods' memory limits) under the test's kubelet cgroup root, the state
+    directory in a temporary one, emptyDirs as tmpfs. The test's tree has no memory
+    hierarchy (its pods get no memory figure, and no batch pod's memory limit is written),
+    so the memory subtree's writable mount is left out: that hierarchy stays read-only in
+    the container, under the manifest's read-only mount of it."""
     flags: list[str] = []
     writable_cgroups = [
         m for m in mounts if m.path.startswith(defaults.CGROUP_ROOT) and not m.read_only
     ]
-    assert len(writable_cgroups) == 1, writable_cgroups
+    assert writable_cgroups and all(
+        os.path.basename(m.path) == "kubepods" for m in writable_cgroups
+    ), writable_cgroups
     for m in mounts:
         if m.host_path is None:
             flags += ["--tmpfs", f"{m.path}:rw,size=16m"]
             continue
         host, path = m.host_path, m.path
         if m in writable_cgroups:
+            if os.path.basename(os.path.dirname(path)) not in ("cpu", "cpu,cpuacct"):
+                continue
             host = path = os.path.join(os.path.dirname(path), kubelet_root, os.path.basename(path))
         elif path == defaults.STATE_DIR:
             host = str(state)
