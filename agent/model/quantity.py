@@ -70,7 +70,10 @@ def parse_quantity(value: object) -> float:
 
 
 def parse_resource_list(raw: object) -> dict[str, float]:
-    """Parse a ResourceList mapping ({cpu: "500m", memory: "1Gi"}) into floats."""
+    """Parse a ResourceList mapping ({cpu: "500m", memory: "1Gi"}) into floats. An amount
+    below zero is refused, as the API server refuses it in a pod's requests and limits (a
+    negative request would free room that is not there: a new-user trial saw a queue plan
+    find a full node empty)."""
     if raw is None:
         return {}
     if not isinstance(raw, dict):
@@ -81,6 +84,8 @@ def parse_resource_list(raw: object) -> dict[str, float]:
             out[str(name)] = parse_quantity(quantity)
         except ValueError as err:
             raise ValueError(f"{name}: {err}") from None
+        if out[str(name)] < 0:
+            raise ValueError(f"{name}: {problem('must not be negative', quantity)}")
     return out
 
 

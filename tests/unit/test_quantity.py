@@ -52,3 +52,13 @@ def test_resource_list_names_the_bad_resource():
 def test_format_cpu():
     assert format_cpu(1.5) == "1500m"
     assert format_cpu(2.0) == "2"
+
+
+def test_a_resource_list_refuses_a_negative_amount_naming_the_resource() -> None:
+    import pytest
+
+    from agent.model.quantity import parse_resource_list
+
+    assert parse_resource_list({"cpu": "0", "memory": "1Gi"}) == {"cpu": 0.0, "memory": 2.0**30}
+    with pytest.raises(ValueError, match=r"^cpu: must not be negative, got '-1'$"):
+        parse_resource_list({"memory": "1Gi", "cpu": "-1"})
