@@ -351,6 +351,12 @@ def test_preemption_policy_never_triggers_nothing() -> None:
     [
         ({}, "default/a"),  # the youngest
         ({"a": {"volcano.sh/preemptable": "false"}}, "default/b"),
+        # as Volcano reads it (Go's ParseBool): any spelling of false, or not a boolean
+        ({"a": {"volcano.sh/preemptable": "False"}}, "default/b"),
+        ({"a": {"volcano.sh/preemptable": "0"}}, "default/b"),
+        ({"a": {"volcano.sh/preemptable": "nope"}}, "default/b"),
+        ({"a": {"volcano.sh/preemptable": "true"}}, "default/a"),
+        ({"a": {"volcano.sh/preemptable": "T"}}, "default/a"),
         ({"a": {"controller.kubernetes.io/pod-deletion-cost": "10"}}, "default/b"),
         ({"b": {"controller.kubernetes.io/pod-deletion-cost": "-5"}}, "default/b"),
         ({"a": {"scheduling.koordinator.sh/eviction-cost": "3"}}, "default/b"),
@@ -369,6 +375,18 @@ def test_victim_order_follows_the_annotations_users_set(
     ]
     result = decide(qs, [node(cpu=6.0)], [*pods, qpod("w", "q2", 2, running=False)], NOW)
     assert result.victims == (victim,)
+
+
+def test_preemptable_as_a_label_protects_the_pod_unless_the_annotation_says_otherwise() -> None:
+    qs = [Queue("q1"), Queue("q2")]
+    young = qpod("a", "q1", 2, started=NOW - 60)
+    labelled = replace(young, labels={**young.labels, "volcano.sh/preemptable": "false"})
+    pods = [qpod("b", "q1", 2, started=NOW - 600), qpod("w", "q2", 2, running=False)]
+    result = decide(qs, [node(cpu=4.0)], [labelled, *pods], NOW)
+    assert result.victims == ("default/b",)
+    overridden = replace(labelled, annotations={"volcano.sh/preemptable": "true"})
+    result = decide(qs, [node(cpu=4.0)], [overridden, *pods], NOW)
+    assert result.victims == ("default/a",)
 
 
 def test_priority_comes_before_the_costs() -> None:

@@ -7,7 +7,8 @@ express it): lower priority; then lower ``controller.kubernetes.io/pod-deletion-
 (what a ReplicaSet scales down first); then lower ``scheduling.koordinator.sh/eviction-cost``
 (koordinator's eviction order); then shorter running time; then namespace/name. A cost
 that is not an integer reads as 0 (as the ReplicaSet controller reads it). Never a
-victim: a pod annotated ``volcano.sh/preemptable: "false"``, a terminating pod, a pod
+victim: a pod whose ``volcano.sh/preemptable`` annotation (else label) is not a true
+boolean (``preemptable``), a terminating pod, a pod
 whose eviction a PodDisruptionBudget forbids now (counting the victims the plan took
 before it), a pod that alone would take its queue below deserved.
 """
@@ -67,8 +68,23 @@ VICTIM_ORDER: Order[VictimCandidate] = ordered_by(
 victim_sort_key = VICTIM_ORDER.key
 
 
+#: The spellings Go's strconv.ParseBool takes, as Volcano reads ``volcano.sh/preemptable``.
+_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+
+
+def preemptable(pod: Pod) -> bool:
+    """``volcano.sh/preemptable`` read as Volcano reads it: the annotation, else the label;
+    any spelling of false, and a value that is not a boolean at all, mean never a victim
+    (the cautious reading: a user who wrote something there meant to protect the pod)."""
+    for source in (pod.annotations, pod.labels):
+        value = source.get(PREEMPTABLE_ANNOTATION)
+        if value is not None:
+            return value in _TRUE
+    return True
+
+
 def may_be_victim(pod: Pod) -> bool:
-    return not pod.is_terminating and pod.annotations.get(PREEMPTABLE_ANNOTATION) != "false"
+    return not pod.is_terminating and preemptable(pod)
 
 
 def candidates_by_node(
