@@ -478,8 +478,11 @@ def caps_hold_across_daemon_reloads(f: Figures) -> None:
     f["released"] = BATCH.cpu_max()
     logged = [e for e in agent.events() if e.get("code") in ("cap-lifted", "cap-lifted-forgotten")]
     f["lift_log_lines"] = len(logged)
-    assert reloads_lifted >= 2, ("each daemon-reload lifts the cap", lifts)
-    assert f["reverted_total"] is not None and f["reverted_total"] >= len(lifts) >= 3, f
+    # A reload's lift can be shorter than the watcher's poll (the agent's tick wrote the cap
+    # back first: a suite run saw 1 of 2 reload lifts with 4 reverts counted), so the watcher
+    # must see one, and the agent's count must cover every lift the watcher saw.
+    assert reloads_lifted >= 1, ("a daemon-reload lifts the cap", lifts)
+    assert f["reverted_total"] is not None and f["reverted_total"] >= len(lifts) >= 2, f
     # Written back by the next tick: no lift outlasts an interval plus the longest tick.
     assert all(x["for_s"] is not None and x["for_s"] <= INTERVAL + f["longest_tick_s"] + 0.5
                for x in lifts), f  # fmt: skip

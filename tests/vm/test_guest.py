@@ -58,7 +58,7 @@ def test_daemon_reload_lifts_a_quota_written_straight_into_cpu_max(guest: GuestR
 def test_caps_survive_daemon_reload_and_set_property(guest: GuestRun) -> None:
     f = guest.result("caps_hold_across_daemon_reloads")
     lifted = [x for x in f["lifts"] if x["found"] != "50000 100000"]
-    assert len(lifted) >= 2 and f["reverted_total"] == len(lifted)
+    assert len(lifted) >= 2 and f["reverted_total"] >= len(lifted)
     # each lift lasts until the agent's next tick (the written-back cap), and the kernel's
     # figure over the two reloads is the cap plus what those lifts let batch's 2 loops take
     # (a fixed 1.15x failed a loaded suite run: lifts of 0.80 and 0.91 s in 7.9 s, 0.59 core)
