@@ -71,10 +71,7 @@ class Resume:
         held = {uid: r for uid, r in limiter.held().items() if uid not in adopted}
         if not held:
             return True
-        live = objects.origin == "live"
-        shown = {p.uid for p in objects.pods}
-        waiting = [] if live else sorted(uid for uid in held if uid not in shown)
-        held = {uid: r for uid, r in held.items() if uid not in waiting}
+        held, waiting = _ready_to_adopt(held, objects)
         result = adopt_limits(state, held, objects.pods)
         for uid in result.gone:
             limiter.release_uid(uid)  # the cgroups went with the pod: the record goes
@@ -127,10 +124,7 @@ class Resume:
         held = {uid: r for uid, r in isolator.held().items() if uid not in adopted}
         if not held:
             return True
-        live = objects.origin == "live"
-        shown = {p.uid for p in objects.pods}
-        waiting = [] if live else sorted(uid for uid in held if uid not in shown)
-        held = {uid: r for uid, r in held.items() if uid not in waiting}
+        held, waiting = _ready_to_adopt(held, objects)
         result = adopt_marks(state, held, objects.pods)
         for uid in result.gone:
             isolator.release_uid(uid)  # the cgroup went with the pod: the record goes
@@ -139,3 +133,14 @@ class Resume:
                       gone=len(result.gone),
                       **({"waiting_for_the_api": waiting[:10]} if waiting else {}))  # fmt: skip
         return not waiting
+
+
+def _ready_to_adopt(held: dict[str, Any], objects: Objects) -> tuple[dict[str, Any], list[str]]:
+    """The held records (by pod uid) that can be adopted now, and the uids still waiting:
+    from a live API every pod is known (one not shown is gone); from a local or replayed
+    list, a pod not shown yet may still come, so its record waits rather than going."""
+    if objects.origin == "live":
+        return held, []
+    shown = {p.uid for p in objects.pods}
+    waiting = sorted(uid for uid in held if uid not in shown)
+    return {uid: r for uid, r in held.items() if uid not in waiting}, waiting

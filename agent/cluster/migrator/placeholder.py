@@ -88,20 +88,31 @@ def is_ours(priority_class: str) -> bool:
     return priority_class.startswith(PRIORITY_CLASS_PREFIX)
 
 
-def priority_class_body(value: int) -> dict[str, Any]:
+def never_preempting_class(
+    name: str, value: int, created_by: str, description: str
+) -> dict[str, Any]:
+    """A PriorityClass for placeholder pods (a reservation's here, a queue hold's in
+    agent/cluster/queues/holding.py): ``preemptionPolicy: Never``, never the default,
+    labelled with who made it so the controller can delete it when unused."""
     return {
         "apiVersion": "scheduling.k8s.io/v1",
         "kind": "PriorityClass",
-        "metadata": {
-            "name": priority_class_name(value),
-            "labels": {m.CREATED_BY_LABEL: CREATED_BY},
-        },
+        "metadata": {"name": name, "labels": {m.CREATED_BY_LABEL: created_by}},
         "value": value,
         "preemptionPolicy": "Never",
         "globalDefault": False,
-        "description": "Waterline reservation placeholders: just below the pods they hold "
-        "room for; never preempt. Deleted by the controller when no placeholder uses it.",
+        "description": description,
     }
+
+
+def priority_class_body(value: int) -> dict[str, Any]:
+    return never_preempting_class(
+        priority_class_name(value),
+        value,
+        CREATED_BY,
+        "Waterline reservation placeholders: just below the pods they hold "
+        "room for; never preempt. Deleted by the controller when no placeholder uses it.",
+    )
 
 
 def quantity(resource: str, amount: float) -> str:

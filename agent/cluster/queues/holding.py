@@ -79,6 +79,7 @@ from agent.cluster.migrator.placeholder import (
     MAX_PRIORITY,
     MIN_PRIORITY,
     bounded,
+    never_preempting_class,
     pinned_pause_spec,
 )
 from agent.cluster.queues.reclaim import Reclaim
@@ -211,19 +212,13 @@ def priority_class_name(value: int) -> str:
 
 
 def priority_class_body(value: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {
-            "name": priority_class_name(value),
-            "labels": {m.CREATED_BY_LABEL: CREATED_BY},
-        },
-        "value": value,
-        "preemptionPolicy": "Never",
-        "globalDefault": False,
-        "description": "Waterline queue preemption placeholders: the priority of the pods "
+    return never_preempting_class(
+        priority_class_name(value),
+        value,
+        CREATED_BY,
+        "Waterline queue preemption placeholders: the priority of the pods "
         "they hold room for; never preempt. Deleted by the controller when unused.",
-    }
+    )
 
 
 def placeholder_name(pod: Pod, node: str, now: float) -> str:
