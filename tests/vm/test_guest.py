@@ -63,7 +63,10 @@ def test_caps_survive_daemon_reload_and_set_property(guest: GuestRun) -> None:
     # figure over the two reloads is the cap plus what those lifts let batch's 2 loops take
     # (a fixed 1.15x failed a loaded suite run: lifts of 0.80 and 0.91 s in 7.9 s, 0.59 core)
     assert all(x["for_s"] <= 1.0 + f["longest_tick_s"] + 0.5 for x in lifted)
-    reload_lifts_s = sum(x["for_s"] for x in lifted[:2])
+    # a lift shorter than the watcher's poll is counted by the agent but not seen: each such
+    # revert lifted the cap for at most one tick
+    unseen_s = max(0.0, f["reverted_total"] - len(f["lifts"])) * (1.0 + f["longest_tick_s"])
+    reload_lifts_s = sum(x["for_s"] for x in lifted[:2]) + unseen_s
     assert f["cores_across_reloads"] <= 0.5 * 1.15 + reload_lifts_s / f["window_s"] * (2 - 0.5)
     assert f["lift_log_lines"] == 1
     assert f["released"] == "150000 100000"
