@@ -92,7 +92,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
             assert caps_cpu > 0.05 * WINDOW and others_cpu < 0.05 * WINDOW, (caps_cpu, others_cpu)
             assert sum(t["batch_periods"] for t in ticks) > 0
             assert set(w["iterations"]) == set(CAPS)
-            assert any((t["published"] or 0) >= sum(CAPS.values()) for t in w["ticks"]), w["ticks"]
+            assert any((t["published"] or 0) >= sum(CAPS.values()) - 1e-6 for t in w["ticks"]), w["ticks"]
         else:
             assert caps_cpu < 0.05 * WINDOW, (w["window"], caps_cpu)
         assert not [c for t in w["ticks"] for c in t["caps"] if c in CAPS], w["ticks"]  # never squeezed
