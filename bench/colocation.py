@@ -95,8 +95,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    "kubepods outweighs a real node's system daemons (default %(default)s)")
     p.add_argument("--strategies", default=None, metavar="A,B",
                    help="only these strategies (keys: none, waterline-cpu, waterline-lc, floor-all, "
-                   "one-per-tick, idle, idle-burst; default: none,idle,idle-burst, all with --quick; "
-                   "'none' and the baselines always run)")
+                   "one-per-tick, idle, idle-burst, batch-capacity (--real only); default: "
+                   "none,idle,idle-burst, all the mode can run with --quick; 'none', web alone and the "
+                   "baselines the strategies are judged against always run)")
+    p.add_argument("--no-control", dest="control", action="store_false",
+                   help="leave out the busy-alone control (web beside an idle spinner); default: run it")
     p.add_argument("--cases", default=None, metavar="A,B",
                    help="only these latency-critical pods (keys: guaranteed, burstable, near-limit; "
                    f"default {FULL_CASES}, all with --quick)")
@@ -119,6 +122,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         from bench.colocation_strategies import STRATEGIES
 
         args.strategies = ",".join(s.key for s in STRATEGIES if s.key not in IN_PROCESS_ONLY)
+    elif args.strategies is None:  # every strategy the in-process tree can run
+        from bench.colocation_strategies import STRATEGIES
+
+        args.strategies = ",".join(s.key for s in STRATEGIES if not s.real_only)
     if args.cases is None and not args.quick:
         args.cases = FULL_CASES
     problem = check_args(args)
@@ -166,6 +173,10 @@ def check_args(args: argparse.Namespace) -> str | None:
     unknown = sorted(set((args.strategies or "").split(",")) - keys - {""})
     if unknown:
         return f"--strategies: unknown {', '.join(unknown)} (known: {', '.join(sorted(keys))})"
+    real_only = sorted(s.key for s in STRATEGIES if s.real_only and s.key in (args.strategies or "").split(","))
+    if real_only and not args.real:
+        return (f"--strategies: {', '.join(real_only)} runs on the real node only (--real): "
+                "the kubelet must admit its pods against the batch capacity the node publishes")  # fmt: skip
     if args.real:
         from bench.colocation_real import unsupported
 
@@ -386,6 +397,14 @@ class Window:
     kernel: list[KernelTick] = field(default_factory=list)
     agent: list[AgentTick] = field(default_factory=list)
     iterations: dict[str, int] = field(default_factory=dict)
+    #: Seconds the window took end to end (policy applied, warm-up, window, release
+    #: wait, settle): what a full run's length is sized from.
+    took: float = 0.0
+    #: Seconds the agent took to hand every mark and cap back after the window, and
+    #: whether it did within the bound (real node; None: not waited for, the tree's
+    #: release is in process).
+    released_s: float | None = None
+    released: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -399,6 +418,7 @@ class AgentTick:
     actions: int  # actions decided since the previous tick
     caps: dict[str, float]  # batch pod name -> the cap the agent holds, cores
     isolated: dict[str, int] = field(default_factory=dict)  # CPU class -> pods the agent holds in it
+    published: float | None = None  # the batch CPU the node publishes (waterline.io/batch-cpu), cores
 
 
 def agent_tick(outcome: Any, batch: Sequence[str]) -> AgentTick:
@@ -437,12 +457,13 @@ def window_record(w: Window, warmup: int, records: Sequence[tuple[float, float]]
             "batch_throttled_s": round(sum(k.throttled_s[b] for b in batch), 5),
             "agent_batch": round(a.batch, 5), "agent_wait": a.wait, "agent_node": a.node,
             "actions": a.actions, "caps": {name: round(v, 4) for name, v in a.caps.items()},
-            "isolated": a.isolated,
+            "isolated": a.isolated, "published": a.published,
         })  # fmt: skip
     return {
         "case": w.case, "window": w.key, "round": w.round, "slot": w.slot,
         "start": round(start - w.warm_start, 4), "seconds": round(end - start, 4),
-        "drained": drained, "iterations": w.iterations,
+        "drained": drained, "iterations": w.iterations, "took_s": round(w.took, 2),
+        "released_s": None if w.released_s is None else round(w.released_s, 2), "released": w.released,
         "latency_us": [round(r * 1e6) for _, r in records[lo:hi]], "ticks": ticks,
     }  # fmt: skip
 
@@ -717,10 +738,11 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
     """Sizing, then every round: per case, every window in the round's rotated order.
     Writes ``windows.jsonl`` as it goes and returns the run's description."""
     from bench.colocation_protocol import drained, rate_for, rotated
-    from bench.colocation_strategies import BASELINES
+    from bench.colocation_strategies import baselines
 
     started = time.monotonic()
-    windows = [*BASELINES, *chosen(args)]
+    strategies = chosen(args)
+    windows = [*baselines(strategies, args.control), *strategies]
     iterations = bench.calibrate()
     progress(f"sizing: web alone, no limit, {args.sizing:g} s")
     sizing = bench.measure(SIZING_RATE, iterations, args.sizing)
@@ -734,7 +756,11 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
             for slot, key in enumerate(rotated([w.key for w in windows], round_)):
                 window = next(w for w in windows if w.key == key)
                 progress(f"round {round_ + 1}/{args.rounds}, {case.key}: {window.label} ({len(ran) + 1}/{total})")
-                ran.append(bench.run_window(window, case, round_, slot))
+                begun = time.monotonic()
+                done = bench.run_window(window, case, round_, slot)
+                done.took = time.monotonic() - begun
+                progress(f"  {done.took:.1f} s end to end")
+                ran.append(done)
     records = bench.finish()
     with open(os.path.join(out, "windows.jsonl"), "w", encoding="utf-8") as f:
         for w in ran:
@@ -749,7 +775,7 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
         "cases": [{"key": c.key, "label": c.label, "request": c.request, "limit": c.limit,
                    "qos": c.qos, "near_limit": c.near_use is not None} for c in cases],
         "windows": [{"key": w.key, "label": w.label, "baseline": w.baseline,
-                     "batch_cores": sum(w.demand)} for w in windows],
+                     "batch_cores": w.batch_cores} for w in windows],
         "batch": bench.batch_names,
         "minutes": (time.monotonic() - started) / 60,
         "machine": machine(),
@@ -768,10 +794,11 @@ def chosen(args: argparse.Namespace) -> list[Any]:
     measured against it)."""
     from bench.colocation_strategies import STRATEGIES
 
+    mode = [s for s in STRATEGIES if args.real or not s.real_only]
     if not args.strategies:
-        return list(STRATEGIES)
+        return mode
     keys = {"none", *args.strategies.split(",")}
-    return [s for s in STRATEGIES if s.key in keys]
+    return [s for s in mode if s.key in keys]
 
 
 def progress(text: str) -> None:

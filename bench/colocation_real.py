@@ -15,7 +15,9 @@ drives both through its ``Backend``); here the pods are pods:
   ConfigMap: the case's web pod (Guaranteed 0.6 core; Burstable 0.2 requested, 0.6
   limit; near-limit, sized), the batch pods ``batch-1``, ``batch-2`` (Burstable, 0.15 core
   requested) and ``batch-3`` (BestEffort), whose demand the run steps up for a window and
-  down after it, over a control connection. Every pod's process pins itself to the bench
+  down after it, over a control connection. A run with the ``batch-capacity`` window also
+  has the batch-capacity pods ``cap-1..3`` (``cap_manifests``), which carry the batch
+  demand in that window only (see "Batch capacity" below). Every pod's process pins itself to the bench
   CPU: the node's pods contend on one CPU as in the hand-made tree, with the kubelet's own
   ``cpu.shares`` and quotas, and the node's other processes (kubelet, containerd, the
   control plane, the agent) run where the kernel puts them: their share of the bench CPU
@@ -32,8 +34,34 @@ drives both through its ``Backend``); here the pods are pods:
   reference strategies that reshape the engine's decision in process (``floor-all``,
   ``one-per-tick``) cannot go through the API and are refused here.
 * **The figures**: the kernel's, read on the host from the pods' cgroups as in the tree
-  (``bench.colocation.Kernel``), and the agent's, from its ``/metrics`` at its pod IP
-  each tick.
+  (``bench.colocation.Kernel``; a cap pod's in ``kubepods/besteffort/pod<uid>``), and the
+  agent's, from its ``/metrics`` at its pod IP each tick (with the batch CPU the node
+  publishes, and any cap).
+* **No pod lost silently**: after every window the run's pods must be the ones it made
+  (same uid), Running, not being deleted; a pod evicted or ended (by the agent, the
+  kubelet or the kernel's OOM killer) ends the run with an error naming it.
+
+Batch capacity (docs/batch-capacity.md). A cap pod requests and limits
+``waterline.io/batch-cpu`` (its contended demand, in millicores) and
+``waterline.io/batch-memory`` and no cpu or memory: BestEffort to Kubernetes, its CFS
+quota and memory limit written by the agent from those limits whatever the policies say
+(``engine/phases/batch_limits.py``: handed back only by an uninstall or ``waterline
+agent release``). The life cycle, as the agent's code has it:
+
+* at setup, the capacity policy (``bench.colocation_strategies.capacity_policy``) is
+  applied; once the node's allocatable shows ``batch-cpu`` and ``batch-memory`` for all
+  three (the kubelet admits a pod's extended resources against it, even with
+  ``nodeName`` set), the cap pods are made and run; once the agent has written their
+  quota from their limits, the policy is deleted (the node withdraws its figures, the
+  idle marks and any squeeze cap are handed back: ``batch_squeeze`` hands its caps back
+  when nothing is published) and what their files hold then, their batch quota in
+  force, is their *baseline*: theirs, as a ``cpu`` limit is a Burstable pod's;
+* a ``batch-capacity`` window applies the policy at the start of its warm-up (the cap
+  pods in the idle class, the capacity published), steps the cap pods up to their
+  demand (the other batch pods stay at 0), and after it deletes the policy and waits,
+  as every window does, until every file is back at its baseline;
+* every other window's scopes leave the cap pods out (``CAP_LABEL``); they sit at 0
+  demand, under their own quota.
 """
 
 from __future__ import annotations
@@ -56,6 +84,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.model.batch import BATCH_CPU, BATCH_MEMORY
 from bench.colocation import (
     SIZING,
     SIZING_CASE,
@@ -66,6 +95,7 @@ from bench.colocation import (
 )
 from bench.colocation_cases import Case
 from bench.colocation_protocol import Sizing
+from bench.colocation_strategies import CAP_LABEL, CAP_MEMORY_BYTES, CONTENDED
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERLAY = ROOT / "hack" / "node" / "overlay"
@@ -186,11 +216,12 @@ def resources(request: float, limit: float | None) -> dict[str, Any]:
 
 
 def pod_manifest(name: str, namespace: str, node: str, image: str, argv: Sequence[object],
-                 res: Mapping[str, Any], lc: bool = False) -> dict[str, Any]:  # fmt: skip
+                 res: Mapping[str, Any], lc: bool = False,
+                 labels: Mapping[str, str] | None = None) -> dict[str, Any]:  # fmt: skip
     return {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app": name, **({LC_LABEL: "true"} if lc else {})}},
+                     "labels": {"app": name, **({LC_LABEL: "true"} if lc else {}), **(labels or {})}},
         "spec": {
             "nodeName": node, "restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
             "enableServiceLinks": False, "automountServiceAccountToken": False,
@@ -218,6 +249,63 @@ def batch_manifests(namespace: str, node: str, image: str, cpu: int) -> list[dic
             for name, request in BATCH]  # fmt: skip
 
 
+#: The batch-capacity pods, each at its share of the contended demand (cores).
+CAPS = tuple(f"cap-{i + 1}" for i in range(len(CONTENDED)))
+
+
+def cap_resources(cores: float, memory: int = CAP_MEMORY_BYTES) -> dict[str, Any]:
+    """A batch-capacity pod's resources: ``batch-cpu`` (millicores) and ``batch-memory``
+    (bytes), requests equal to limits (Kubernetes wants that of an extended resource), and
+    no cpu or memory: BestEffort."""
+    amounts = {BATCH_CPU: str(round(cores * 1000)), BATCH_MEMORY: str(memory)}
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def cap_manifests(namespace: str, node: str, image: str, cpu: int,
+                  demand: Sequence[float] = CONTENDED) -> list[dict[str, Any]]:  # fmt: skip
+    """The batch-capacity pods: the batch pods' program, image and pinning, limited by
+    their batch resources at their contended demand."""
+    return [pod_manifest(name, namespace, node, image, ["batch", cpu, BATCH_PORT], cap_resources(cores),
+                         labels={CAP_LABEL: "true"}) for name, cores in zip(CAPS, demand, strict=True)]  # fmt: skip
+
+
+def cap_quota_us(cores: float, period_us: int) -> int:
+    """The CFS quota the agent writes for a batch-cpu limit of ``cores``."""
+    return round(cores * 1000) * period_us // 1000
+
+
+def cap_settled(files: Mapping[str, str], rel: str, container: str, quota_us: int) -> bool:
+    """Whether a cap pod's cpu files are its baseline: the agent's quota from its
+    ``batch-cpu`` limit on the pod and its container, no idle mark, no burst."""
+    for at in (rel, f"{rel}/{container}"):
+        if files.get(f"{at}/cpu.cfs_quota_us") != str(quota_us):
+            return False
+        if files.get(f"{at}/cpu.idle", "0") != "0" or files.get(f"{at}/cpu.cfs_burst_us", "0") != "0":
+            return False
+    return True
+
+
+def lost_pods(expected: Mapping[str, str], items: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The run's pods (name -> uid) that are gone, replaced, not Running or being deleted,
+    each with what the API server says of it: a pod the agent (or the kubelet, or the OOM
+    killer) took must end the run, not vanish from its figures."""
+    by = {p["metadata"]["name"]: p for p in items}
+    out = []
+    for name, uid in sorted(expected.items()):
+        pod = by.get(name)
+        if pod is None:
+            out.append(f"{name}: gone")
+            continue
+        status = pod.get("status", {})
+        if pod["metadata"].get("uid") != uid:
+            out.append(f"{name}: replaced (uid {pod['metadata'].get('uid')}, was {uid})")
+        elif pod["metadata"].get("deletionTimestamp"):
+            out.append(f"{name}: being deleted")
+        elif status.get("phase") != "Running":
+            out.append(f"{name}: {status.get('phase')} ({status.get('reason', '')}: {status.get('message', '')})")
+    return out
+
+
 def scoped(manifests: Sequence[Mapping[str, Any]], namespace: str) -> list[dict[str, Any]]:
     """The strategy's policies with every scope narrowed to the run's namespace: the node's
     other pods (the agent, the controller) are never batch pods of the benchmark."""
@@ -243,7 +331,8 @@ def parse_metrics(text: str, namespace: str, batch: Sequence[str]) -> dict[str, 
     """The agent's figures the report puts beside the kernel's, from its /metrics text."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    out: dict[str, Any] = {"batch": 0.0, "wait": None, "node": None, "actions": 0.0, "caps": {}, "isolated": {}}
+    out: dict[str, Any] = {"batch": 0.0, "wait": None, "node": None, "actions": 0.0, "caps": {}, "isolated": {},
+                           "published": None}  # fmt: skip
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             mine = s.labels.get("namespace") == namespace and s.labels.get("pod") in batch
@@ -259,6 +348,8 @@ def parse_metrics(text: str, namespace: str, batch: Sequence[str]) -> dict[str, 
                 out["actions"] += s.value
             elif s.name == "waterline_isolated_pods":
                 out["isolated"][s.labels["cpu_class"]] = round(s.value)
+            elif s.name == "waterline_batch_capacity" and s.labels.get("resource") == "cpu":
+                out["published"] = s.value
     return out
 
 
@@ -280,7 +371,7 @@ class AgentScraper:
             return AgentTick(math.nan, None, None, 0, {})
         actions = 0 if self.last_actions is None else round(m["actions"] - self.last_actions)
         self.last_actions = m["actions"]
-        return AgentTick(m["batch"], m["wait"], m["node"], max(0, actions), m["caps"], m["isolated"])
+        return AgentTick(m["batch"], m["wait"], m["node"], max(0, actions), m["caps"], m["isolated"], m["published"])
 
 
 # -- the node ----------------------------------------------------------------------------
@@ -388,10 +479,21 @@ class RealBench:
     blocks: list[str] = field(default_factory=list)  # the generators' record files, in order
     applied: list[dict[str, Any]] = field(default_factory=list)
     iterations: int = 0
+    #: The run has the batch-capacity pods (a ``batch-capacity`` window was chosen).
+    with_caps: bool = False
+    #: name -> the quota the agent writes from its batch-cpu limit, and the CFS period
+    caps: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def batch_names(self) -> list[str]:
-        return [name for name, _ in BATCH]
+        return [name for name, _ in BATCH] + (list(CAPS) if self.with_caps else [])
+
+    def demands(self, window: Any) -> dict[str, float]:
+        """Each batch pod's demand in ``window``: the batch pods', then the cap pods'."""
+        out = dict(zip([name for name, _ in BATCH], window.demand, strict=True))
+        if self.with_caps:
+            out.update(zip(CAPS, window.cap_demand, strict=True))
+        return out
 
     @property
     def kube(self) -> Any:
@@ -411,7 +513,45 @@ class RealBench:
         agent = self._agent_ip()
         self.scraper = AgentScraper(f"http://{agent}:{AGENT_PORT}/metrics", self.namespace, self.batch_names)
         for name in self.batch_names:
-            self._ready(name)
+            if name not in CAPS:
+                self._ready(name)
+        if self.with_caps:
+            self._setup_caps()
+
+    def _setup_caps(self) -> None:
+        """The cap pods admitted against the capacity the node publishes, their quota
+        written by the agent, then the policy deleted and their baseline noted."""
+        from agent.model.quantity import parse_quantity
+        from bench.colocation_strategies import capacity_policy
+        from devtools.harness.waiting import wait_until
+
+        policy = scoped(capacity_policy(), self.namespace)
+        self.kube.apply(policy)
+        self.applied = policy
+        need = {BATCH_CPU: round(sum(CONTENDED) * 1000), BATCH_MEMORY: CAP_MEMORY_BYTES * len(CAPS)}
+
+        def published() -> bool:
+            node = json.loads(self.kube.kubectl("get", "node", self.place.node, "-o", "json").stdout)
+            allocatable = node["status"].get("allocatable", {})
+            return all(parse_quantity(allocatable.get(k, "0")) >= v for k, v in need.items())  # "2k": 2000
+
+        wait_until(published, 120, f"the node's allocatable showing {need}", interval=1)
+        self.kube.apply(cap_manifests(self.namespace, self.place.node, self.image, self.cpu))
+        for name, cores in zip(CAPS, CONTENDED, strict=True):
+            pod = self._ready(name)
+            with open(os.path.join(self.cpu_root, pod.rel, "cpu.cfs_period_us"), encoding="ascii") as f:
+                period = int(f.read())
+            self.caps[name] = (cap_quota_us(cores, period), period)
+        self.release(wait=False)
+
+        def settled() -> bool:
+            return all(cap_settled(self.pods[n].cpu_files(), self.pods[n].rel, self.pods[n].container, q)
+                       for n, (q, _) in self.caps.items())  # fmt: skip
+
+        wait_until(settled, RELEASE_TIMEOUT, "the cap pods' quota from their batch-cpu limits, no mark left",
+                   interval=0.5)  # fmt: skip
+        for name in CAPS:
+            self.originals[name] = self.pods[name].cpu_files()
 
     def _agent_ip(self) -> str:
         from devtools.harness.waiting import wait_until
@@ -541,7 +681,7 @@ class RealBench:
         seconds = args.warmup + args.window
         warm_start = time.monotonic() + 0.2
         controls = []
-        for name, demand in zip(self.batch_names, window.demand, strict=True):
+        for name, demand in self.demands(window).items():
             if demand > 0:
                 conn = socket.create_connection((self.pods[name].ip, BATCH_PORT), timeout=seconds + 30)
                 conn.sendall(f"{warm_start:.6f} 0:{demand:g},{seconds + 0.3:.3f}:0\n".encode("ascii"))
@@ -559,14 +699,26 @@ class RealBench:
         for name, conn in controls:
             with conn, conn.makefile("rb") as f:
                 out.iterations[name] = int(f.readline().decode("ascii").strip() or 0)
-        self.release()
+        begun = time.monotonic()
+        out.released = self.release()
+        out.released_s = time.monotonic() - begun
+        self.check_pods()
         time.sleep(args.settle)
         return out
 
-    def release(self, wait: bool = True) -> None:
+    def check_pods(self) -> None:
+        """The run's pods as it made them, Running: else the run ends here, naming them."""
+        items = json.loads(self.kube.kubectl("-n", self.namespace, "get", "pods", "-o", "json").stdout)["items"]
+        lost = lost_pods({n: p.uid for n, p in self.pods.items()}, items)
+        if lost:
+            raise RuntimeError(f"pods of the run lost (evicted or ended): {'; '.join(lost)}: no figure of "
+                               "theirs can be trusted, the run stops")  # fmt: skip
+
+    def release(self, wait: bool = True) -> bool | None:
         """The window's policy deleted; back once the agent has handed every mark and cap
-        back (the pods' cpu files as the kubelet wrote them), or after RELEASE_TIMEOUT
-        with a warning."""
+        back (the pods' cpu files as the kubelet wrote them; a cap pod's quota from its
+        batch-cpu limit is its own and stays), or after RELEASE_TIMEOUT with a warning.
+        Whether everything came back (None: not waited for)."""
         if self.applied:
             for m in self.applied:
                 self.kube.kubectl("delete", m["kind"].lower(), m["metadata"]["name"], "--ignore-not-found",
@@ -574,14 +726,14 @@ class RealBench:
             self.applied = []
         deadline = time.monotonic() + RELEASE_TIMEOUT
         if not wait:
-            return
+            return None
         while True:
             left = {n: p.cpu_files() for n, p in self.pods.items() if p.cpu_files() != self.originals[n]}
             if not left:
-                return
+                return True
             if time.monotonic() > deadline:
                 progress(f"warning: not given back in {RELEASE_TIMEOUT:.0f} s: {sorted(left)}")
-                return
+                return False
             time.sleep(0.2)
 
     def finish(self) -> list[tuple[float, float]]:
@@ -608,6 +760,9 @@ class RealBench:
             "allocatable": node["status"].get("allocatable", {}),
             "agent_image": container["image"], "agent_args": container.get("args", []),
             "pod_image": self.image, "iterations": self.iterations,
+            "cap_pods": {name: {"qos": self.pods[name].qos, "quota_us": quota, "period_us": period,
+                                "baseline": self.originals.get(name, {})}
+                         for name, (quota, period) in self.caps.items() if name in self.pods},
             "cluster": "started for the run" if self.place.started else "running already",
             "installed": "by the run (hack/node/overlay)" if self.place.installed else "already",
         }}  # fmt: skip
@@ -636,7 +791,10 @@ def real_setup(args: argparse.Namespace, cpu_root: str, acct_root: str) -> Itera
         cpus = sorted(os.sched_getaffinity(0))
         cpu = args.cpu if args.cpu is not None else cpus[-1]
         with node_place(folder) as place:
-            bench = RealBench(args, place, cpu, cpu_root, acct_root, state)
+            from bench.colocation import chosen
+
+            bench = RealBench(args, place, cpu, cpu_root, acct_root, state,
+                              with_caps=any(sum(s.cap_demand) > 0 for s in chosen(args)))  # fmt: skip
             try:
                 if len(cpus) > 1:  # this process and the generator keep off the bench CPU
                     os.sched_setaffinity(0, set(cpus) - {cpu})

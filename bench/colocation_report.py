@@ -48,7 +48,10 @@ from bench.colocation_stats import (
 #: The issue's goal: (p99 x alone, p99.9 x alone, batch CPU kept % of no agent).
 GOAL = (1.2, 1.5, 95.0)
 QUANTILES = (("p50", 0.50), ("p99", 0.99), ("p999", 0.999))
-STRATEGY_KEYS = ("none", "waterline-cpu", "waterline-lc", "floor-all", "one-per-tick", "idle", "idle-burst")
+STRATEGY_KEYS = ("none", "waterline-cpu", "waterline-lc", "floor-all", "one-per-tick", "idle", "idle-burst",
+                 "batch-capacity")
+#: The window whose batch demand is carried by batch-capacity pods (cap-1..3).
+CAPACITY = "batch-capacity"
 
 
 def load(directory: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -120,6 +123,39 @@ class CaseSummary:
     refused: list[str] = field(default_factory=list)
     #: Why every verdict of the case is undecided, whatever the intervals say.
     unsure: list[str] = field(default_factory=list)
+    #: What the batch-capacity windows saw of the agent (capacity published, squeezes).
+    capacity: list[str] = field(default_factory=list)
+    #: Each window's seconds end to end, and its release wait (None where not recorded).
+    took: list[float] = field(default_factory=list)
+    released_s: list[float] = field(default_factory=list)
+
+
+def took_line(s: CaseSummary) -> list[str]:
+    """How long a window took end to end (policy, warm-up, window, release wait,
+    settle): what a full run's length is sized from."""
+    if not s.took:
+        return []
+    wait = f"; release wait median {_median(s.released_s):.1f} s, longest {max(s.released_s):.1f} s" if s.released_s else ""
+    return [f"a window took {_median(s.took):.1f} s end to end (median of {len(s.took)}; longest "
+            f"{max(s.took):.1f} s){wait}"]  # fmt: skip
+
+
+def capacity_lines(windows: Sequence[dict[str, Any]]) -> list[str]:
+    """What the node published (``waterline.io/batch-cpu``, cores) in the batch-capacity
+    windows' measured ticks, whether the squeeze capped a cap pod, and whether every
+    value came back after them; empty when there were none."""
+    mine = [w for w in windows if w["window"] == CAPACITY]
+    if not mine:
+        return []
+    ticks = [t for w in mine for t in in_window(w)]
+    published = [t["published"] for t in ticks if t.get("published") is not None]
+    squeezed = sorted({p for t in ticks for p in t["caps"] if p.startswith("cap-")})
+    idle = max((t["isolated"].get("idle", 0) for t in ticks), default=0)
+    back = [w.get("released") for w in mine]
+    shown = f"{min(published):.3f}-{max(published):.3f} cores" if published else "nothing"
+    return [f"batch capacity: the node published {shown} of batch-cpu in {len(published)}/{len(ticks)} ticks; "
+            f"squeeze caps: {', '.join(squeezed) or 'none'}; pods held idle: up to {idle}; "
+            f"everything handed back after {sum(1 for b in back if b)}/{len(back)} windows"]  # fmt: skip
 
 
 def _median(values: Sequence[float]) -> float:
@@ -157,7 +193,10 @@ def summarize(run: dict[str, Any], windows: Sequence[dict[str, Any]],
                 {name: _median(col(name)) for name in (figs[key][0] if figs[key] else {})},
                 sum(1 for r in complete if not by[(key, r)]["drained"]),
             ))  # fmt: skip
-        summary = CaseSummary(case["key"], case["label"], case["near_limit"], len(complete), rows)
+        summary = CaseSummary(case["key"], case["label"], case["near_limit"], len(complete), rows,
+                              capacity=capacity_lines(mine),
+                              took=[w["took_s"] for w in mine if w.get("took_s")],
+                              released_s=[w["released_s"] for w in mine if w.get("released_s") is not None])
         _checks(summary, run, sizing, case, figs)
         for row in rows:
             if row.key in STRATEGY_KEYS and row.baseline:
@@ -246,7 +285,7 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
                          f"{f.get('batch_agent_s', math.nan):>8.1f}{f.get('wait_kernel', math.nan):>19.1f}"
                          f"{f.get('wait_agent', math.nan):>8.1f}{f.get('batch_thr_pct', math.nan):>18.1f}"
                          f"{f.get('actions', math.nan):>9.0f}")  # fmt: skip
-        lines += [""] + _verdict_lines(s)
+        lines += [""] + s.capacity + took_line(s) + _verdict_lines(s)
     lines += ["", "x = ratio of pooled nearest-rank percentiles to the window's own baseline; "
               "[low-high] = 95% interval, block bootstrap over rounds; BE kept % = batch kernel "
               "CPU (cpuacct) of the no-agent window's; BE % of spare = of the node's core minus "
@@ -284,6 +323,9 @@ def _header(run: dict[str, Any]) -> list[str]:
         f"{cpr * run['rate'] / 1e3 / run['web_limit']:.0%} of a {run['web_limit']:g} core limit)",
         "batch: 2 Burstable (0.15 core requested) + 1 BestEffort, steady demand 1.5 cores in the "
         "contended windows; busy alone: one BestEffort idle-class spinner at 1 core",
+        *(["batch-capacity window: the demand carried by 3 batch-capacity pods instead (BestEffort, "
+           "batch-cpu 600m/500m/400m, their quota the agent's from it; read from kubepods/besteffort)"]
+          if any(w["key"] == CAPACITY for w in run["windows"]) else []),
     ]  # fmt: skip
 
 

@@ -17,18 +17,26 @@ that reshapes what the decision is given (never a copy of the decision):
 * ``idle``: no rule at all: the batch pods in the idle class (``cpu.idle`` on their pod
   cgroups, ``spec.cpuIsolation.idle``): who runs first rather than how much;
 * ``idle-burst``: the same, and CPU burst (100% of the quota) for the latency-critical
-  pod.
+  pod;
+* ``batch-capacity``: the batch demand carried by batch-capacity pods (``cap-1..3``,
+  requesting ``waterline.io/batch-cpu`` and ``batch-memory`` only: BestEffort to
+  Kubernetes, their CFS quota written by the agent from their ``batch-cpu`` limit) under
+  a policy with a ``batchCapacity`` section (their idle class, the published capacity,
+  the squeeze); the real node only (``bench.colocation_real``: the kubelet must admit
+  them against what the node publishes).
 
 The baselines (``BASELINES``): web alone; web alone with burst (the baseline of
 ``idle-burst``: a strategy that changes web's own settings is judged against web alone
 with the same settings, and what burst does for web alone is reported apart); web beside
 one idle-class spinner (``busy-alone``, a control: what a busy CPU's wake-ups cost web).
-Throttle-up is Waterline's for all.
+Throttle-up is Waterline's for all. A run runs only the baselines it judges against
+(``baselines``): ``alone`` always, ``alone-burst`` only for a strategy judged against it,
+``busy-alone`` unless the control is left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,6 +52,11 @@ from engine.work import TickContext
 
 QOS = "qos.waterline.io/v1alpha1"
 LC_LABEL = "qos.waterline.io/latency-critical"
+#: The label of the batch-capacity pods (``cap-1..3``): kept out of every other strategy's
+#: scope, so the other windows treat the run's pods as they did before those pods existed.
+CAP_LABEL = "bench.waterline.io/batch-capacity"
+NOT_LC_NOR_CAP = [{"key": LC_LABEL, "operator": "NotIn", "values": ["true"]},
+                  {"key": CAP_LABEL, "operator": "DoesNotExist"}]  # fmt: skip
 #: A gap no pod can close: the engine throttles every candidate down to its floor.
 WHOLE = 1e9
 
@@ -63,7 +76,7 @@ def rules(metric: str, value: float, min_ratio: int, step_ratio: int) -> list[di
         "spec": {
             "throttle": {"cpuThrottle": {"minCPURatio": min_ratio, "stepCPURatio": step_ratio}},
             "scope": {"qosClasses": ["BestEffort", "Burstable"], "podSelector": {
-                "matchExpressions": [{"key": LC_LABEL, "operator": "NotIn", "values": ["true"]}]}},
+                "matchExpressions": NOT_LC_NOR_CAP}},
         },
     }  # fmt: skip
     return [policy, action]
@@ -115,6 +128,14 @@ class Strategy:
     hook: EngineStrategy | None = None
     demand: tuple[float, float, float] = CONTENDED
     baseline: str | None = "alone"
+    #: The batch-capacity pods' demand (cap-1..3), cores; they exist on the real node only.
+    cap_demand: tuple[float, float, float] = ALONE
+    #: Runs on the real node only (the in-process tree refuses it).
+    real_only: bool = False
+
+    @property
+    def batch_cores(self) -> float:
+        return sum(self.demand) + sum(self.cap_demand)
 
     def brain(self) -> NodeBrain:
         return NodeBrain(strategy=self.hook)
@@ -131,9 +152,9 @@ def _wait(_line: float, wait: float) -> list[dict[str, Any]]:
     return rules("lc_cpu_wait_ratio", wait, MIN_RATIO, STEP_RATIO)
 
 
-#: The batch pods of the benchmark: every pod not labelled latency-critical.
-BATCH_SCOPE = {"qosClasses": ["BestEffort", "Burstable"], "podSelector": {
-    "matchExpressions": [{"key": LC_LABEL, "operator": "NotIn", "values": ["true"]}]}}  # fmt: skip
+#: The batch pods of the benchmark: every pod not labelled latency-critical (nor a
+#: batch-capacity pod: those are the ``batch-capacity`` window's).
+BATCH_SCOPE = {"qosClasses": ["BestEffort", "Burstable"], "podSelector": {"matchExpressions": NOT_LC_NOR_CAP}}
 
 
 def isolation(burst: bool) -> list[dict[str, Any]]:
@@ -156,6 +177,35 @@ def _nothing(_line: float, _wait: float) -> list[dict[str, Any]]:
     return []
 
 
+#: The batch-capacity pods' memory (``waterline.io/batch-memory``, their limit: the
+#: agent writes it): a pod's Python and its worker use about 15 MiB.
+CAP_MEMORY_BYTES = 64 * 1024 * 1024
+
+
+def capacity_policy(demand: tuple[float, ...] = CONTENDED) -> list[dict[str, Any]]:
+    """A policy with only a ``batchCapacity`` section: the node publishes batch capacity,
+    its batch pods are in the idle class, and squeezed when it falls under what they hold.
+
+    Chosen for the bench: no window, no interval and a small hysteresis (the figure
+    follows the node at once: nothing of a previous window carries over), a small margin,
+    and ``min`` at what the cap pods hold (``demand``: 1.5 cores, their memory). The real
+    node is this host: 2 CPUs allocatable (its kubelet reserves none), with the control
+    plane, the kubelet, the agent and the load generator on it, while the bench's pods
+    share one CPU. 2 cores minus that non-batch use (0.5-1 core as the windows run) minus
+    the margin often falls under 1.5: without the floor the kubelet could refuse the cap
+    pods (it admits extended resources against the node's allocatable) and the squeeze
+    would cap them mid-window for the other CPU's load, which the no-agent window never
+    has, so the window would measure the control plane, not the protection. The floor is
+    the section's own knob ("an operator may promise batch a floor"); each window still
+    records what the node published and any squeeze cap (``bench.colocation_real``)."""
+    cpu_m = round(sum(demand) * 1000)
+    memory = CAP_MEMORY_BYTES * len(demand)
+    return [{"apiVersion": QOS, "kind": "NodeQOSEnsurancePolicy", "metadata": {"name": "bench"},
+             "spec": {"batchCapacity": {
+                 "marginPercent": 5, "windowSeconds": 0, "hysteresisPercent": 1, "minIntervalSeconds": 0,
+                 "min": {"cpu": f"{cpu_m}m", "memory": str(memory)}, "idle": True}}}]  # fmt: skip
+
+
 STRATEGIES: tuple[Strategy, ...] = (
     Strategy("none", "no agent", _nothing),
     Strategy("waterline-cpu", "Waterline, node CPU line", _cpu),
@@ -165,6 +215,8 @@ STRATEGIES: tuple[Strategy, ...] = (
     Strategy("idle", "batch idle", lambda _l, _w: isolation(burst=False)),
     Strategy("idle-burst", "batch idle + burst for web", lambda _l, _w: isolation(burst=True),
              baseline="alone-burst"),
+    Strategy("batch-capacity", "batch pods on batch capacity", lambda _l, _w: capacity_policy(),
+             demand=ALONE, cap_demand=CONTENDED, real_only=True),
 )
 #: The strategies of a full run (the ones the goal is about, and the no-agent run every
 #: batch figure is measured against): a full run must fit about two hours.
@@ -176,3 +228,15 @@ BASELINES: tuple[Strategy, ...] = (
              demand=SPINNER, baseline="alone"),
 )
 WINDOWS = {s.key: s for s in (*BASELINES, *STRATEGIES)}
+#: The control issue 29 asks for (``--no-control`` leaves it out).
+CONTROL = "busy-alone"
+
+
+def baselines(strategies: Sequence[Strategy], control: bool = True) -> list[Strategy]:
+    """The baselines a run needs, in the registry's order: ``alone`` always (every
+    strategy and the control are judged against it), those the strategies are judged
+    against, and the busy-alone control unless left out."""
+    wanted = {"alone", *(s.baseline for s in strategies if s.baseline)}
+    if control:
+        wanted.add(CONTROL)
+    return [b for b in BASELINES if b.key in wanted]

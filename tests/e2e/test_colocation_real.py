@@ -4,6 +4,13 @@ policies go through the API to the agent installed from deploy/, the load comes 
 host. No latency is asserted (a benchmark holds goals, a test never asserts timings): only
 that the records, the intervals and the pictures are produced, and are consistent with
 each other and with what ran; and that the run leaves the node as it found it.
+
+The round includes the ``batch-capacity`` window: its demand carried by the cap pods
+(``cap-1..3``, requesting only ``waterline.io/batch-cpu`` / ``batch-memory``), which
+must have run BestEffort under the agent's quota from their batch-cpu limit, held idle
+while the window's policy was in force, never squeezed (the policy's floor covers them),
+every mark handed back after each window and the node's published figures gone at the end.
+Only the baselines the strategies are judged against run (no ``alone-burst`` here).
 """
 
 from __future__ import annotations
@@ -16,11 +23,14 @@ from pathlib import Path
 
 from bench.colocation_plot import chromium
 from devtools.harness.cluster import ROOT
+from devtools.harness.waiting import wait_until
 from tests.e2e.conftest import RealNodeRun, report
 
 ROUNDS, WINDOW, WARMUP = 2, 2, 1
-KINDS = ("alone", "alone-burst", "busy-alone", "none", "idle")
-IDLE_ALONE = ("alone", "alone-burst")
+KINDS = ("alone", "busy-alone", "none", "idle", "batch-capacity")
+IDLE_ALONE = ("alone",)
+CAPS = {"cap-1": 0.6, "cap-2": 0.5, "cap-3": 0.4}
+BATCH_CPU = "waterline.io/batch-cpu"
 
 
 def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
@@ -28,7 +38,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
 ) -> None:
     out = tmp_path / "run"
     argv = [sys.executable, "-m", "bench", "colocation", "--real", "--quick", "--cases", "burstable",
-            "--strategies", "idle", "--rounds", str(ROUNDS), "--window", str(WINDOW), "--warmup", str(WARMUP),
+            "--strategies", "idle,batch-capacity", "--rounds", str(ROUNDS), "--window", str(WINDOW), "--warmup", str(WARMUP),
             "--settle", "0.2", "--sizing", "2", "--out", str(out)]  # fmt: skip
     start = time.monotonic()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)  # noqa: S603
@@ -60,8 +70,32 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
     # the policies reached the agent through the API: it held the batch pods in the idle
     # class in the idle windows (once its tick came), and nothing in the others
     held = {k: [t["isolated"].get("idle", 0) for w in windows if w["window"] == k for t in w["ticks"]] for k in KINDS}
-    assert max(held["idle"]) == 3 and max(held["busy-alone"]) == 3, held
-    assert max(held["none"] + held["alone"] + held["alone-burst"]) == 0, held
+    assert max(held["idle"]) == 3 and max(held["busy-alone"]) == 3, held  # the cap pods left out
+    assert max(held["batch-capacity"]) == 3, held  # the cap pods, by the batchCapacity section
+    assert max(held["none"] + held["alone"]) == 0, held
+    # the cap pods: BestEffort, their baseline the agent's quota from their batch-cpu limit
+    caps = run["real"]["cap_pods"]
+    assert sorted(caps) == sorted(CAPS)
+    for name, cores in CAPS.items():
+        quota = round(cores * 1000) * caps[name]["period_us"] // 1000
+        assert caps[name]["qos"] == "BestEffort" and caps[name]["quota_us"] == quota
+        quotas = [v for k, v in caps[name]["baseline"].items() if k.endswith("/cpu.cfs_quota_us")]
+        assert quotas == [str(quota), str(quota)], caps[name]  # the pod's cgroup and its container's
+        assert all(v == "0" for k, v in caps[name]["baseline"].items() if k.endswith("/cpu.idle"))
+    for w in windows:
+        assert w["released"] is True, (w["window"], w["round"])  # every mark and cap handed back
+        ticks = [t for t in w["ticks"] if t["in_window"]]
+        assert set(CAPS) <= set(ticks[0]["batch"])  # read from kubepods/besteffort/pod<uid>
+        caps_cpu = sum(t["batch"][c] for t in ticks for c in CAPS)
+        others_cpu = sum(v for t in ticks for k, v in t["batch"].items() if k not in CAPS)
+        if w["window"] == "batch-capacity":  # the cap pods carried the demand, under a quota
+            assert caps_cpu > 0.05 * WINDOW and others_cpu < 0.05 * WINDOW, (caps_cpu, others_cpu)
+            assert sum(t["batch_periods"] for t in ticks) > 0
+            assert set(w["iterations"]) == set(CAPS)
+            assert any((t["published"] or 0) >= sum(CAPS.values()) - 1e-6 for t in w["ticks"]), w["ticks"]
+        else:
+            assert caps_cpu < 0.05 * WINDOW, (w["window"], caps_cpu)
+        assert not [c for t in w["ticks"] for c in t["caps"] if c in CAPS], w["ticks"]  # never squeezed
     # the agent's figures were read beside the kernel's: its /metrics answered
     scraped = [t["agent_batch"] for w in windows for t in w["ticks"]]
     assert sum(1 for v in scraped if v == v) >= 0.9 * len(scraped), scraped  # NaN: no answer
@@ -87,3 +121,8 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
     assert not [n for n in namespaces if n["metadata"]["name"].startswith("colocation-")]
     policies = real.get("nodeqosensurancepolicies")["items"]
     assert not [p for p in policies if p["metadata"]["name"] == "bench"], policies
+    def withdrawn() -> bool:  # the policy gone: the node's figures withdrawn by the agent's next tick
+        status = real.get("node", real.node.name)["status"]
+        return BATCH_CPU not in status.get("allocatable", {}) and BATCH_CPU not in status.get("capacity", {})
+
+    wait_until(withdrawn, 30, "the node's batch capacity withdrawn", interval=0.5)

@@ -81,4 +81,6 @@ def test_colocation_full_run_follows_the_protocol_and_quick_is_short() -> None:
     assert (full.cases, full.strategies) == ("guaranteed,burstable", "none,idle,idle-burst")
     quick = parse_args(["--quick", "--rounds", "3"])
     assert (quick.rounds, quick.window, quick.warmup, quick.settle, quick.sizing) == (3, 5, 2, 0.5, 5.0)
-    assert (quick.cases, quick.strategies) == (None, None)  # every case and strategy
+    # every case, and every strategy the in-process tree can run (batch-capacity needs --real)
+    assert (quick.cases, quick.strategies) == (
+        None, "none,waterline-cpu,waterline-lc,floor-all,one-per-tick,idle,idle-burst")  # fmt: skip

@@ -92,7 +92,7 @@ def test_the_idle_strategies_hold_the_batch_pods_idle_and_give_web_burst_and_cap
 
 def test_every_window_has_a_distinct_key_a_baseline_and_the_hooked_brains_take_an_isolator() -> None:
     keys = [s.key for s in STRATEGIES]
-    assert len(set(keys)) == len(keys) == 7 and {"idle", "idle-burst"} <= set(keys)
+    assert len(set(keys)) == len(keys) == 8 and {"idle", "idle-burst", "batch-capacity"} <= set(keys)
     # every window is judged against a baseline that exists, with web's own settings alike
     assert all(w.baseline is None or w.baseline in WINDOWS for w in WINDOWS.values())
     assert WINDOWS["idle-burst"].baseline == "alone-burst" and WINDOWS["idle"].baseline == "alone"

@@ -11,18 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from bench.colocation import parse_args
+from bench.colocation import chosen, parse_args
 from bench.colocation_cases import CASES
 from bench.colocation_real import (
     IN_PROCESS_ONLY,
+    LC_LABEL,
     batch_manifests,
+    cap_manifests,
+    cap_quota_us,
+    cap_settled,
     code_map,
+    lost_pods,
     parse_metrics,
     resources,
     scoped,
     web_manifest,
 )
-from bench.colocation_strategies import WINDOWS
+from bench.colocation_strategies import CAP_LABEL, CAP_MEMORY_BYTES, CONTENDED, WINDOWS, baselines
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE = {c.key: c for c in CASES}
@@ -91,7 +96,7 @@ waterline_isolated_pods{cpu_class="burst"} 0.0
 def test_the_agents_figures_are_read_from_its_metrics() -> None:
     got = parse_metrics(METRICS, "bench", ["batch-1", "batch-2", "batch-3"])
     assert got == {"batch": 0.75, "wait": 12.5, "node": 1.25, "actions": 4.0, "caps": {"batch-3": 0.05},
-                   "isolated": {"idle": 3, "burst": 0}}
+                   "isolated": {"idle": 3, "burst": 0}, "published": None}
 
 
 def test_real_refuses_the_strategies_only_the_in_process_loop_can_run() -> None:
@@ -101,3 +106,128 @@ def test_real_refuses_the_strategies_only_the_in_process_loop_can_run() -> None:
     assert exit_.value.code == 2
     quick = parse_args(["--real", "--quick"])
     assert not set(quick.strategies.split(",")) & set(IN_PROCESS_ONLY)
+
+
+# -- the batch-capacity window -------------------------------------------------------------
+
+
+def test_the_cap_pods_are_besteffort_batch_pods_limited_at_their_contended_demand() -> None:
+    from agent.model.batch import batch_limits, is_batch_pod
+    from agent.model.objects.pods import parse_pod
+
+    caps = cap_manifests("ns", "node-a", "img", 1)
+    assert [p["metadata"]["name"] for p in caps] == ["cap-1", "cap-2", "cap-3"]
+    limits = []
+    for manifest in caps:
+        pod = parse_pod(manifest)
+        (c,) = manifest["spec"]["containers"]
+        assert pod.qos_class == "BestEffort" and is_batch_pod(pod)
+        assert c["resources"]["requests"] == c["resources"]["limits"]
+        assert not {"cpu", "memory"} & {*c["resources"]["requests"], *c["resources"]["limits"]}
+        assert c["command"][:3] == ["python3", "/bench/colocation_pod.py", "batch"]
+        assert c["command"][3] == "1" and manifest["spec"]["nodeName"] == "node-a"
+        assert manifest["metadata"]["labels"][CAP_LABEL] == "true"
+        assert LC_LABEL not in manifest["metadata"]["labels"]
+        got = batch_limits(pod)
+        assert got is not None and got.memory == CAP_MEMORY_BYTES
+        limits.append(got.cpu)
+    assert limits == list(CONTENDED)
+    assert [cap_quota_us(c, 100_000) for c in CONTENDED] == [60_000, 50_000, 40_000]
+
+
+def test_a_cap_pods_baseline_is_its_batch_quota_with_no_mark() -> None:
+    rel, ctr = "kubepods/besteffort/podu1", "abc"
+    kubelet = {f"{rel}/cpu.cfs_quota_us": "-1", f"{rel}/cpu.shares": "2", f"{rel}/cpu.idle": "0",
+               f"{rel}/{ctr}/cpu.cfs_quota_us": "-1", f"{rel}/{ctr}/cpu.shares": "2", f"{rel}/{ctr}/cpu.idle": "0"}
+    agent = {**kubelet, f"{rel}/cpu.cfs_quota_us": "60000", f"{rel}/{ctr}/cpu.cfs_quota_us": "60000"}
+    assert not cap_settled(kubelet, rel, ctr, 60_000)  # as the kubelet wrote it: the agent has not yet
+    assert cap_settled(agent, rel, ctr, 60_000)
+    assert not cap_settled({**agent, f"{rel}/cpu.idle": "1"}, rel, ctr, 60_000)  # still held idle
+    assert not cap_settled({**agent, f"{rel}/{ctr}/cpu.cfs_quota_us": "20000"}, rel, ctr, 60_000)  # a squeeze cap
+    assert not cap_settled({**agent, f"{rel}/{ctr}/cpu.cfs_burst_us": "5000"}, rel, ctr, 60_000)
+
+
+def test_a_pod_evicted_replaced_or_ended_is_named_and_a_running_one_is_not() -> None:
+    def pod(name: str, uid: str, phase: str = "Running", **meta: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "uid": uid, **meta},
+                "status": {"phase": phase, "reason": "Evicted" if phase == "Failed" else "", "message": "m"}}
+
+    expected = {"web": "u0", "cap-1": "u1", "cap-2": "u2", "cap-3": "u3", "batch-1": "u4"}
+    items = [pod("web", "u0"), pod("cap-1", "u1", "Failed"), pod("cap-2", "x2"),
+             pod("batch-1", "u4", deletionTimestamp="2026-01-01T00:00:00Z")]
+    lost = lost_pods(expected, items)
+    assert [line.split(":")[0] for line in lost] == ["batch-1", "cap-1", "cap-2", "cap-3"]
+    assert "Evicted" in lost[1] and "gone" in lost[3]
+    assert lost_pods({"web": "u0"}, items) == []
+
+
+def test_the_capacity_policy_is_valid_publishes_a_floor_for_the_cap_pods_and_holds_them_idle() -> None:
+    from agent.model.policy import load_policies
+    from bench.colocation_strategies import capacity_policy
+
+    policies = load_policies(capacity_policy(), [], strict=True)
+    assert not policies.errors
+    name, section = policies.batch_capacity_for_node({})  # type: ignore[misc]
+    assert name == "bench" and section.idle and section.min_interval_seconds == 0
+    assert section.minimum.cpu == sum(CONTENDED) and section.minimum.memory == 3 * CAP_MEMORY_BYTES
+    assert scoped(WINDOWS["batch-capacity"].rules(0.8, 20.0), "x") == capacity_policy()  # no scope to narrow
+    assert WINDOWS["batch-capacity"].demand == (0, 0, 0) and WINDOWS["batch-capacity"].cap_demand == CONTENDED
+
+
+def test_no_other_window_touches_the_cap_pods_and_they_still_see_the_batch_pods() -> None:
+    from agent.model.objects.pods import parse_pod
+    from agent.model.policy import load_policies
+
+    cap = parse_pod({**cap_manifests("x", "n", "img", 1)[0], "status": {"qosClass": "BestEffort"}})
+    batch = [parse_pod({**p, "status": {"qosClass": q}})
+             for p, q in zip(batch_manifests("x", "n", "img", 1), ("Burstable", "Burstable", "BestEffort"), strict=True)]
+    labels = {"kubernetes.io/metadata.name": "x"}
+    for key in ("idle", "idle-burst", "busy-alone"):
+        manifests = scoped(WINDOWS[key].rules(0.8, 20.0), "x")
+        policies = load_policies(manifests, [], strict=True)
+        assert not policies.errors, policies.errors
+        ((_, section),) = policies.isolation_for_node({})
+        assert section.idle is not None
+        assert not section.idle.scope.admits(cap, labels), key
+        assert all(section.idle.scope.admits(p, labels) for p in batch), key
+    rules = scoped(WINDOWS["waterline-cpu"].rules(0.8, 20.0), "x")
+    policies = load_policies([r for r in rules if r["kind"] == "NodeQOSEnsurancePolicy"],
+                             [r for r in rules if r["kind"] == "AvoidanceAction"], strict=True)
+    (action,) = policies.actions.values()
+    assert not action.scope.admits(cap, labels) and action.scope.admits(batch[2], labels)
+
+
+def test_the_agents_published_batch_cpu_is_read_from_its_metrics() -> None:
+    text = METRICS + ('# TYPE waterline_batch_capacity gauge\nwaterline_batch_capacity{resource="cpu"} 1.5\n'
+                      'waterline_batch_capacity{resource="memory"} 2e8\n')  # fmt: skip
+    assert parse_metrics(text, "bench", ["batch-1"])["published"] == 1.5
+    assert parse_metrics(METRICS, "bench", ["batch-1"])["published"] is None
+
+
+def test_the_tree_refuses_batch_capacity_in_one_line_and_its_defaults_leave_it_out(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--strategies", "none,batch-capacity"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "batch-capacity" in err and "--real" in err
+    assert "batch-capacity" not in parse_args(["--quick"]).strategies.split(",")
+    assert "batch-capacity" not in [s.key for s in chosen(parse_args(["--quick"]))]
+    real = parse_args(["--real", "--quick"])
+    assert "batch-capacity" in real.strategies.split(",")
+    assert [s.key for s in chosen(parse_args(["--real", "--strategies", "batch-capacity"]))] == [
+        "none", "batch-capacity"]  # fmt: skip
+
+
+def test_only_the_baselines_a_run_judges_against_run() -> None:
+    def keys(strategies: str, *flags: str) -> list[str]:
+        args = parse_args(["--real", "--strategies", strategies, *flags])
+        return [b.key for b in baselines(chosen(args), args.control)]
+
+    assert keys("idle") == ["alone", "busy-alone"]
+    assert keys("batch-capacity") == ["alone", "busy-alone"]
+    assert keys("idle,idle-burst") == ["alone", "alone-burst", "busy-alone"]
+    assert keys("idle-burst", "--no-control") == ["alone", "alone-burst"]
+    assert keys("none", "--no-control") == ["alone"]
+    assert parse_args([]).control

@@ -117,3 +117,32 @@ def test_cdf_points_climb_in_nines_as_far_as_the_sample_reaches() -> None:
     assert pts[0] == (1.0, 0.0) and pts[-1][1] == pytest.approx(3.0) and pts[-1][0] == 999.0
     assert all(a[0] <= b[0] for a, b in zip(pts, pts[1:], strict=False))
     assert cdf_points([]) == []
+
+
+def test_a_batch_capacity_window_is_judged_and_says_what_the_node_published_and_squeezed() -> None:
+    run = run_doc(rounds=10)
+    run["windows"] = [*WINDOWS, {"key": "batch-capacity", "label": "batch pods on batch capacity",
+                                 "baseline": "alone", "batch_cores": 1.5}]  # fmt: skip
+    windows = windows_doc(10, 10_000, {**SHAPES, "batch-capacity": (1.0, 0.69, 0)})
+    for i, w in enumerate(windows):
+        w["took_s"], w["released_s"], w["released"] = 20.0 + i % 3, 1.0, True
+        for t in w["ticks"]:
+            t["isolated"], t["published"] = {}, None
+            if w["window"] == "batch-capacity":
+                t["isolated"], t["published"] = {"idle": 3}, 1.5 + (t["t"] % 2) / 10
+                t["caps"] = {"cap-2": 0.3} if w["round"] == 4 and t["in_window"] else {}
+    (summary,) = summarize(run, windows, resamples=FEW)
+    assert verdicts(summary)["batch-capacity"].word == MEETS  # judged against web alone, like idle
+    (line,) = summary.capacity
+    assert "1.500-1.600 cores" in line and "squeeze caps: cap-2" in line and "idle: up to 3" in line
+    assert "10/10 windows" in line
+    assert summary.took and max(summary.took) == 22.0
+    for w in windows:
+        w["released"] = w["round"] != 0
+        for t in w["ticks"]:
+            t["caps"] = {}
+    (again,) = summarize(run, windows, resamples=FEW)
+    assert "squeeze caps: none" in again.capacity[0] and "9/10 windows" in again.capacity[0]
+    without = [w for w in windows if w["window"] != "batch-capacity"]
+    run["windows"] = WINDOWS
+    assert summarize(run, without, resamples=FEW)[0].capacity == []
