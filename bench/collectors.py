@@ -19,7 +19,7 @@ in a fake /proc, so a tick also reads 84 x 3 task lists and 84 x 3 x 2 schedstat
 its ratio is to a bare loop over the same files plus those.
 
 The bare loop is also timed over descriptors opened once and held (one ``pread`` a file,
-how the collector reads a cgroup it read before since issue 32's second round): the
+how the collector reads a cgroup it read before since issue 32's third pass): the
 collector's ratio to that is its Python work alone, printed beside the goal's ratio.
 
 Each pod count of the sweep (50, 250, 500, 1000: the cost should grow linearly) runs

@@ -222,8 +222,13 @@ class PodStatsCollector:
             self._release(cgroup)
 
     def __del__(self) -> None:
+        """A collector dropped without ``close`` gives its descriptors back (tests, a
+        reload that builds another); at interpreter exit the process's end closes them."""
         if getattr(self, "_held", 0):
-            self.close()
+            try:
+                self.close()
+            except (OSError, TypeError):  # TypeError: module globals already torn down
+                pass
 
     # -- one cgroup's files ----------------------------------------------------------
 
