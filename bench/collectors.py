@@ -241,11 +241,13 @@ def _bare(files: list[str]) -> None:
             os.close(fd)
 
 
-def _bare_held(fds: list[int]) -> None:
+def _bare_held(fds: list[int], rest: list[str]) -> None:
     """The bare loop over descriptors held open: one ``pread`` a file, as the collector
-    reads a cgroup it holds (issue 32)."""
+    reads a cgroup it holds (issue 32); the files beyond the budget of open files (as the
+    collector's, ``open_files_budget``) opened and read as by ``_bare``."""
     for fd in fds:
         os.pread(fd, 65536, 0)
+    _bare(rest)
 
 
 def _per_tick(fn: object, ticks: int) -> float:
@@ -260,7 +262,9 @@ def _per_tick(fn: object, ticks: int) -> float:
 def child(version: int, what: str, pods_n: int) -> None:
     """Runs in a fresh interpreter; prints one JSON line."""
     tree = os.environ.get(TREE_ENV)
-    if tree:  # the collector of another tree (``--tree``); the fake trees are this one's
+    if tree and what not in ("bare", "bare-lc"):
+        # the collector of another tree (``--tree``); the fake trees and the bare loops
+        # are this one's
         sys.path.insert(0, tree)
     import structlog
 
@@ -275,9 +279,12 @@ def child(version: int, what: str, pods_n: int) -> None:
         if what in ("bare", "bare-lc"):
             read = files + lc_files if what == "bare-lc" else files
             seconds = _per_tick(lambda: _bare(read), TICKS)
-            fds = [os.open(path, os.O_RDONLY) for path in read]
+            from collectors.files import open_files_budget
+
+            budget = open_files_budget()
+            fds = [os.open(path, os.O_RDONLY) for path in read[:budget]]
             try:
-                held = _per_tick(lambda: _bare_held(fds), TICKS)
+                held = _per_tick(lambda: _bare_held(fds, read[budget:]), TICKS)
             finally:
                 for fd in fds:
                     os.close(fd)
