@@ -491,8 +491,8 @@ class PodStatsCollector:
                 if periods is not None and throttled is not None
                 else None
             ),
-            self._psi(files, paths, CPU_PSI),
-            self._psi(files, paths, MEM_PSI),
+            self._psi(files, paths, CPU_PSI) if CPU_PSI in files else None,
+            self._psi(files, paths, MEM_PSI) if MEM_PSI in files else None,
         )
         cgroup.at, cgroup.cpu_seconds, cgroup.nr_periods, cgroup.nr_throttled = (
             now, cpu_seconds, periods, throttled)  # fmt: skip
@@ -500,10 +500,9 @@ class PodStatsCollector:
 
     def _psi(self, files: dict[int, bytes | None], paths: tuple[str | None, ...], i: int) -> float | None:
         """PSI ``some avg10`` of file ``i``; None where not read (garbage logged once)."""
-        data = files.get(i)
+        data = files[i]
         if data is None:
-            if self._unread:
-                self._said(i)
+            self._said(i)
             return None
         try:
             return _psi_avg10(data)
