@@ -37,6 +37,7 @@ the same path) it is the new cgroup's files, not found it is gone, as before.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
@@ -225,10 +226,8 @@ class PodStatsCollector:
         """A collector dropped without ``close`` gives its descriptors back (tests, a
         reload that builds another); at interpreter exit the process's end closes them."""
         if getattr(self, "_held", 0):
-            try:
+            with contextlib.suppress(OSError, TypeError):  # TypeError: globals torn down
                 self.close()
-            except (OSError, TypeError):  # TypeError: module globals already torn down
-                pass
 
     # -- one cgroup's files ----------------------------------------------------------
 
