@@ -535,37 +535,39 @@ class PodStatsCollector:
         stats: dict[str, PodStats] = {}
         missing: list[str] = []
         uids: set[str] = set()
-        for pod in pods:
-            uids.add(pod.uid)
-            found: PodCgroup | None = locate(pod)
-            now = clock()
-            if found is None:
-                missing.append(pod.key)
-                continue
-            rel = found.path
-            got = read(rel, now, was(rel))
-            if got is None:
-                self.layout.forget(pod.uid)
-                missing.append(pod.key)
-                continue
-            pod_stats, now_cgroups[rel] = got
-            containers: dict[str, CgroupStats] = {}
-            copied: dict[str, str] | None = None  # the paths read, once one was not
-            for name, rel in found.containers.items():
+        try:
+            for pod in pods:
+                uids.add(pod.uid)
+                found: PodCgroup | None = locate(pod)
+                now = clock()
+                if found is None:
+                    missing.append(pod.key)
+                    continue
+                rel = found.path
                 got = read(rel, now, was(rel))
                 if got is None:
-                    self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
-                    if copied is None:
-                        copied = {n: r for n, r in found.containers.items() if n in containers}
+                    self.layout.forget(pod.uid)
+                    missing.append(pod.key)
                     continue
-                containers[name], now_cgroups[rel] = got
-                if copied is not None:
-                    copied[name] = rel
-            one = PodStats(pod.uid, found.path, pod_stats, containers,
-                           found.containers if copied is None else copied)  # fmt: skip
-            stats[pod.key] = one
-            usage[pod.key] = self._pod_usage(pod, one)
-        self.layout.retain(uids)
-        for rel in before.keys() - now_cgroups.keys():
-            self._release(before[rel])
+                pod_stats, now_cgroups[rel] = got
+                containers: dict[str, CgroupStats] = {}
+                copied: dict[str, str] | None = None  # the paths read, once one was not
+                for name, rel in found.containers.items():
+                    got = read(rel, now, was(rel))
+                    if got is None:
+                        self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
+                        if copied is None:
+                            copied = {n: r for n, r in found.containers.items() if n in containers}
+                        continue
+                    containers[name], now_cgroups[rel] = got
+                    if copied is not None:
+                        copied[name] = rel
+                one = PodStats(pod.uid, found.path, pod_stats, containers,
+                               found.containers if copied is None else copied)  # fmt: skip
+                stats[pod.key] = one
+                usage[pod.key] = self._pod_usage(pod, one)
+            self.layout.retain(uids)
+        finally:  # also when a read raised: no descriptor is lost
+            for rel in before.keys() - now_cgroups.keys():
+                self._release(before[rel])
         return PodStatsSample(at=at, usage=usage, stats=stats, missing=tuple(missing))
