@@ -286,9 +286,6 @@ class PodStatsCollector:
         for i in wanted:
             path = cgroup.paths[i]
             assert path is not None  # wanted: its controller is mounted
-            if i >= CPU_PSI and (self._cpu_psi if i == CPU_PSI else self._mem_psi) is False:
-                got[i] = None  # found absent by this very read (the CPU file first)
-                continue
             try:
                 fd = _open(path, O_RDONLY)
             except OSError as err:
