@@ -18,6 +18,10 @@ ones (no pod is labelled), each container holds ``LC_TASKS`` tasks whose schedst
 in a fake /proc, so a tick also reads 84 x 3 task lists and 84 x 3 x 2 schedstat files;
 its ratio is to a bare loop over the same files plus those.
 
+The bare loop is also timed over descriptors opened once and held (one ``pread`` a file,
+how the collector reads a cgroup it read before since issue 32's third pass): the
+collector's ratio to that is its Python work alone, printed beside the goal's ratio.
+
 Each pod count of the sweep (50, 250, 500, 1000: the cost should grow linearly) runs
 ``ROUNDS`` rounds of bare loop, collector, collector + lc in turn, each in a fresh
 interpreter; the ratio is taken round by round (so a machine that slows down part way
@@ -237,6 +241,15 @@ def _bare(files: list[str]) -> None:
             os.close(fd)
 
 
+def _bare_held(fds: list[int], rest: list[str]) -> None:
+    """The bare loop over descriptors held open: one ``pread`` a file, as the collector
+    reads a cgroup it holds (issue 32); the files beyond the budget of open files (as the
+    collector's, ``open_files_budget``) opened and read as by ``_bare``."""
+    for fd in fds:
+        os.pread(fd, 65536, 0)
+    _bare(rest)
+
+
 def _per_tick(fn: object, ticks: int) -> float:
     samples = []
     for _ in range(ticks):
@@ -249,7 +262,9 @@ def _per_tick(fn: object, ticks: int) -> float:
 def child(version: int, what: str, pods_n: int) -> None:
     """Runs in a fresh interpreter; prints one JSON line."""
     tree = os.environ.get(TREE_ENV)
-    if tree:  # the collector of another tree (``--tree``); the fake trees are this one's
+    if tree and what not in ("bare", "bare-lc"):
+        # the collector of another tree (``--tree``); the fake trees and the bare loops
+        # are this one's
         sys.path.insert(0, tree)
     import structlog
 
@@ -264,7 +279,16 @@ def child(version: int, what: str, pods_n: int) -> None:
         if what in ("bare", "bare-lc"):
             read = files + lc_files if what == "bare-lc" else files
             seconds = _per_tick(lambda: _bare(read), TICKS)
-            out: dict[str, Any] = {"seconds": seconds, "files": len(read)}
+            from collectors.files import open_files_budget
+
+            budget = open_files_budget()
+            fds = [os.open(path, os.O_RDONLY) for path in read[:budget]]
+            try:
+                held = _per_tick(lambda: _bare_held(fds, read[budget:]), TICKS)
+            finally:
+                for fd in fds:
+                    os.close(fd)
+            out: dict[str, Any] = {"seconds": seconds, "held_seconds": held, "files": len(read)}
         else:
             pods = [
                 Pod(
@@ -293,7 +317,8 @@ def child(version: int, what: str, pods_n: int) -> None:
             )
             seconds = _per_tick(tick, TICKS)
             peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            out = {"seconds": seconds, "rss_mib": peak_kib / 1024, "module": sys.modules["collectors.pod_stats"].__file__}
+            out = {"seconds": seconds, "rss_mib": peak_kib / 1024, "module": sys.modules["collectors.pod_stats"].__file__,
+                   "open_files": getattr(collector, "open_files", 0)}  # fmt: skip
         print(json.dumps(out))
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -336,6 +361,11 @@ def _line(version: int, n: int, run: dict[str, list[dict[str, float]]], label: s
             f"{_spread([c['seconds'] * 1e3 for c in coll], '.1f')} ms/tick, bare read loop "
             f"{_spread([b['seconds'] * 1e3 for b in bare], '.1f')} ms/tick "
             f"({bare[0]['files']:.0f} files), ratio {_spread(ratio, '.2f')}x{goal}; ")  # fmt: skip
+    if "held_seconds" in bare[0]:  # what is left once the files are held: the Python work
+        held = [c["seconds"] / b["held_seconds"] for c, b in zip(coll, bare, strict=True)]
+        text += (f"bare pread loop on held descriptors {_spread([b['held_seconds'] * 1e3 for b in bare], '.1f')} "
+                 f"ms/tick (the collector {_spread(held, '.2f')}x it, holding "
+                 f"{max(c.get('open_files', 0) for c in coll):.0f}); ")  # fmt: skip
     if lc:
         lc_ratio = [x["seconds"] / b["seconds"] for x, b in zip(lc, bare_lc, strict=True)]
         extra = [(x["seconds"] / c["seconds"] - 1) * 100 for x, c in zip(lc, coll, strict=True)]

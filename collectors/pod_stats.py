@@ -20,22 +20,36 @@ The pod figure is the pod cgroup's (it includes the sandbox and every container)
 container split comes from the container cgroups. Pods whose cgroup is not found (not
 started yet, already gone) get no figure. Unreadable or garbage files are logged once per
 path and leave that field ``None``; nothing here raises on a bad file.
+
+**Held files** (issue 32). Opening a cgroup file walks its path, and open, read and close
+were most of a tick (60% of it under cProfile at 250 pods). A cgroup read before is read
+again with one ``pread`` per file, at offset 0, on descriptors held open across ticks: the
+kernel's cgroup files (seq files) answer a read at offset 0 afresh each time. They are
+held only while the cgroup is read: a cgroup not read in a tick (its pod gone, its
+container restarted) has its descriptors closed at the end of that tick, so the count is
+the files of the cgroups read, at most ``max_open_files`` (by default what the process's
+``RLIMIT_NOFILE`` leaves; beyond it a cgroup's files are opened and closed each tick, as
+before). A cgroup removed while held answers ``ENODEV`` (kernfs, for every file of it);
+on other filesystems (the fake trees of tests and benches) its counter file's link count
+falls to 0. Either way the cgroup is opened again by its path: found again (recreated at
+the same path) it is the new cgroup's files, not found it is gone, as before.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from agent.model.objects import Pod
 from agent.model.settings import DEFAULT_EXT_CPU_RESOURCE
 from agent.model.usage import ContainerUsage, PodUsage
 from collectors.cgroups import CgroupMounts
-from collectors.files import OnceLog, read_bytes, stat_field
+from collectors.files import OnceLog, open_files_budget, stat_field
 from collectors.layout import PodCgroup, PodCgroupLayout
 from collectors.psi import some_avg10
 
@@ -90,27 +104,29 @@ class PodStatsSample:
     missing: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class _Paths:
-    """One cgroup's files (None: that controller is not mounted here)."""
-
-    counter: str  # the CPU counter: v1 cpuacct.usage, v2 cpu.stat
-    cpu_stat: str | None  # v1's throttling counters (v2's are in the counter file)
-    mem_usage: str | None
-    mem_stat: str | None
-    cpu_psi: str | None
-    mem_psi: str | None
+#: A cgroup's files, by index: the CPU counter (v1 ``cpuacct.usage``, v2 ``cpu.stat``),
+#: v1's throttling counters (``cpu.stat``; v2's are in the counter file), memory usage
+#: and ``memory.stat``, the two PSI files. Read in this order.
+COUNTER, CPU_STAT, MEM_USAGE, MEM_STAT, CPU_PSI, MEM_PSI = range(6)
+_BUF = 65536
+_SIZES, _OFFSETS = (_BUF,) * 6, (0,) * 6
+_pread, _fstat, _open, _close, O_RDONLY = os.pread, os.fstat, os.open, os.close, os.O_RDONLY
 
 
 @dataclass(slots=True)
-class _Prev:
-    """A cgroup's previous sample, updated in place each tick."""
+class _Cgroup:
+    """A cgroup between ticks: its files, the descriptors held on them, its previous
+    sample (updated in place each tick)."""
 
-    at: float
-    cpu_seconds: float | None
-    nr_periods: int | None
-    nr_throttled: int | None
-    paths: _Paths
+    paths: tuple[str | None, ...]  # by file index; None: that controller is not mounted
+    at: float = float("-inf")  # the previous sample's time; -inf: none yet (no rate)
+    cpu_seconds: float | None = None
+    nr_periods: int | None = None
+    nr_throttled: int | None = None
+    #: The files ``fds`` hold, in order (the collector's ``wanted`` they were opened for);
+    #: None while nothing is held.
+    held: tuple[int, ...] | None = None
+    fds: list[int] = field(default_factory=list)
 
 
 def _v1_cpu_stat(data: bytes) -> tuple[int, int, int]:
@@ -126,28 +142,34 @@ def _v1_cpu_stat(data: bytes) -> tuple[int, int, int]:
             stat_field(data, b"throttled_time"))
 
 
-_open, _read, _close, O_RDONLY = os.open, os.read, os.close, os.O_RDONLY
-
-
 def _field(data: bytes, key: bytes) -> int:
     """The value of a ``\\nkey `` line that is not the first: ``stat_field``'s figure for a
     key not on the first line. Raises ValueError where ``stat_field`` might answer
-    otherwise (absent, the last line without its newline), for the careful path."""
+    otherwise (absent, the last line without its newline): the caller asks it then."""
     at = data.index(key) + len(key)
     return int(data[at : data.index(b"\n", at)])
 
 
-def _psi_avg10(path: str) -> float:
-    """``some_avg10`` of a PSI file whose first line is ``some``, as the kernel writes it;
-    raises OSError or ValueError on anything else (for the careful path)."""
-    fd = _open(path, O_RDONLY)
+def _stat_line(data: bytes, key: bytes) -> int:
+    """``stat_field(data, key)``, by ``_field`` where the kernel's layout allows (the key not
+    first), else by ``stat_field``; raises ValueError as ``stat_field`` does."""
     try:
-        data = _read(fd, 65536)
-    finally:
-        _close(fd)
-    if not data.startswith(b"some avg10="):
-        raise ValueError("not the kernel's PSI layout")
-    return float(data[11 : data.index(b" ", 11)])
+        if data.startswith(key):
+            raise ValueError("the key first: left to stat_field")
+        return _field(data, b"\n" + key + b" ")
+    except ValueError:
+        return stat_field(data, key)
+
+
+def _psi_avg10(data: bytes) -> float:
+    """``some_avg10`` of a PSI file whose first line is ``some``, as the kernel writes it,
+    by one slice; anything else by ``some_avg10`` (raises ValueError on garbage)."""
+    if data.startswith(b"some avg10="):
+        try:
+            return float(data[11 : data.index(b" ", 11)])
+        except ValueError:
+            pass
+    return some_avg10(data)
 
 
 class PodStatsCollector:
@@ -161,6 +183,7 @@ class PodStatsCollector:
         ext_cpu_resource: str = DEFAULT_EXT_CPU_RESOURCE,
         kubelet_root: str = "",
         log: OnceLog | None = None,
+        max_open_files: int | None = None,
     ) -> None:
         self.version = mounts.version
         self._cpu = mounts.controller_root("cpu")
@@ -171,186 +194,289 @@ class PodStatsCollector:
         self._clock = clock
         self.ext_cpu_resource = ext_cpu_resource
         self._log = log if log is not None else OnceLog()
-        self._prev: dict[str, _Prev] = {}
+        self._cgroups: dict[str, _Cgroup] = {}
+        #: Descriptors held now, and the most that may be (``open_files_budget``).
+        self._held = 0
+        self._max_held = open_files_budget() if max_open_files is None else max_open_files
         # None = not known yet; decided by the first read that finds the cgroup.
         self._cpu_psi: bool | None = None
         self._mem_psi: bool | None = None
-        #: The fast path of a cgroup read before, where every controller it reads is mounted.
-        self._fast: Callable[[_Prev, float], tuple[CgroupStats, _Prev]] | None = None
-        if self.version == 1 and None not in (self._cpu, self._acct, self._mem):
-            self._fast = self._fast_v1
-        elif self.version == 2 and None not in (self._acct, self._mem):
-            self._fast = self._fast_v2
+        self._wanted = self._files_wanted()
+        #: A file's read that failed in ``_reopen``, logged where its figure is parsed
+        #: (the log keeps the order of a cgroup's files): index -> (level, event, path, fields).
+        self._unread: dict[int, tuple[str, str, str, dict[str, Any]]] = {}
+        self._figures = self._figures_v1 if self.version == 1 else self._figures_v2
 
     @property
     def clock(self) -> Callable[[], float]:
         """The clock rates are taken on (readers of the same tick share it)."""
         return self._clock
 
-    # -- one cgroup ----------------------------------------------------------------
+    @property
+    def open_files(self) -> int:
+        """Descriptors held on cgroup files now (at most ``max_open_files``)."""
+        return self._held
 
-    def _psi(
-        self, path: str | None, rel: str, enabled: bool | None
-    ) -> tuple[float | None, bool | None]:
-        if path is None or enabled is False:
-            return None, enabled
-        try:
-            data = read_bytes(path)
-        except OSError as err:
-            # ENOENT in a cgroup that still exists: no per-cgroup PSI here (cgroup v1, or
-            # a kernel without it). A fact of the host, said once: of the two files only
-            # the CPU one feeds a decision (lc_cpu_pressure).
-            if err.errno == errno.ENOENT and enabled is None and os.path.isdir(path.rsplit("/", 1)[0]):
-                if path.endswith("/cpu.pressure"):
-                    self._log.info(NO_POD_PSI, path)
-                return None, False
-            return None, enabled
-        try:
-            return some_avg10(data), True
-        except ValueError as err:
-            self._log.warn("garbage in PSI file", path, error=str(err))
-            return None, True
+    def close(self) -> None:
+        """Close every held descriptor (the collector stays usable: it opens them again)."""
+        for cgroup in self._cgroups.values():
+            self._release(cgroup)
 
-    def _garbage(self, path: str, err: Exception) -> None:
-        self._log.warn("garbage in cgroup file", path, error=str(err))
+    def __del__(self) -> None:
+        """A collector dropped without ``close`` gives its descriptors back (tests, a
+        reload that builds another); at interpreter exit the process's end closes them."""
+        if getattr(self, "_held", 0):
+            with contextlib.suppress(OSError, TypeError):  # TypeError: globals torn down
+                self.close()
 
-    def _paths(self, rel: str) -> _Paths:
+    # -- one cgroup's files ----------------------------------------------------------
+
+    def _files_wanted(self) -> tuple[int, ...]:
+        """The files a cgroup is read from here: those of the mounted controllers, the PSI
+        files while not known to be absent."""
+        wanted = [COUNTER]
+        if self.version == 1 and self._cpu is not None:
+            wanted.append(CPU_STAT)
+        if self._mem is not None:
+            wanted += [MEM_USAGE, MEM_STAT]
+        if (self._cpu or self._acct) is not None and self._cpu_psi is not False:
+            wanted.append(CPU_PSI)
+        if self._mem is not None and self._mem_psi is not False:
+            wanted.append(MEM_PSI)
+        return tuple(wanted)
+
+    def _paths(self, rel: str) -> tuple[str | None, ...]:
         """The files one cgroup is read from, spelled once for its lifetime."""
         psi = self._cpu or self._acct
+        mem = self._mem
         if self.version == 1:
-            return _Paths(
-                counter=f"{self._acct}/{rel}/cpuacct.usage",
-                cpu_stat=f"{self._cpu}/{rel}/cpu.stat" if self._cpu is not None else None,
-                mem_usage=f"{self._mem}/{rel}/memory.usage_in_bytes" if self._mem is not None else None,
-                mem_stat=f"{self._mem}/{rel}/memory.stat" if self._mem is not None else None,
-                cpu_psi=f"{psi}/{rel}/cpu.pressure" if psi is not None else None,
-                mem_psi=f"{self._mem}/{rel}/memory.pressure" if self._mem is not None else None,
-            )
-        return _Paths(
-            counter=f"{self._acct}/{rel}/cpu.stat",
-            cpu_stat=None,
-            mem_usage=f"{self._mem}/{rel}/memory.current" if self._mem is not None else None,
-            mem_stat=f"{self._mem}/{rel}/memory.stat" if self._mem is not None else None,
-            cpu_psi=f"{psi}/{rel}/cpu.pressure" if psi is not None else None,
-            mem_psi=f"{self._mem}/{rel}/memory.pressure" if self._mem is not None else None,
+            counter = f"{self._acct}/{rel}/cpuacct.usage"
+            cpu_stat = f"{self._cpu}/{rel}/cpu.stat" if self._cpu is not None else None
+            usage, stat = "memory.usage_in_bytes", "memory.stat"
+        else:
+            counter, cpu_stat = f"{self._acct}/{rel}/cpu.stat", None
+            usage, stat = "memory.current", "memory.stat"
+        return (
+            counter,
+            cpu_stat,
+            f"{mem}/{rel}/{usage}" if mem is not None else None,
+            f"{mem}/{rel}/{stat}" if mem is not None else None,
+            f"{psi}/{rel}/cpu.pressure" if psi is not None else None,
+            f"{mem}/{rel}/memory.pressure" if mem is not None else None,
         )
 
-    def _file(self, path: str) -> bytes | None:
-        """A file's bytes, or None (logged once) when it cannot be read: ``_read`` with
-        the read inlined (this runs for every file of every cgroup, every tick)."""
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            self._log.warn("cgroup file missing", path)
-            return None
-        except OSError as err:
-            self._log.warn("cgroup file unreadable", path, error=str(err))
-            return None
-        try:
-            return os.read(fd, 65536)
-        except OSError as err:
-            self._log.warn("cgroup file unreadable", path, error=str(err))
-            return None
-        finally:
-            os.close(fd)
+    def _release(self, cgroup: _Cgroup) -> None:
+        for fd in cgroup.fds:
+            _close(fd)
+        self._held -= len(cgroup.fds)
+        cgroup.fds = []
+        cgroup.held = None
 
-    def _read_cgroup(
-        self, rel: str, now: float, prev: _Prev | None
-    ) -> tuple[CgroupStats, _Prev] | None:
-        """None when the cgroup is gone (its CPU counter file does not exist).
-
-        The careful path: every case handled and logged. ``collect`` reads a cgroup read
-        before, on a host whose controllers and PSI are known, by the version's fast path
-        (``_fast_v1``/``_fast_v2``) first; anything that path does not expect (a missing
-        or unreadable file, garbage, another layout) raises there, with nothing changed,
-        and the cgroup is read again here."""
-        paths = prev.paths if prev is not None else self._paths(rel)
-        cpu_seconds: float | None = None
-        periods: int | None = None
-        throttled: int | None = None
-        throttled_s: float | None = None
-        mem_usage: float | None = None
-        inactive: int | None = None
-        path = paths.counter
-        try:
-            fd = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        except OSError as err:
-            self._garbage(path, err)
-            fd = -1
-        data: bytes | None = None
-        if fd >= 0:
+    def _reopen(self, cgroup: _Cgroup) -> dict[int, bytes | None] | None:
+        """Each wanted file's bytes, opened by its path (a cgroup not read before, one
+        whose held descriptors failed or went stale, one beyond the budget); None when
+        the cgroup is gone (no CPU counter file). Failed reads are noted in ``_unread``
+        for the parse to log. The descriptors are kept when every file opened and read
+        and the budget allows."""
+        self._release(cgroup)
+        self._unread.clear()
+        wanted = self._wanted
+        got: dict[int, bytes | None] = {}
+        fds: list[int] = []
+        for i in wanted:
+            path = cgroup.paths[i]
+            assert path is not None  # wanted: its controller is mounted
             try:
-                data = os.read(fd, 65536)
+                fd = _open(path, O_RDONLY)
             except OSError as err:
-                self._garbage(path, err)
-            finally:
-                os.close(fd)
-        if self.version == 1:
-            if data is not None:
-                try:
-                    cpu_seconds = int(data[:128]) / 1e9
-                except ValueError as err:
-                    self._garbage(path, err)
-            if paths.cpu_stat is not None:
-                data = self._file(paths.cpu_stat)
-                if data is not None:
-                    try:
-                        periods, throttled, throttled_ns = _v1_cpu_stat(data)
-                        throttled_s = throttled_ns / 1e9
-                    except ValueError as err:
-                        self._garbage(paths.cpu_stat, err)
-            inactive_key = b"total_inactive_file"
+                got[i] = None
+                if i == COUNTER and isinstance(err, FileNotFoundError):
+                    for fd in fds:
+                        _close(fd)
+                    return None
+                self._failed(i, path, err)
+                continue
+            fds.append(fd)
+            try:
+                got[i] = _pread(fd, _BUF, 0)
+            except OSError as err:
+                got[i] = None
+                self._failed(i, path, err)
+            else:
+                if i >= CPU_PSI:  # read: the host has per-cgroup PSI
+                    if i == CPU_PSI:
+                        self._cpu_psi = True
+                    else:
+                        self._mem_psi = True
+        if len(fds) == len(wanted) and None not in got.values() and self._held + len(fds) <= self._max_held:
+            cgroup.held, cgroup.fds = wanted, fds
+            self._held += len(fds)
         else:
-            if data is not None:
-                try:
-                    cpu_seconds = stat_field(data, b"usage_usec") / 1e6
-                except ValueError as err:
-                    self._garbage(path, err)
-                try:  # only where the cpu controller is enabled for the cgroup
-                    periods = stat_field(data, b"nr_periods")
-                    throttled = stat_field(data, b"nr_throttled")
-                    throttled_s = stat_field(data, b"throttled_usec") / 1e6
-                except ValueError:
-                    periods = throttled = None
-                    throttled_s = None
-            inactive_key = b"inactive_file"
-        if paths.mem_usage is not None and paths.mem_stat is not None:
-            data = self._file(paths.mem_usage)
-            if data is not None:
-                try:
-                    mem_usage = int(data)
-                except ValueError as err:
-                    self._garbage(paths.mem_usage, err)
-            data = self._file(paths.mem_stat)
-            if data is not None:
-                try:
-                    inactive = stat_field(data, inactive_key)
-                except ValueError as err:
-                    self._garbage(paths.mem_stat, err)
+            for fd in fds:
+                _close(fd)
+        if wanted != self._files_wanted():  # the PSI files were found absent
+            self._wanted = self._files_wanted()
+        return got
 
+    def _failed(self, i: int, path: str, err: OSError) -> None:
+        """A file that could not be opened or read, noted to be logged in its turn."""
+        if i == COUNTER:
+            self._unread[i] = ("warn", "garbage in cgroup file", path, {"error": str(err)})
+        elif i < CPU_PSI:
+            if isinstance(err, FileNotFoundError):
+                self._unread[i] = ("warn", "cgroup file missing", path, {})
+            else:
+                self._unread[i] = ("warn", "cgroup file unreadable", path, {"error": str(err)})
+        # PSI: ENOENT in a cgroup that still exists, on the first read, is no per-cgroup
+        # PSI here (cgroup v1, or a kernel without it): a fact of the host, said once (of
+        # the two files only the CPU one feeds a decision, lc_cpu_pressure). Other
+        # failures leave the figure out, quietly.
+        elif (
+            (self._cpu_psi if i == CPU_PSI else self._mem_psi) is None
+            and err.errno == errno.ENOENT
+            and os.path.isdir(path.rsplit("/", 1)[0])
+        ):
+            if i == CPU_PSI:
+                self._cpu_psi = False
+                self._unread[i] = ("info", NO_POD_PSI, path, {})
+            else:
+                self._mem_psi = False
+
+    def _said(self, i: int) -> None:
+        """Log the failed read of file ``i`` noted by ``_reopen``, if there was one."""
+        noted = self._unread.pop(i, None)
+        if noted is not None:
+            level, event, path, fields = noted
+            (self._log.warn if level == "warn" else self._log.info)(event, path, **fields)
+
+    def _garbage(self, path: str | None, err: Exception) -> None:
+        self._log.warn("garbage in cgroup file", str(path), error=str(err))
+
+    # -- one cgroup's figures --------------------------------------------------------
+
+    def _figures_v1(
+        self, files: dict[int, bytes | None], paths: tuple[str | None, ...]
+    ) -> tuple[float | None, int | None, int | None, float | None]:
+        """CPU seconds and the throttling counters of a v1 cgroup."""
+        cpu_seconds: float | None = None
+        periods = throttled = None
+        throttled_s: float | None = None
+        data = files[COUNTER]
+        if data is None:
+            self._said(COUNTER)
+        else:
+            try:
+                cpu_seconds = int(data[:128]) / 1e9
+            except ValueError as err:
+                self._garbage(paths[COUNTER], err)
+        if CPU_STAT in files:
+            data = files[CPU_STAT]
+            if data is None:
+                self._said(CPU_STAT)
+            else:
+                try:
+                    periods, throttled, throttled_ns = _v1_cpu_stat(data)
+                    throttled_s = throttled_ns / 1e9
+                except ValueError as err:
+                    self._garbage(paths[CPU_STAT], err)
+        return cpu_seconds, periods, throttled, throttled_s
+
+    def _figures_v2(
+        self, files: dict[int, bytes | None], paths: tuple[str | None, ...]
+    ) -> tuple[float | None, int | None, int | None, float | None]:
+        """CPU seconds and the throttling counters of a v2 cgroup, both from ``cpu.stat``:
+        the kernel's layout (``usage_usec`` first, the rest below) by slices, any other
+        by ``stat_field``; the throttling counters only where the cpu controller is
+        enabled for the cgroup (absent: no figure, no complaint)."""
+        data = files[COUNTER]
+        if data is None:
+            self._said(COUNTER)
+            return None, None, None, None
+        try:
+            if not data.startswith(b"usage_usec "):
+                raise ValueError("not the kernel's cpu.stat layout")
+            cpu_seconds: float | None = int(data[11 : data.index(b"\n")]) / 1e6
+            return (cpu_seconds, _field(data, b"\nnr_periods "), _field(data, b"\nnr_throttled "),
+                    _field(data, b"\nthrottled_usec ") / 1e6)  # fmt: skip
+        except ValueError:
+            pass
+        cpu_seconds = None
+        try:
+            cpu_seconds = stat_field(data, b"usage_usec") / 1e6
+        except ValueError as err:
+            self._garbage(paths[COUNTER], err)
+        try:
+            return (cpu_seconds, stat_field(data, b"nr_periods"), stat_field(data, b"nr_throttled"),
+                    stat_field(data, b"throttled_usec") / 1e6)  # fmt: skip
+        except ValueError:
+            return cpu_seconds, None, None, None
+
+    def _memory(
+        self, files: dict[int, bytes | None], paths: tuple[str | None, ...]
+    ) -> tuple[int | None, int | None]:
+        """Memory usage and inactive file pages."""
+        mem_usage = inactive = None
+        if MEM_USAGE not in files:
+            return None, None
+        data = files[MEM_USAGE]
+        if data is None:
+            self._said(MEM_USAGE)
+        else:
+            try:
+                mem_usage = int(data)
+            except ValueError as err:
+                self._garbage(paths[MEM_USAGE], err)
+        data = files[MEM_STAT]
+        if data is None:
+            self._said(MEM_STAT)
+        else:
+            try:
+                inactive = _stat_line(data, b"total_inactive_file" if self.version == 1 else b"inactive_file")
+            except ValueError as err:
+                self._garbage(paths[MEM_STAT], err)
+        return mem_usage, inactive
+
+    def _read(self, rel: str, now: float, cgroup: _Cgroup | None) -> tuple[CgroupStats, _Cgroup] | None:
+        """One cgroup's figures and its updated record; None when the cgroup is gone (its
+        CPU counter file does not exist).
+
+        Its held descriptors if it has them (``pread`` each, after a look at the counter's
+        link count), else ``_reopen``; then the figures of each file, each the kernel's
+        layout by the shortest parse and any other by the general one, garbage logged once
+        and leaving that figure out."""
+        if cgroup is None:
+            cgroup = _Cgroup(self._paths(rel))
+        files: dict[int, bytes | None] | None = None
+        if cgroup.held is self._wanted:
+            fds = cgroup.fds
+            try:
+                if _fstat(fds[0]).st_nlink:  # 0: removed (kernfs answers ENODEV instead)
+                    files = dict(zip(cgroup.held, map(_pread, fds, _SIZES, _OFFSETS), strict=True))
+            except OSError:
+                pass
+        if files is None:
+            files = self._reopen(cgroup)
+            if files is None:
+                return None
+        paths = cgroup.paths
+        cpu_seconds, periods, throttled, throttled_s = self._figures(files, paths)
+        mem_usage, inactive = self._memory(files, paths)
         cpu: float | None = None
         ratio: float | None = None
-        if prev is not None and now > prev.at:
-            if cpu_seconds is not None and prev.cpu_seconds is not None:
-                delta = cpu_seconds - prev.cpu_seconds
-                cpu = delta / (now - prev.at) if delta >= 0 else None
-            if periods is not None and throttled is not None and prev.nr_periods is not None:
-                d_periods = periods - prev.nr_periods
-                d_throttled = throttled - (prev.nr_throttled or 0)
+        if now > cgroup.at:
+            if cpu_seconds is not None and cgroup.cpu_seconds is not None:
+                delta = cpu_seconds - cgroup.cpu_seconds
+                cpu = delta / (now - cgroup.at) if delta >= 0 else None
+            if periods is not None and throttled is not None and cgroup.nr_periods is not None:
+                d_periods = periods - cgroup.nr_periods
+                d_throttled = throttled - (cgroup.nr_throttled or 0)
                 if d_periods > 0 and d_throttled >= 0:
                     ratio = min(1.0, d_throttled / d_periods)
                 elif d_periods == 0:
                     ratio = 0.0
         working_set: float | None = None
-        if mem_usage is not None:
-            working_set = float(max(0, mem_usage - inactive)) if inactive is not None else None
-        cpu_psi = mem_psi = None
-        if self._cpu_psi is not False:  # known absent: not asked again
-            cpu_psi, self._cpu_psi = self._psi(paths.cpu_psi, rel, self._cpu_psi)
-        if self._mem_psi is not False:
-            mem_psi, self._mem_psi = self._psi(paths.mem_psi, rel, self._mem_psi)
+        if mem_usage is not None and inactive is not None:
+            working_set = float(max(0, mem_usage - inactive))
         stats = CgroupStats(
             cpu,
             cpu_seconds,
@@ -361,118 +487,24 @@ class PodStatsCollector:
                 if periods is not None and throttled is not None
                 else None
             ),
-            cpu_psi,
-            mem_psi,
+            self._psi(files, paths, CPU_PSI) if CPU_PSI in files else None,
+            self._psi(files, paths, MEM_PSI) if MEM_PSI in files else None,
         )
-        if prev is None:
-            return stats, _Prev(now, cpu_seconds, periods, throttled, paths)
-        prev.at, prev.cpu_seconds, prev.nr_periods, prev.nr_throttled = (
+        cgroup.at, cgroup.cpu_seconds, cgroup.nr_periods, cgroup.nr_throttled = (
             now, cpu_seconds, periods, throttled)  # fmt: skip
-        return stats, prev
+        return stats, cgroup
 
-
-    def _fast_v1(self, prev: _Prev, now: float) -> tuple[CgroupStats, _Prev]:
-        """A known v1 cgroup's four files, read and parsed straight through: the figures
-        of ``_read_cgroup`` (same expressions) at a third of its Python work, which is
-        the collector's cost over a bare read of the same files. Raises OSError or
-        ValueError on anything unexpected, before ``prev`` is touched."""
-        paths = prev.paths
-        fd = _open(paths.counter, O_RDONLY)
+    def _psi(self, files: dict[int, bytes | None], paths: tuple[str | None, ...], i: int) -> float | None:
+        """PSI ``some avg10`` of file ``i``; None where not read (garbage logged once)."""
+        data = files[i]
+        if data is None:
+            self._said(i)
+            return None
         try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        cpu_seconds = int(data[:128]) / 1e9
-        fd = _open(paths.cpu_stat, O_RDONLY)  # type: ignore[arg-type]  # _fast: all mounted
-        try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        lines = data.split(b"\n", 3)
-        if not (len(lines) >= 3 and lines[0].startswith(b"nr_periods ")
-                and lines[1].startswith(b"nr_throttled ") and lines[2].startswith(b"throttled_time ")):  # fmt: skip
-            raise ValueError("not the kernel's cpu.stat layout")
-        periods, throttled = int(lines[0][11:]), int(lines[1][13:])
-        throttled_s = int(lines[2][15:]) / 1e9
-        fd = _open(paths.mem_usage, O_RDONLY)  # type: ignore[arg-type]
-        try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        mem_usage = int(data)
-        fd = _open(paths.mem_stat, O_RDONLY)  # type: ignore[arg-type]
-        try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        if data.startswith(b"total_inactive_file "):
-            raise ValueError("total_inactive_file first: left to stat_field")
-        inactive = _field(data, b"\ntotal_inactive_file ")
-        return self._fast_stats(prev, now, cpu_seconds, periods, throttled, throttled_s,
-                                mem_usage, inactive)  # fmt: skip
-
-    def _fast_v2(self, prev: _Prev, now: float) -> tuple[CgroupStats, _Prev]:
-        """``_fast_v1`` for v2: cpu.stat (the counter and the throttling), memory.current,
-        memory.stat."""
-        paths = prev.paths
-        fd = _open(paths.counter, O_RDONLY)
-        try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        if not data.startswith(b"usage_usec "):
-            raise ValueError("not the kernel's cpu.stat layout")
-        end = data.index(b"\n")
-        cpu_seconds = int(data[11:end]) / 1e6
-        periods = _field(data, b"\nnr_periods ")
-        throttled = _field(data, b"\nnr_throttled ")
-        throttled_s = _field(data, b"\nthrottled_usec ") / 1e6
-        fd = _open(paths.mem_usage, O_RDONLY)  # type: ignore[arg-type]  # _fast: all mounted
-        try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        mem_usage = int(data)
-        fd = _open(paths.mem_stat, O_RDONLY)  # type: ignore[arg-type]
-        try:
-            data = _read(fd, 65536)
-        finally:
-            _close(fd)
-        if data.startswith(b"inactive_file "):
-            raise ValueError("inactive_file first: left to stat_field")
-        inactive = _field(data, b"\ninactive_file ")
-        return self._fast_stats(prev, now, cpu_seconds, periods, throttled, throttled_s,
-                                mem_usage, inactive)  # fmt: skip
-
-    def _fast_stats(self, prev: _Prev, now: float, cpu_seconds: float, periods: int,
-                    throttled: int, throttled_s: float, mem_usage: int,
-                    inactive: int) -> tuple[CgroupStats, _Prev]:  # fmt: skip
-        """The rates and the record of ``_read_cgroup`` from a fast path's figures, with the
-        PSI files where the host has them."""
-        cpu_psi = mem_psi = None
-        if self._cpu_psi:
-            cpu_psi = _psi_avg10(prev.paths.cpu_psi)  # type: ignore[arg-type]
-        if self._mem_psi:
-            mem_psi = _psi_avg10(prev.paths.mem_psi)  # type: ignore[arg-type]
-        cpu: float | None = None
-        ratio: float | None = None
-        if now > prev.at:
-            if prev.cpu_seconds is not None:
-                delta = cpu_seconds - prev.cpu_seconds
-                cpu = delta / (now - prev.at) if delta >= 0 else None
-            if prev.nr_periods is not None:
-                d_periods = periods - prev.nr_periods
-                d_throttled = throttled - (prev.nr_throttled or 0)
-                if d_periods > 0 and d_throttled >= 0:
-                    ratio = min(1.0, d_throttled / d_periods)
-                elif d_periods == 0:
-                    ratio = 0.0
-        stats = CgroupStats(cpu, cpu_seconds, float(max(0, mem_usage - inactive)), float(mem_usage),
-                            Throttling(periods, throttled, throttled_s or 0.0, ratio), cpu_psi,
-                            mem_psi)  # fmt: skip
-        prev.at, prev.cpu_seconds, prev.nr_periods, prev.nr_throttled = (
-            now, cpu_seconds, periods, throttled)  # fmt: skip
-        return stats, prev
+            return _psi_avg10(data)
+        except ValueError as err:
+            self._log.warn("garbage in PSI file", str(paths[i]), error=str(err))
+            return None
 
     # -- one tick ------------------------------------------------------------------
 
@@ -488,63 +520,51 @@ class PodStatsCollector:
     def collect(self, pods: Iterable[Pod]) -> PodStatsSample:
         """Read every pod's cgroups once; pods not found get no figure.
 
-        The loop runs for every pod every tick, so it is written for that: the fast path
-        called here, not through ``_read_cgroup``; a pod whose containers were all read
-        shares its cached container paths instead of a copy."""
-        clock, locate, careful = self._clock, self.layout.locate, self._read_cgroup
-        fast = self._fast if self._cpu_psi is not None and self._mem_psi is not None else None
+        The loop runs for every pod every tick, so it is written for that: its lookups
+        bound once; a pod whose containers were all read shares its cached container paths
+        instead of a copy. The cgroups not read this tick are dropped, their descriptors
+        closed."""
+        clock, locate, read = self._clock, self.layout.locate, self._read
         at = clock()
-        prev, self._prev = self._prev, {}
-        was, now_prev = prev.get, self._prev
+        before, self._cgroups = self._cgroups, {}
+        was, now_cgroups = before.get, self._cgroups
         usage: dict[str, PodUsage] = {}
         stats: dict[str, PodStats] = {}
         missing: list[str] = []
         uids: set[str] = set()
-        for pod in pods:
-            uids.add(pod.uid)
-            found: PodCgroup | None = locate(pod)
-            now = clock()
-            if found is None:
-                missing.append(pod.key)
-                continue
-            rel = found.path
-            last = was(rel)
-            read = None
-            if fast is not None and last is not None:
-                try:
-                    read = fast(last, now)
-                except (OSError, ValueError):
-                    read = None
-            if read is None:
-                read = careful(rel, now, last)
-                if read is None:
+        try:
+            for pod in pods:
+                uids.add(pod.uid)
+                found: PodCgroup | None = locate(pod)
+                now = clock()
+                if found is None:
+                    missing.append(pod.key)
+                    continue
+                rel = found.path
+                got = read(rel, now, was(rel))
+                if got is None:
                     self.layout.forget(pod.uid)
                     missing.append(pod.key)
                     continue
-            pod_stats, now_prev[rel] = read
-            containers: dict[str, CgroupStats] = {}
-            copied: dict[str, str] | None = None  # the paths read, once one was not
-            for name, rel in found.containers.items():
-                last = was(rel)
-                read = None
-                if fast is not None and last is not None:
-                    try:
-                        read = fast(last, now)
-                    except (OSError, ValueError):
-                        read = None
-                if read is None:
-                    read = careful(rel, now, last)
-                    if read is None:
+                pod_stats, now_cgroups[rel] = got
+                containers: dict[str, CgroupStats] = {}
+                copied: dict[str, str] | None = None  # the paths read, once one was not
+                for name, rel in found.containers.items():
+                    got = read(rel, now, was(rel))
+                    if got is None:
                         self.layout.forget(pod.uid)  # restarted or gone: re-probe next tick
                         if copied is None:
                             copied = {n: r for n, r in found.containers.items() if n in containers}
                         continue
-                containers[name], now_prev[rel] = read
-                if copied is not None:
-                    copied[name] = rel
-            one = PodStats(pod.uid, found.path, pod_stats, containers,
-                           found.containers if copied is None else copied)  # fmt: skip
-            stats[pod.key] = one
-            usage[pod.key] = self._pod_usage(pod, one)
-        self.layout.retain(uids)
+                    containers[name], now_cgroups[rel] = got
+                    if copied is not None:
+                        copied[name] = rel
+                one = PodStats(pod.uid, found.path, pod_stats, containers,
+                               found.containers if copied is None else copied)  # fmt: skip
+                stats[pod.key] = one
+                usage[pod.key] = self._pod_usage(pod, one)
+            self.layout.retain(uids)
+        finally:  # also when a read raised: no descriptor is lost
+            for rel in before.keys() - now_cgroups.keys():
+                self._release(before[rel])
         return PodStatsSample(at=at, usage=usage, stats=stats, missing=tuple(missing))

@@ -12,6 +12,8 @@ wall-clock expectations: other tests share the two cores.
 
 from __future__ import annotations
 
+import errno
+import gc
 import itertools
 import os
 import signal
@@ -26,6 +28,7 @@ import pytest
 from agent.model.objects import BEST_EFFORT, Container, Pod
 from collectors.cgroups import CgroupMounts, detect_mounts
 from collectors.pod_stats import PodStatsCollector
+from devtools.harness.fake_cgroups import Clock
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
 from tests.need import need
@@ -95,6 +98,31 @@ class V1Node:
 
     def quota(self, rel: str) -> str:
         return Path(self.mounts.v1["cpu"], rel, "cpu.cfs_quota_us").read_text().strip()
+
+    def rmdir(self, rel: str) -> None:
+        """Remove a cgroup whose tasks are gone (a killed task can take a moment to leave)."""
+        for root in self.roots:
+            for _ in range(100):
+                try:
+                    os.rmdir(f"{root}/{rel}")
+                    break
+                except OSError as err:
+                    if err.errno == errno.ENOENT:
+                        break
+                    time.sleep(0.02)
+            else:
+                raise AssertionError(f"cannot remove the cgroup {root}/{rel}")
+
+    def stop_all(self) -> None:
+        """SIGSTOP every busy process and wait until each is stopped: counters stand still."""
+        for proc in self.procs:
+            proc.send_signal(signal.SIGSTOP)
+        for proc in self.procs:
+            for _ in range(500):
+                state = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state == "T":
+                    break
+                time.sleep(0.01)
 
     def cleanup(self) -> None:
         for proc in self.procs:
@@ -230,3 +258,63 @@ def test_new_throttler_restores_after_the_old_one_was_killed(node: V1Node, tmp_p
     assert restored == ["k1"]
     assert node.quota(container) == "-1"
     assert fresh.throttled_pods() == {}
+
+
+def _open_fds() -> int:
+    gc.collect()  # the collectors of earlier tests close what they held when they go
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_held_descriptors_read_what_a_fresh_open_reads(node: V1Node) -> None:
+    """The collector reads a cgroup read before by ``pread`` on descriptors it holds
+    (issue 32); on the kernel's cgroup files that must be what opening them afresh reads.
+    The busy processes are stopped so that the counters stand still between the two."""
+    pods = [node.add_pod("one", "h1", {"a": 1, "b": 0}), node.add_pod("two", "h2", {"a": 2})]
+    time.sleep(0.3)  # some CPU time in the counters
+    node.stop_all()
+    clock = Clock()
+    held = PodStatsCollector(node.mounts, kubelet_root=node.kubelet_root, clock=clock)
+    fresh = PodStatsCollector(node.mounts, kubelet_root=node.kubelet_root, clock=clock, max_open_files=0)
+    for _ in range(3):
+        a, b = held.collect(pods), fresh.collect(pods)
+        assert (a.usage, a.stats, a.missing) == (b.usage, b.stats, b.missing)
+        clock.t += 1
+    assert held.open_files >= 2 * 5 and fresh.open_files == 0  # cpuacct.usage, cpu.stat: 5 cgroups
+    one = a.stats["it/one"]
+    assert one.containers["a"].cpu_seconds is not None and one.containers["a"].cpu_seconds > 0
+    assert one.containers["a"].cpu == 0.0  # stopped: the counter stood still
+    held.close()
+
+
+def test_a_real_cgroup_removed_and_made_again_is_read_anew_and_nothing_leaks(node: V1Node) -> None:
+    """A held descriptor of a removed cgroup reads ENODEV (kernfs): the collector must open
+    the cgroup made again at the same path (its counter starts from 0), drop one removed
+    for good, and give back the descriptors of the cgroups it no longer reads."""
+    pod = node.add_pod("web", "r1", {"a": 0, "b": 0})
+    rel = f"{node.pod_rel('r1')}/r1a"
+    clock = Clock()
+    collector = PodStatsCollector(node.mounts, kubelet_root=node.kubelet_root, clock=clock)
+    baseline = _open_fds()
+    for round_ in range(5):
+        node.spawn_in(rel)  # CPU time in the old cgroup's counter, then its task leaves
+        time.sleep(0.2)
+        node.procs[-1].kill()
+        node.procs[-1].wait(timeout=10)
+        collector.collect([pod])
+        clock.t += 1
+        old = collector.collect([pod]).stats["it/web"].containers["a"]
+        assert old.cpu_seconds is not None and old.cpu_seconds > 0, (round_, old)
+        assert collector.open_files > 0 and _open_fds() == baseline + collector.open_files
+        node.rmdir(rel)
+        node._mkdir(rel)
+        clock.t += 1
+        new = collector.collect([pod]).stats["it/web"].containers["a"]
+        assert new.cpu_seconds == 0.0 and new.cpu is None, (round_, new)  # the new cgroup's
+        assert _open_fds() == baseline + collector.open_files
+    node.rmdir(rel)  # gone for good: the pod is read without it, its files closed
+    clock.t += 1
+    sample = collector.collect([pod])
+    assert set(sample.stats["it/web"].containers) == {"b"}
+    assert _open_fds() == baseline + collector.open_files
+    collector.collect([])
+    assert (collector.open_files, _open_fds()) == (0, baseline)
