@@ -279,7 +279,13 @@ def test_burst_is_written_on_the_pod_and_its_containers_used_and_released(
     30 ms every 0.4 s: under 0.2 core on average, yet each burst hits the quota and is
     throttled. With burst at 100% of the quota the kernel lends it the 20 ms it left
     unused (``nr_bursts`` counts the periods that borrowed), so a 30 ms burst is never
-    throttled; released, the bursts are 0 again."""
+    throttled; released, the bursts are 0 again.
+
+    What the agent wrote is asserted exactly; the kernel's counters only in ways load
+    cannot break. On a busy core the process may not get 20 ms of a period for a while, so
+    the test waits for the kernel to throttle it (proof it can exceed its quota here) and
+    for the first borrowing period; from then on no period may be throttled: a burst has
+    40 ms for its 30, and load only ever lowers what a period gets."""
     web = DemoPod("web", "Burstable", None)
     tree.add_pod(web)
     kubelet_writes(tree, web, 0.1, limit=0.2)
@@ -289,23 +295,30 @@ def test_burst_is_written_on_the_pod_and_its_containers_used_and_released(
     lc["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "200m"}
     write_objects(objects, [node(), lc, *policy(burst=100)])
     loop, isolator = agent_loop(tree, objects, state)
+
+    def since(start: dict[str, int]) -> dict[str, int]:
+        return _delta(start, _bursts(tree, web))
+
     try:
         start = _bursts(tree, web)
-        time.sleep(2.0)
-        without = _delta(start, _bursts(tree, web))
-        assert without["nr_throttled"] > 0, without  # its own limit throttles it
+        wait_until(lambda: since(start)["nr_throttled"] > 0, 60,
+                   what="its own limit throttling a 30 ms burst", explain=lambda: str(since(start)))  # fmt: skip
+        without = since(start)
         outcome = tick(loop)
         assert changes(outcome) == [("burst", "marked", web.key, "scope")]
         assert cpu_file(tree, web, "cpu.cfs_burst_us") == "20000"
         assert cpu_file(tree, web, "cpu.cfs_burst_us", container=True) == "20000"
         assert set(recorded(state)[web.uid]["burst"]) == {"", "main"}  # the pod and its container
-        time.sleep(0.5)  # a burst under way when it was set is not the one measured
-        start = _bursts(tree, web)
-        time.sleep(2.0)
-        with_burst = _delta(start, _bursts(tree, web))
-        print(f"cpu.stat over 2 s without burst {without}, with burst {with_burst}")
-        assert with_burst["nr_bursts"] > 0 and with_burst["burst_time"] > 0, with_burst
-        assert with_burst["nr_throttled"] < without["nr_throttled"], (without, with_burst)
+        marked = _bursts(tree, web)
+        wait_until(lambda: since(marked)["nr_bursts"] > 0, 60, what="a period borrowing the burst",
+                   explain=lambda: str(since(marked)))  # fmt: skip
+        start = _bursts(tree, web)  # a burst under way when it was set is not the one measured
+        wait_until(lambda: since(start)["nr_bursts"] >= 2, 60, what="two more periods borrowing",
+                   explain=lambda: str(since(start)))  # fmt: skip
+        with_burst = since(start)
+        print(f"cpu.stat deltas: without burst {without}, with burst {with_burst}")
+        assert with_burst["burst_time"] > 0, with_burst
+        assert with_burst["nr_throttled"] == 0, (without, with_burst)
 
         write_objects(objects, [node(), lc])
         outcome = tick(loop)
