@@ -12,7 +12,9 @@ state, its outcome) and uses the kernel's figures only in ways load cannot break
 * Each read is stamped with the clock just before and just after it (:class:`Stamped`):
   a window taken from the outer stamps is never shorter than the one the reads spanned,
   however long the test waited between a read and its clock (a niced test on a busy
-  core can wait tens of milliseconds).
+  core can wait tens of milliseconds). A rate the agent computes from a counter and the
+  clock read inside two calls lies between what the test's reads around those calls
+  allow (:func:`rate_bounds`), however long the calls took.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -58,6 +60,20 @@ def longest(first: Stamped[object], last: Stamped[object]) -> float:
     """Seconds from just before the first read to just after the last: never shorter
     than the window the two reads spanned."""
     return last.after - first.before
+
+
+#: A call between two stamped reads of the same counters: (before it, after it).
+Around = tuple[Stamped[Any], Stamped[Any]]
+
+
+def rate_bounds(first: Around, second: Around, key: Any) -> tuple[float, float]:
+    """The least and the most a rate of counter ``key`` can be (its units a second) when
+    computed from a read of the counter and of the clock inside each of two calls, given
+    the test's stamped reads of the same counters just before and just after each call."""
+    (lo1, hi1), (lo2, hi2) = first, second
+    least = max(0, lo2.value[key] - hi1.value[key]) / (hi2.after - lo1.before)
+    most = (hi2.value[key] - lo1.value[key]) / (lo2.before - hi1.after)
+    return least, most
 
 
 def cpu_stat(path: str | Path) -> dict[str, int]:

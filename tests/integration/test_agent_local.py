@@ -43,7 +43,14 @@ from devtools.demo.pods import DemoPod
 from devtools.harness.logs import coded
 from devtools.harness.waiting import wait_until
 from engine.caps import MIN_CPU_CAP
-from tests.integration.kernel_cpu import Stamped, cap_allows, cpu_stat, longest, stamped
+from tests.integration.kernel_cpu import (
+    Around,
+    cap_allows,
+    cpu_stat,
+    longest,
+    rate_bounds,
+    stamped,
+)
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -146,7 +153,7 @@ class Bracketed:
 
     def __init__(self, loop: NodeLoop, tree: CgroupTree, pods: list[DemoPod]) -> None:
         self.loop, self.tree, self.pods = loop, tree, pods
-        self.ticks: list[tuple[Stamped[dict[str, float]], Stamped[dict[str, float]]]] = []
+        self.ticks: list[Around] = []
 
     def _counters(self) -> dict[str, float]:
         return {p.key: self.tree.cpu_seconds(p) for p in self.pods}
@@ -159,10 +166,7 @@ class Bracketed:
 
     def agent_rate_bounds(self, key: str) -> tuple[float, float]:
         """The least and the most cores the last two ticks' reads allow for ``key``."""
-        (lo1, hi1), (lo2, hi2) = self.ticks[-2], self.ticks[-1]
-        least = max(0.0, lo2.value[key] - hi1.value[key]) / (hi2.after - lo1.before)
-        most = (hi2.value[key] - lo1.value[key]) / (lo2.before - hi1.after)
-        return least, most
+        return rate_bounds(self.ticks[-2], self.ticks[-1], key)
 
 
 def test_measures_throttles_to_the_cap_and_restores_exactly(

@@ -6,8 +6,9 @@ in the ``cpu`` and ``cpuacct`` hierarchies. Memory is left alone: moving test pr
 between memory cgroups would take them out of whatever limits this sandbox put on us.
 Every cgroup and process made here is removed by the fixture's finalizer, also on failure.
 
-CPU figures are checked against ``cpuacct.usage`` read over the same window, not against
-wall-clock expectations: other tests share the two cores.
+CPU figures are checked against ``cpuacct.usage`` read around the code's own reads, and
+only as bounds load cannot break (tests/integration/kernel_cpu.py): other work shares the
+two cores, so a busy loop may get far less than it asks for.
 """
 
 from __future__ import annotations
@@ -28,13 +29,20 @@ import pytest
 
 from agent.model.objects import BEST_EFFORT, Container, Pod
 from collectors.cgroups import CgroupMounts, detect_mounts
-from collectors.pod_stats import PodStatsCollector
+from collectors.pod_stats import PodStatsCollector, PodStatsSample
 from devtools.harness.fake_cgroups import Clock
 from devtools.harness.waiting import wait_until
 from engine.caps import MIN_CPU_CAP
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
-from tests.integration.kernel_cpu import cap_allows, cpu_stat, longest, stamped
+from tests.integration.kernel_cpu import (
+    Around,
+    cap_allows,
+    cpu_stat,
+    longest,
+    rate_bounds,
+    stamped,
+)
 from tests.need import need
 
 pytestmark = pytest.mark.integration
@@ -156,34 +164,35 @@ def node() -> Iterator[V1Node]:
         made.cleanup()
 
 
-def _rate(node: V1Node, rel: str, seconds: float) -> float:
-    u0, t0 = node.acct(rel), time.monotonic()
-    time.sleep(seconds)
-    return (node.acct(rel) - u0) / 1e9 / (time.monotonic() - t0)
-
-
 def test_collector_matches_cpuacct_over_the_same_window(node: V1Node) -> None:
+    """The collector's rates are the kernel's: each lies between what the test's reads of
+    the same counters just before and just after each collect allow (a bound however
+    long a read took on a busy core), and the busy loops ran in between."""
     pods = [
         node.add_pod("one", "u1", {"a": 1}),
         node.add_pod("two", "u2", {"a": 1, "b": 0}),
     ]
     collector = PodStatsCollector(node.mounts, kubelet_root=node.kubelet_root)
     rels = [node.pod_rel("u1"), node.pod_rel("u2"), f"{node.pod_rel('u1')}/u1a"]
-    first = collector.collect(pods)
-    before = [node.acct(r) for r in rels]
-    t0 = time.monotonic()
+
+    def counters() -> list[float]:
+        return [node.acct(r) / 1e9 for r in rels]
+
+    def collect() -> tuple[PodStatsSample, Around]:
+        before = stamped(counters)
+        sample = collector.collect(pods)
+        return sample, (before, stamped(counters))
+
+    first, around1 = collect()
     assert all(u.cpu is None for u in first.usage.values())  # first sample: no rate
     time.sleep(1.0)
-    sample = collector.collect(pods)
-    elapsed = time.monotonic() - t0
-    expected = [(node.acct(r) - b) / 1e9 / elapsed for r, b in zip(rels, before, strict=True)]
+    sample, around2 = collect()
     one, two = sample.usage["it/one"], sample.usage["it/two"]
-    assert one.cpu is not None and two.cpu is not None
-    assert one.containers["a"].cpu is not None
     measured = [one.cpu, two.cpu, one.containers["a"].cpu]
-    for got, want in zip(measured, expected, strict=True):
-        assert want > 0.05, f"busy loop got almost no CPU ({want:.3f} cores)"
-        assert got == pytest.approx(want, rel=0.10), (measured, expected)
+    bounds = [rate_bounds(around1, around2, i) for i in range(len(rels))]
+    for i, (got, (least, most)) in enumerate(zip(measured, bounds, strict=True)):
+        assert around2[0].value[i] > around1[1].value[i], "a busy loop got no CPU at all"
+        assert got is not None and least - 1e-9 <= got <= most + 1e-9, (rels[i], measured, bounds)
     assert two.containers["b"].cpu == pytest.approx(0.0, abs=0.01)  # the idle container
 
 
