@@ -289,12 +289,19 @@ def test_a_killed_local_agent_s_caps_are_adopted_then_released_on_exit(
         agent_command(objects, state, tree.kubelet_root, "--interval", "0.5"),
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
+
+    def capped() -> bool:
+        """The quota written and the cap recorded: the agent records a cap after its write,
+        and a kill in between leaves no cap to adopt (the next start hands it back)."""
+        assert proc.poll() is None, (tmp_path / "agent.log").read_text()[-2000:]
+        record = state_pods(state).get(batch.uid, {}).get("containers", {}).get("main", {})
+        return tree.quota(batch) != "-1" and record.get("cap") is not None
+
     try:
-        deadline = time.monotonic() + 120  # the agent's start: its imports, on a busy core
-        while tree.quota(batch) == "-1" and time.monotonic() < deadline and proc.poll() is None:
-            time.sleep(0.1)
+        # 120 s: the agent's start (its imports) on a busy core
+        wait_until(capped, 120, what="the batch pod capped and the cap recorded",
+                   explain=lambda: (tmp_path / "agent.log").read_text()[-2000:])  # fmt: skip
         throttled = tree.quota(batch)
-        assert throttled != "-1", (tmp_path / "agent.log").read_text()[-2000:]
     finally:
         proc.kill()  # no clean-up on the way out: the quota stays written
         proc.wait(timeout=10)
