@@ -97,13 +97,16 @@ LINE = 2 * MIN_CPU_CAP
 NODE_CORES = 1.0
 #: Ticks under the line before the caps are raised.
 RESTORE = 2
+#: What each busy pod must get before the agent runs: more than the floor, so there is a
+#: cap to write (beside eight busy processes on their CPU the BestEffort pods got 0.018).
+ABOVE_FLOOR = 1.5 * MIN_CPU_CAP
 
 
 def start_and_calibrate(
     tree: CgroupTree, pods: list[DemoPod], least: float = 0.05
 ) -> tuple[KernelMeter, dict[str, float]]:
     """Start the pods and measure what each gets, until every one gets ``least`` cores.
-    This file's tests ask for no more than a cap could be (``LINE``, twice the floor): the
+    This file's tests ask for no more than the floor and a half (``ABOVE_FLOOR``): the
     agent caps only a pod it can lower, and only such a pod shows a quota at work."""
     for pod in pods:
         tree.add_pod(pod)
@@ -181,7 +184,7 @@ def test_measures_throttles_to_the_cap_and_restores_exactly(
     web = DemoPod("web", "Guaranteed", 0.5)
     batch = [DemoPod(name, "BestEffort", None) for name in ("batch-a", "batch-b")]
     pods = [web, *batch]
-    start_and_calibrate(tree, pods, least=LINE)
+    start_and_calibrate(tree, pods, least=ABOVE_FLOOR)
     (tmp_path / "objects").mkdir()
     (tmp_path / "objects" / "o.yaml").write_text(
         yaml.safe_dump_all(manifests(pods, LINE, restore=RESTORE))
@@ -280,7 +283,7 @@ def test_a_killed_local_agent_s_caps_are_adopted_then_released_on_exit(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
     batch = DemoPod("batch", "BestEffort", None)
-    start_and_calibrate(tree, [batch], least=LINE)
+    start_and_calibrate(tree, [batch], least=ABOVE_FLOOR)
     objects, state = tmp_path / "o.yaml", tmp_path / "state"
     # restoreThreshold 100: nothing but a restart can lift this cap during the test
     objects.write_text(yaml.safe_dump_all(manifests([batch], LINE, restore=100)))
