@@ -277,18 +277,19 @@ def test_burst_is_written_on_the_pod_and_its_containers_used_and_released(
 ) -> None:
     """A latency-critical pod limited to 0.05 core (5 ms a period) whose process works
     7.5 ms every 0.4 s: under 0.05 core on average, yet a burst hits the quota and is
-    throttled. With burst at 100% of the quota the kernel lends it the 5 ms it left
-    unused (``nr_bursts`` counts the periods that borrowed), so a 7.5 ms burst is never
-    throttled; released, the bursts are 0 again.
+    throttled. With burst at 100% of the quota the kernel lends it quota it left unused
+    (``nr_bursts`` counts the periods that borrowed, ``burst_time`` what they took beyond
+    the quota): only the agent's burst setting does that. Released, the bursts are 0.
 
     What the agent wrote is asserted exactly; the kernel's counters only in ways load
     cannot break. On a busy core the process may not get 5 ms of a period for a while (in
     60 s beside four busy processes on its CPU it never got 20 ms, beside eight never 10),
-    so the test waits for the kernel to throttle it (proof it can exceed its quota here) and
-    for the first borrowing period; from then on no period may be throttled: a burst has
-    10 ms for its 7.5, and load only ever lowers what a period gets. (Alone on its CPU a
-    burst may finish before the tick that notices the spent quota, up to 4 ms at HZ 250:
-    the wait takes the burst that does not.)"""
+    so the test waits for the kernel to throttle it (proof it can exceed its quota here)
+    and then for periods that borrowed. It does not ask that no burst be throttled (as
+    this test did): 2 of 2 bursts were throttled after borrowing 1.3 ms each in a run with
+    no load of ours. As we read the kernel, an idle cgroup's quota is refilled only while
+    its period timer runs, and the timer stops after a period in which no runtime was
+    taken, so what a burst finds saved is one or two periods' quota by the timer's phase."""
     web = DemoPod("web", "Burstable", None)
     tree.add_pod(web)
     kubelet_writes(tree, web, 0.025, limit=0.05)
@@ -312,16 +313,12 @@ def test_burst_is_written_on_the_pod_and_its_containers_used_and_released(
         assert cpu_file(tree, web, "cpu.cfs_burst_us") == "5000"
         assert cpu_file(tree, web, "cpu.cfs_burst_us", container=True) == "5000"
         assert set(recorded(state)[web.uid]["burst"]) == {"", "main"}  # the pod and its container
-        marked = _bursts(tree, web)
-        wait_until(lambda: since(marked)["nr_bursts"] > 0, 60, what="a period borrowing the burst",
-                   explain=lambda: str(since(marked)))  # fmt: skip
-        start = _bursts(tree, web)  # a burst under way when it was set is not the one measured
-        wait_until(lambda: since(start)["nr_bursts"] >= 2, 60, what="two more periods borrowing",
+        start = _bursts(tree, web)
+        wait_until(lambda: since(start)["nr_bursts"] >= 2, 60, what="two periods borrowing the burst",
                    explain=lambda: str(since(start)))  # fmt: skip
         with_burst = since(start)
         print(f"cpu.stat deltas: without burst {without}, with burst {with_burst}")
         assert with_burst["burst_time"] > 0, with_burst
-        assert with_burst["nr_throttled"] == 0, (without, with_burst)
 
         write_objects(objects, [node(), lc])
         outcome = tick(loop)
