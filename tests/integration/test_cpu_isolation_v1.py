@@ -258,7 +258,7 @@ os.sched_setaffinity(0, {int(sys.argv[1])})
 while True:
     time.sleep(0.4)
     t0 = time.thread_time()
-    while time.thread_time() - t0 < 0.03:
+    while time.thread_time() - t0 < 0.0075:
         pass
 """
 
@@ -275,44 +275,57 @@ def _delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 def test_burst_is_written_on_the_pod_and_its_containers_used_and_released(
     tree: CgroupTree, tmp_path: Path
 ) -> None:
-    """A latency-critical pod limited to 0.2 core (20 ms a period) whose process works
-    30 ms every 0.4 s: under 0.2 core on average, yet each burst hits the quota and is
-    throttled. With burst at 100% of the quota the kernel lends it the 20 ms it left
-    unused (``nr_bursts`` counts the periods that borrowed), so a 30 ms burst is never
-    throttled; released, the bursts are 0 again."""
+    """A latency-critical pod limited to 0.05 core (5 ms a period) whose process works
+    7.5 ms every 0.4 s: under 0.05 core on average, yet a burst hits the quota and is
+    throttled. With burst at 100% of the quota the kernel lends it quota it left unused
+    (``nr_bursts`` counts the periods that borrowed, ``burst_time`` what they took beyond
+    the quota): only the agent's burst setting does that. Released, the bursts are 0.
+
+    What the agent wrote is asserted exactly; the kernel's counters only in ways load
+    cannot break. On a busy core the process may not get 5 ms of a period for a while (in
+    60 s beside four busy processes on its CPU it never got 20 ms, beside eight never 10),
+    so the test waits for the kernel to throttle it (proof it can exceed its quota here)
+    and then for periods that borrowed. It does not ask that no burst be throttled (as
+    this test did): 2 of 2 bursts were throttled after borrowing 1.3 ms each in a run with
+    no load of ours. As we read the kernel, an idle cgroup's quota is refilled only while
+    its period timer runs, and the timer stops after a period in which no runtime was
+    taken, so what a burst finds saved is one or two periods' quota by the timer's phase."""
     web = DemoPod("web", "Burstable", None)
     tree.add_pod(web)
-    kubelet_writes(tree, web, 0.1, limit=0.2)
+    kubelet_writes(tree, web, 0.025, limit=0.05)
     start_bursty(tree, web, max(os.sched_getaffinity(0)))
     objects, state = tmp_path / "objects.yaml", tmp_path / "state"
-    lc = manifest(web, 0.1, lc=True)
-    lc["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "200m"}
+    lc = manifest(web, 0.025, lc=True)
+    lc["spec"]["containers"][0]["resources"]["limits"] = {"cpu": "50m"}
     write_objects(objects, [node(), lc, *policy(burst=100)])
     loop, isolator = agent_loop(tree, objects, state)
+
+    def since(start: dict[str, int]) -> dict[str, int]:
+        return _delta(start, _bursts(tree, web))
+
     try:
         start = _bursts(tree, web)
-        time.sleep(2.0)
-        without = _delta(start, _bursts(tree, web))
-        assert without["nr_throttled"] > 0, without  # its own limit throttles it
+        wait_until(lambda: since(start)["nr_throttled"] > 0, 60,
+                   what="its own limit throttling a 7.5 ms burst", explain=lambda: str(since(start)))  # fmt: skip
+        without = since(start)
         outcome = tick(loop)
         assert changes(outcome) == [("burst", "marked", web.key, "scope")]
-        assert cpu_file(tree, web, "cpu.cfs_burst_us") == "20000"
-        assert cpu_file(tree, web, "cpu.cfs_burst_us", container=True) == "20000"
+        assert cpu_file(tree, web, "cpu.cfs_burst_us") == "5000"
+        assert cpu_file(tree, web, "cpu.cfs_burst_us", container=True) == "5000"
         assert set(recorded(state)[web.uid]["burst"]) == {"", "main"}  # the pod and its container
-        time.sleep(0.5)  # a burst under way when it was set is not the one measured
         start = _bursts(tree, web)
-        time.sleep(2.0)
-        with_burst = _delta(start, _bursts(tree, web))
-        print(f"cpu.stat over 2 s without burst {without}, with burst {with_burst}")
-        assert with_burst["nr_bursts"] > 0 and with_burst["burst_time"] > 0, with_burst
-        assert with_burst["nr_throttled"] < without["nr_throttled"], (without, with_burst)
+        wait_until(lambda: since(start)["nr_bursts"] >= 2, 60, what="two periods borrowing the burst",
+                   explain=lambda: str(since(start)))  # fmt: skip
+        with_burst = since(start)
+        print(f"cpu.stat deltas: without burst {without}, with burst {with_burst}")
+        assert with_burst["burst_time"] > 0, with_burst
 
         write_objects(objects, [node(), lc])
         outcome = tick(loop)
         assert changes(outcome) == [("burst", "released", web.key, "class removed")]
         assert cpu_file(tree, web, "cpu.cfs_burst_us") == "0"
         assert cpu_file(tree, web, "cpu.cfs_burst_us", container=True) == "0"
-        assert cpu_file(tree, web, "cpu.cfs_quota_us", container=True) == "20000"  # untouched
+        assert cpu_file(tree, web, "cpu.cfs_quota_us", container=True) == "5000"  # untouched
         assert recorded(state) == {}
     finally:
         isolator.release_all()
