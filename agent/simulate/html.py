@@ -215,6 +215,14 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
         parts.append(_table(["victim", "evicted for", "node"],
                             [(v, chosen.get(v, {}).get("pod", "-"), chosen.get(v, {}).get("node", "-"))
                              for v in queues.get("victims", [])]))  # fmt: skip
+        waiting = [(v, r["pod"], r["node"], r["deferred"])
+                   for r in queues.get("reclaims", []) if r.get("deferred") for v in r["victims"]]  # fmt: skip
+        if waiting:
+            parts.append("<h3>Victims deferred (not evicted this round)</h3><p class=\"note\">"
+                         "Chosen by the plan, but the node's room is already held for another "
+                         "pod: nothing is evicted for these until that hold is handed over, "
+                         "and the next plan chooses again.</p>"
+                         + _table(["victim", "chosen for", "node", "deferred because"], waiting))
         if queues.get("unplaced"):
             parts.append(_table(["pending pod", "no victims because"], list(queues["unplaced"].items())))
         if queues.get("placeholders"):
