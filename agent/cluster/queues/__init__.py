@@ -61,7 +61,9 @@ defrag and DaemonSet preemption share):
   pod of its shape is created and nominated there (``status.nominatedNodeName``) to hold
   the room they free, and handed to the pod once it is all free (``holding.py``; the pod
   itself is nominated only then). None: ``NoNodeFits`` with
-  the count of nodes per reason, as the scheduler's message counts them.
+  the count of nodes per reason, as the scheduler's message counts them (``no allowed
+  victims for <resource>`` where other queues' pods hold the room but none may go, apart
+  from ``Insufficient <resource>``, a node too small even with them gone).
 * The snapshot follows the plan: victims leave, the pod lands, budgets and headroom shrink.
 
 Decisions where DESIGN.md is silent: the plan does not look ahead. The cheapest victims for
