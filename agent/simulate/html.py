@@ -236,6 +236,11 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
                                    "requests"], rows))  # fmt: skip
         if queues.get("skipped"):
             parts.append(_table(["pod", "in no queue because"], list(queues["skipped"].items())))
+        if queues.get("unreadableCosts"):
+            rows = [(pod, annotation, value) for pod, costs in queues["unreadableCosts"].items()
+                    for annotation, value in costs.items()]  # fmt: skip
+            parts.append("<h3>Cost annotations read as 0 (not an integer)</h3>"
+                         + _table(["pod", "annotation", "value"], rows))
     if "daemonset" in report:
         rows = [(p, v.get("node"), v.get("strategy"), ", ".join(v.get("victims", [])) or "-")
                 for p, v in report["daemonset"].items()]

@@ -157,3 +157,9 @@ def test_a_pod_in_no_queue_is_listed_with_the_reason():
     html = render_html(build_report(load_scenario(SCENARIOS / "queues-unknown-queue.yaml")), "t")
     assert "<th>pod</th><th>in no queue because</th>" in html
     assert "<td>default/stray-running</td><td>UnknownQueue q9</td>" in html
+
+
+def test_unreadable_cost_annotations_are_listed():
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-unreadable-cost.yaml")), "t")
+    assert "Cost annotations read as 0" in html
+    assert "<td>default/a</td><td>controller.kubernetes.io/pod-deletion-cost</td><td>high</td>" in html

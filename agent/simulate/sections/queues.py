@@ -3,7 +3,9 @@ request; also the starving queues, the need, whether every victim set was proven
 fewest then cheapest (``exactVictimSearch``), ``fitsNow`` (pending pods that fit without a
 victim), ``unplaced`` (pending pods of starving queues left without victims, with the
 reason) and ``skipped`` (pods left out of every queue, with the reason: ``UnknownQueue
-<name>``, a queue label naming no Queue).
+<name>``, a queue label naming no Queue) and ``unreadableCosts`` (running queue pods
+whose ``pod-deletion-cost`` or ``eviction-cost`` is not an integer: annotation -> value;
+read as 0).
 
 Then what the controller does with the plan this round (``holding.step``, the live code,
 with no hold in progress): ``reclaims`` (per pending pod given victims: its node and
@@ -47,6 +49,7 @@ def render(plan: QueuePlan, args: QueueArgs) -> dict[str, Any]:
         "fitsNow": list(plan.fits_now),
         "unplaced": dict(plan.unplaced),
         "skipped": dict(plan.skipped),
+        "unreadableCosts": {k: dict(v) for k, v in plan.unreadable_costs.items()},
     }
 
 
