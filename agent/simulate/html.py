@@ -43,13 +43,37 @@ td.bars{padding:2px 6px}td.bars svg{display:block}
 """
 
 
+#: Resources the report gives in bytes (SIMULATE.md: memory in bytes): shown in Gi/Mi.
+_BYTES = ("memory", "ephemeral-storage", "waterline.io/batch-memory")
+
+
+def _is_bytes(resource: str) -> bool:
+    return resource in _BYTES or resource.startswith("hugepages-")
+
+
+def _bytes(value: float) -> str:
+    """Bytes as a reader of Kubernetes quantities reads them: ``1.5Gi``, ``512Mi`` (at most
+    two decimals, trailing zeros dropped); under 1Mi in Ki, under 1Ki as bytes."""
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f}".rstrip("0").rstrip(".") + unit
+    return f"{value:g}"
+
+
+def _amount(resource: str, value: Any) -> str:
+    """One resource's amount: bytes in Gi/Mi, the rest as given."""
+    if _is_bytes(resource) and isinstance(value, int | float) and not isinstance(value, bool):
+        return _bytes(value)
+    return _cell(value)
+
+
 def _cell(value: Any) -> str:
     """A table cell's text: a value the report leaves out (None) reads "-", not "None";
-    a mapping of resources reads ``cpu 2, memory 1073741824``, not a Python dict."""
+    a mapping of resources reads ``cpu 2.0, memory 1Gi``, not a Python dict of bytes."""
     if value is None:
         return "-"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_cell(v)}" for k, v in value.items()) or "-"
+        return ", ".join(f"{k} {_amount(str(k), v)}" for k, v in value.items()) or "-"
     if isinstance(value, list | tuple):
         return ", ".join(_cell(v) for v in value) or "-"
     return str(value)
@@ -148,13 +172,13 @@ def _isolation_section(node: Mapping[str, Any]) -> list[str]:
 
 def _batch_section(node: Mapping[str, Any]) -> list[str]:
     """The batch capacity the node published, tick by tick (where it publishes one)."""
-    rows = [(t["at"], f'{t["batchCapacity"]["cpu"]:g}', f'{t["batchCapacity"]["memory"]:,}')
+    rows = [(t["at"], f'{t["batchCapacity"]["cpu"]:g}', _bytes(t["batchCapacity"]["memory"]))
             for t in node.get("ticks", []) if "batchCapacity" in t]
     if not rows:
         return []
     return ['<h3 id="batch-capacity">Batch capacity</h3><p class="note">What the node publishes '
             "in its status (waterline.io/batch-cpu, waterline.io/batch-memory) after each tick."
-            "</p>" + _table(["at", "cpu (cores)", "memory (bytes)"], rows)]
+            "</p>" + _table(["at", "cpu (cores)", "memory"], rows)]
 
 
 def _percent(value: float | None) -> str:
@@ -227,7 +251,8 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
             parts.append(_table(["pending pod", "no victims because"], list(queues["unplaced"].items())))
         if queues.get("placeholders"):
             rows = [(p["name"], p["pod"], p["node"], p.get("priorityClassName", "-"),
-                     ", ".join(f"{r}={v:g}" for r, v in p.get("requests", {}).items()) or "-")
+                     ", ".join(f"{r}={_bytes(v) if _is_bytes(r) else format(v, 'g')}"
+                               for r, v in p.get("requests", {}).items()) or "-")
                     for p in queues["placeholders"]]  # fmt: skip
             rows += [(f"(next round) {why}", pod, "-", "-", "-")
                      for pod, why in queues.get("placeholdersDeferred", {}).items()]  # fmt: skip

@@ -163,3 +163,13 @@ def test_unreadable_cost_annotations_are_listed():
     html = render_html(build_report(load_scenario(SCENARIOS / "queues-unreadable-cost.yaml")), "t")
     assert "Cost annotations read as 0" in html
     assert "<td>default/a</td><td>controller.kubernetes.io/pod-deletion-cost</td><td>high</td>" in html
+
+
+def test_memory_reads_in_gi_and_mi_not_bytes():
+    """Queue figures and placeholder requests: memory as Kubernetes quantities are read."""
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-deferred-same-node.yaml")), "t")
+    assert "<td>q1</td><td>cpu 2.0, memory 4Gi</td><td>cpu 4.0, memory 4Gi</td>" in html
+    assert "<td>cpu=1, memory=1Gi</td>" in html  # the placeholder's requests
+    assert "4294967296" not in html and "1073741824" not in html
+    assert "memory 1.5Gi" in render_html({"queues": {"queues": {"q": {"deserved": {"memory": 1.5 * 2**30}}}}})
+    assert "memory 512Mi" in render_html({"queues": {"queues": {"q": {"deserved": {"memory": 512 * 2**20}}}}})
