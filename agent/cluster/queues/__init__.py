@@ -52,7 +52,8 @@ defrag and DaemonSet preemption share):
   no budget is overdrawn. The node's answer: the fewest pods that cover the shortfall,
   then the first such set in victim order (sets of one size tried in lexicographic order
   of victim-order positions, over the first ``exactSearchClasses`` candidates, while the
-  plan's ``searchSteps`` sets last; else a greedy walk in victim order, tidied most
+  plan's ``searchSteps`` sets last, skipping the sets whose pods are too small to cover;
+  else a greedy walk in victim order, tidied most
   expensive first). The exact search runs only for the nodes that come up best by their
   greedy answer's lower bound; per shape of pod, each node's answer is kept while no pod
   lands there and its victims are still allowed.

@@ -493,7 +493,19 @@ class _Walk:
         """The first allowed covering set of the fewest pods, sets of one size tried in
         victim order (so the first found is the cheapest), among the first
         ``exact_search_classes`` candidates, while the plan's ``search_steps`` last. Marks
-        the plan inexact when it could not look at every set it needed to."""
+        the plan inexact when it could not look at every set it needed to.
+
+        The sets of one size are walked in the order ``itertools.combinations`` gives
+        them (lexicographic in victim-order positions), as a tree of growing prefixes; a
+        prefix is cut when even the largest pods left after it could not make up what it
+        lacks in some dim (``_Tops``). Only sets that could cover are reached, in the same
+        order, and each is checked as before: the same set is found. Without the cut, the
+        big pending pods of a 5,000-node cluster (one that needs 10 of 16 candidates of
+        0.5-2 cpu) had every set of sizes 10 to 13 tried on every node that might be best,
+        short or not, and the plan's 200,000 steps were spent by its first pods. A step is
+        still a set tried: the sets tried are a subset of the ones tried before, in the
+        same order, so a search that ended within the steps before ends within them now,
+        with the same answer."""
         if self.steps_left <= 0:
             self.exact = False
             return None
@@ -508,19 +520,43 @@ class _Walk:
         frees = [[f[d] for _, f in pool] for d in range(len(floor))]
         columns = [(col.__getitem__, m) for col, m in zip(frees, floor, strict=True)]
         first, least = columns[0]  # the one column, mostly: tried without a generator
-        for k in range(max(1, int(min(fewest, most + 1))), most + 1):
-            for combo in itertools.combinations(range(len(pool)), k):
-                self.steps_left -= 1
-                if self.steps_left < 0:
-                    self.exact = False
-                    return None
-                if not sum(map(first, combo)) >= least:
+        tops = [_Tops(col, m) for col, m in zip(frees, floor, strict=True)]
+        size = len(pool)
+        combo: list[int] = []
+
+        def grow(start: int, left: int, sums: list[float]) -> list[VictimCandidate] | None:
+            """The first allowed covering set that extends ``combo`` by ``left`` pods from
+            ``pool[start:]``; raises _OutOfSteps when the plan's steps run out."""
+            for i in range(start, size - left + 1):
+                after = [x + col[i] for x, col in zip(sums, frees, strict=True)]
+                if any(t.short(x, i + 1, left - 1) for t, x in zip(tops, after, strict=True)):
                     continue
-                if not all(sum(map(get, combo)) >= m for get, m in columns[1:]):
-                    continue
-                chosen = [pool[i][0] for i in combo]
-                if self.allowed(chosen, resources):
-                    return chosen
+                combo.append(i)
+                if left > 1:
+                    found = grow(i + 1, left - 1, after)
+                else:
+                    self.steps_left -= 1
+                    if self.steps_left < 0:
+                        raise _OutOfSteps
+                    found = None
+                    if sum(map(first, combo)) >= least and all(
+                        sum(map(get, combo)) >= m for get, m in columns[1:]
+                    ):
+                        chosen = [pool[j][0] for j in combo]
+                        if self.allowed(chosen, resources):
+                            found = chosen
+                combo.pop()
+                if found is not None:
+                    return found
+            return None
+
+        try:
+            for k in range(max(1, int(min(fewest, most + 1))), min(most, size) + 1):
+                found = grow(0, k, [0.0] * len(frees))
+                if found is not None:
+                    return found
+        except _OutOfSteps:
+            self.exact = False
         return None
 
     def no_node_reason(self, pod: Pod, key: object, queue: str) -> str:
@@ -601,6 +637,27 @@ def _greedy_one(
             taken.remove(i)
             freed = less
     return [useful[i][0] for i in taken]
+
+
+class _OutOfSteps(Exception):
+    """The plan's ``search_steps`` ran out in the middle of an exact search."""
+
+
+class _Tops:
+    """One dim of an exact search's pool: the most any ``r`` pods of ``pool[j:]`` free
+    (the sum of the ``r`` largest there), to cut the prefixes that cannot cover."""
+
+    def __init__(self, column: Sequence[float], floor: float) -> None:
+        self.best = [list(itertools.accumulate(sorted(column[j:], reverse=True), initial=0.0))
+                     for j in range(len(column) + 1)]  # fmt: skip
+        self.floor = floor
+        #: A prefix is cut only when short by more than any float error of a sum of a
+        #: few requests (16 of them err by under 4e-15 of their size): never a set the
+        #: check itself would take.
+        self.margin = 1e-9 * max(1.0, abs(floor))
+
+    def short(self, sum_so_far: float, start: int, left: int) -> bool:
+        return sum_so_far + self.best[start][left] + self.margin < self.floor
 
 
 def _fewest(
