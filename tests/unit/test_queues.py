@@ -337,9 +337,9 @@ def test_a_pod_that_fits_nowhere_gets_no_victims_and_a_reason() -> None:
 
 
 def test_fits_nowhere_says_when_the_room_is_held_by_pods_that_may_not_go() -> None:
-    """n1 is full of q1's pods, every one protected: the room is there, no victim is
-    allowed (said apart from a node too small). n2 is full of pods in no queue and n3 of
-    q2's own: neither could ever give a victim, so they are short of cpu as before."""
+    """n1 is full of q1's pods, every one protected, and n3 of q2's own (never its
+    victims): the room is there, no victim is allowed (said apart from a node too small).
+    n2 is full of pods in no queue, which queue preemption never takes: short of cpu."""
     qs = [Queue("q1"), Queue("q2")]
     protect = {"volcano.sh/preemptable": "false"}
     guarded = [replace(qpod(n, "q1", 2), annotations=protect) for n in ("a", "b", "c")]
@@ -349,7 +349,7 @@ def test_fits_nowhere_says_when_the_room_is_held_by_pods_that_may_not_go() -> No
     result = decide(qs, nodes, [*guarded, stray, own, qpod("w", "q2", 2, running=False)], NOW)
     assert result.victims == ()
     assert result.unplaced["default/w"] == (
-        "NoNodeFits: 0/3 nodes (2 Insufficient cpu, 1 no allowed victims for cpu)"
+        "NoNodeFits: 0/3 nodes (2 no allowed victims for cpu, 1 Insufficient cpu)"
     )
     # the same with the protection a disruption budget gives: still no allowed victim
     budget = PodDisruptionBudget("default", "all", LabelSelector(((QUEUE_LABEL, "q1"),)),

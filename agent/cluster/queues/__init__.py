@@ -63,8 +63,8 @@ defrag and DaemonSet preemption share):
   the room they free, and handed to the pod once it is all free (``holding.py``; the pod
   itself is nominated only then). None: ``NoNodeFits`` with
   the count of nodes per reason, as the scheduler's message counts them (``no allowed
-  victims for <resource>`` where other queues' pods hold the room but none may go, apart
-  from ``Insufficient <resource>``, a node too small even with them gone).
+  victims for <resource>`` where queue pods hold the room but none may go, apart from
+  ``Insufficient <resource>``, a node too small even with them gone).
 * The snapshot follows the plan: victims leave, the pod lands, budgets and headroom shrink.
 
 Decisions where DESIGN.md is silent: the plan does not look ahead. The cheapest victims for

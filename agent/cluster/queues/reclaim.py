@@ -50,11 +50,11 @@ NEVER = "PreemptionPolicyNever"
 ABOVE_DESERVED = "AboveDeserved"
 NO_NODE = "NoNodeFits"
 LEAVING = "VictimsLeaving"
-#: A node's reason (counted in ``NoNodeFits``) when pods of other queues hold the room the
-#: pod lacks there but none of them may go (``volcano.sh/preemptable: "false"``, their
-#: queue at deserved, not reclaimable, a disruption budget, terminating): said apart from
-#: ``Insufficient <resource>`` (the node too small even with them gone), since the remedy
-#: differs (the victims' protection, not the pod's size).
+#: A node's reason (counted in ``NoNodeFits``) when queue pods hold the room the pod lacks
+#: there but none of them may go (``volcano.sh/preemptable: "false"``, their queue at
+#: deserved, not reclaimable, a disruption budget, terminating, the pod's own queue): said
+#: apart from ``Insufficient <resource>`` (the node too small even with them gone), since
+#: the remedy differs (the victims' protection, not the pod's size).
 NO_ALLOWED_VICTIMS = "no allowed victims for"
 
 #: The order a starving queue's pending pods are served in: higher priority, older, name.
@@ -214,9 +214,9 @@ class _Walk:
             {(p.namespace, t) for p in pods if p.anti_affinity for t in hostname_terms(p)}
         )
         self.selected: dict[tuple[str, tuple[tuple[str, str], ...]], bool] = {}
-        #: Each queue pod's queue (by id): a node's reason tells the pods of other queues,
-        #: which could be victims were they allowed, from the rest.
-        self.queue_of = {id(p): q for q, u in usage.items() for p in (*u.running, *u.waiting)}
+        #: The queue pods (by id): a node's reason tells the room they hold, which victims
+        #: could free were they allowed, from the rest.
+        self.queued = {id(p) for u in usage.values() for p in (*u.running, *u.waiting)}
         #: What every node could free at most (its donor candidates' requests summed).
         self.reach: dict[str, dict[str, float]] = {}
         for name, cands in self.cands.items():
@@ -254,7 +254,7 @@ class _Walk:
             return "unplaced", NEVER
         if not self.within_deserved(queue, pod):
             return "unplaced", ABOVE_DESERVED
-        found = self.best_node(pod, key, queue)
+        found = self.best_node(pod, key)
         if isinstance(found, str):
             return "unplaced", found
         name, victims = found
@@ -326,9 +326,7 @@ class _Walk:
         return None
 
     # -- with victims --------------------------------------------------------------------
-    def best_node(
-        self, pod: Pod, key: object, queue: str
-    ) -> tuple[str, list[VictimCandidate]] | str:
+    def best_node(self, pod: Pod, key: object) -> tuple[str, list[VictimCandidate]] | str:
         """The node with the fewest victims, then the cheapest (their victim-order keys,
         compared in order), then the name; or the reason there is none.
 
@@ -375,7 +373,7 @@ class _Walk:
                 self.on_node(pod, self.snapshot[name], self.cands[name], refine=refine),
                 self.order,
             )
-        return self.no_node_reason(pod, key, queue)
+        return self.no_node_reason(pod, key)
 
     def on_node(
         self, pod: Pod, state: NodeState, cands: Sequence[VictimCandidate], refine: bool
@@ -559,19 +557,19 @@ class _Walk:
             self.exact = False
         return None
 
-    def no_node_reason(self, pod: Pod, key: object, queue: str) -> str:
+    def no_node_reason(self, pod: Pod, key: object) -> str:
         """Why each node refuses the pod even with every allowed victim gone, counted as
-        the scheduler's message counts them (per shape and queue, nodes no pod landed on
-        since keep their reason)."""
-        memo = self.reason_memo.get((queue, key))
+        the scheduler's message counts them (per shape, nodes no pod landed on since keep
+        their reason)."""
+        memo = self.reason_memo.get(key)
         if memo is None:
-            memo = self.reason_memo[(queue, key)] = _Reasons({}, Counter(), 0)
+            memo = self.reason_memo[key] = _Reasons({}, Counter(), 0)
             again: Iterable[str] = self.names
         else:
             again = set(self.touched[memo.at :])
         reasons, counts = memo.reasons, memo.counts
         for name in again:
-            new = self.node_reason(pod, self.snapshot[name], queue)
+            new = self.node_reason(pod, self.snapshot[name])
             old = reasons.get(name)
             if new != old:
                 if old is not None:
@@ -590,12 +588,12 @@ class _Walk:
             else f"{NO_NODE}: no schedulable node"
         )
 
-    def node_reason(self, pod: Pod, state: NodeState, queue: str) -> str:
+    def node_reason(self, pod: Pod, state: NodeState) -> str:
         """The node's part of ``NoNodeFits``: a static reason (selector, affinity, taints,
-        anti-affinity); ``Insufficient <resource>`` when it lacks room even with every pod
-        of another queue gone; ``no allowed victims for <resource>`` when those pods hold
-        the room but none of them may go; ``victims not allowed together`` when each may
-        go but not all that are needed."""
+        anti-affinity); ``Insufficient <resource>`` when it lacks room even with every
+        queue pod gone; ``no allowed victims for <resource>`` when queue pods hold the room
+        but none of them may go (the pod's own queue's among them: never its victims);
+        ``victims not allowed together`` when each may go but not all that are needed."""
         reason = static_reason(pod, state.node) or anti_affinity_reason(pod, state)
         if reason is not None:
             return reason
@@ -605,9 +603,8 @@ class _Walk:
         left = shortfall(pod, state, gone)
         if not left:
             return "victims not allowed together"
-        queue_of = self.queue_of
-        others = [p for p in state.pods if queue_of.get(id(p), queue) != queue]
-        if shortfall(pod, state, others):
+        queued = self.queued
+        if shortfall(pod, state, [p for p in state.pods if id(p) in queued]):
             return f"Insufficient {next(iter(left))}"
         return f"{NO_ALLOWED_VICTIMS} {next(iter(left))}"
 
