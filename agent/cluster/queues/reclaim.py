@@ -522,6 +522,19 @@ class _Walk:
         size = len(pool)
         combo: list[int] = []
 
+        def tried() -> list[VictimCandidate] | None:
+            """``combo``, a whole set: one step; the set if it covers and is allowed."""
+            self.steps_left -= 1
+            if self.steps_left < 0:
+                raise _OutOfSteps
+            if sum(map(first, combo)) >= least and all(
+                sum(map(get, combo)) >= m for get, m in columns[1:]
+            ):
+                chosen = [pool[j][0] for j in combo]
+                if self.allowed(chosen, resources):
+                    return chosen
+            return None
+
         def grow(start: int, left: int, sums: list[float]) -> list[VictimCandidate] | None:
             """The first allowed covering set that extends ``combo`` by ``left`` pods from
             ``pool[start:]``; raises _OutOfSteps when the plan's steps run out."""
@@ -530,19 +543,25 @@ class _Walk:
                 if any(t.short(x, i + 1, left - 1) for t, x in zip(tops, after, strict=True)):
                     continue
                 combo.append(i)
-                if left > 1:
-                    found = grow(i + 1, left - 1, after)
-                else:
-                    self.steps_left -= 1
-                    if self.steps_left < 0:
-                        raise _OutOfSteps
-                    found = None
-                    if sum(map(first, combo)) >= least and all(
-                        sum(map(get, combo)) >= m for get, m in columns[1:]
-                    ):
-                        chosen = [pool[j][0] for j in combo]
-                        if self.allowed(chosen, resources):
-                            found = chosen
+                found = grow(i + 1, left - 1, after) if left > 1 else tried()
+                combo.pop()
+                if found is not None:
+                    return found
+            return None
+
+        only = tops[0] if len(tops) == 1 else None
+        single = frees[0]
+
+        def grow_one(start: int, left: int, total: float) -> list[VictimCandidate] | None:
+            """``grow`` when one thing is short (the common case): the same steps on a
+            float (the same sums, so the same cuts and the same answer)."""
+            assert only is not None
+            for i in range(start, size - left + 1):
+                after = total + single[i]
+                if only.short(after, i + 1, left - 1):
+                    continue
+                combo.append(i)
+                found = grow_one(i + 1, left - 1, after) if left > 1 else tried()
                 combo.pop()
                 if found is not None:
                     return found
@@ -550,7 +569,10 @@ class _Walk:
 
         try:
             for k in range(max(1, int(min(fewest, most + 1))), min(most, size) + 1):
-                found = grow(0, k, [0.0] * len(frees))
+                if only is not None:
+                    found = grow_one(0, k, 0.0)
+                else:
+                    found = grow(0, k, [0.0] * len(frees))
                 if found is not None:
                     return found
         except _OutOfSteps:
@@ -642,11 +664,14 @@ class _OutOfSteps(Exception):
 
 class _Tops:
     """One dim of an exact search's pool: the most any ``r`` pods of ``pool[j:]`` free
-    (the sum of the ``r`` largest there), to cut the prefixes that cannot cover."""
+    (the sum of the ``r`` largest there), to cut the prefixes that cannot cover. Made
+    when first asked: a search for one victim never needs it."""
+
+    __slots__ = ("_best", "column", "floor", "margin")
 
     def __init__(self, column: Sequence[float], floor: float) -> None:
-        self.best = [list(itertools.accumulate(sorted(column[j:], reverse=True), initial=0.0))
-                     for j in range(len(column) + 1)]  # fmt: skip
+        self.column = column
+        self._best: list[list[float]] | None = None
         self.floor = floor
         #: A prefix is cut only when short by more than any float error of a sum of a
         #: few requests (16 of them err by under 4e-15 of their size): never a set the
@@ -654,7 +679,16 @@ class _Tops:
         self.margin = 1e-9 * max(1.0, abs(floor))
 
     def short(self, sum_so_far: float, start: int, left: int) -> bool:
-        return sum_so_far + self.best[start][left] + self.margin < self.floor
+        if not left:
+            return sum_so_far + self.margin < self.floor
+        best = self._best
+        if best is None:
+            column = self.column
+            best = self._best = [
+                list(itertools.accumulate(sorted(column[j:], reverse=True), initial=0.0))
+                for j in range(len(column) + 1)
+            ]
+        return sum_so_far + best[start][left] + self.margin < self.floor
 
 
 def _fewest(
