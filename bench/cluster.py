@@ -196,7 +196,7 @@ def _summary(key: str, result: object) -> str:
             f"{len(result.get('freedNodes', []))} freed"
         )
     if key == "queues":
-        exact = "exact" if result.get("exactVictimSearch", True) else "NOT exact (searchSteps spent)"
+        exact = "exact" if result.get("exactVictimSearch", True) else "NOT exact"
         return (
             f"{len(result.get('queues', {}))} queues, {len(result.get('reclaims', []))} reclaims, "
             f"{len(result.get('victims', []))} victims evicted, search {exact}"

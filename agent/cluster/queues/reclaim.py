@@ -498,9 +498,10 @@ class _Walk:
         prefix is cut when even the largest pods left after it could not make up what it
         lacks in some dim (``_Tops``). Only sets that could cover are reached, in the same
         order, and each is checked as before: the same set is found. Without the cut, the
-        big pending pods of a 5,000-node cluster (one that needs 10 of 16 candidates of
-        0.5-2 cpu) had every set of sizes 10 to 13 tried on every node that might be best,
-        short or not, and the plan's 200,000 steps were spent by its first pods. A step is
+        big pending pods of a generated 1,000-node cluster (one that needs 10 of 16
+        candidates of 0.5-2 cpu) had every set of sizes 10 to 13 tried on every node that
+        might be best, short or not, and the plan's 200,000 steps were spent by its first
+        pods (docs/controller.md, "Scale"). A step is
         still a set tried: the sets tried are a subset of the ones tried before, in the
         same order, so a search that ended within the steps before ends within them now,
         with the same answer."""
