@@ -20,6 +20,7 @@ from agent.cluster.metrics import ControllerMetrics
 from agent.cluster.migrator import CREATED_BY_LABEL, TARGET_NODE_ANNOTATION, ClusterView
 from agent.cluster.queues import QueuePlan
 from agent.cluster.queues import holding as h
+from agent.cluster.queues.victims import UNREADABLE_COST
 from agent.cluster.writes import GuardedWriter
 from agent.kube.events import WARNING, pod_ref
 from agent.model import migration as m
@@ -53,6 +54,8 @@ class PlanActs:
         self.holds: dict[str, h.Hold] = {}
         #: Pods queue preemption left out of every queue last round (reported once each).
         self.skipped: set[str] = set()
+        #: (pod, annotation, value) of the unreadable costs reported (once each).
+        self.bad_costs: set[tuple[str, str, str]] = set()
 
     def table(self) -> dict[str, Act]:
         return {
@@ -139,6 +142,7 @@ class PlanActs:
     ) -> None:
         self.metrics.planned.labels("queues").set(len(plan.victims))
         self._report_skipped(plan.skipped, view)
+        self._report_unreadable_costs(plan.unreadable_costs, view)
         if plan.victims:
             self.log.info(
                 "queue preemption",
@@ -229,6 +233,28 @@ class PlanActs:
                                   "the pod belongs to no queue, queue preemption neither "
                                   "serves it nor takes it as a victim")  # fmt: skip
         self.skipped = set(skipped)
+
+    def _report_unreadable_costs(
+        self, bad: Mapping[str, Mapping[str, str]], view: ClusterView
+    ) -> None:
+        """A queue pod's cost annotation that is not an integer, read as 0 (the pod among
+        the cheapest victims): one warning and one Warning Event on the pod when it is
+        first seen so, not one a round; again if the value changes or comes back later."""
+        seen: set[tuple[str, str, str]] = set()
+        for key, costs in bad.items():
+            for annotation, value in costs.items():
+                seen.add((key, annotation, value))
+                if (key, annotation, value) in self.bad_costs:
+                    continue
+                self.log.warning("unreadable cost annotation: read as 0", code="queue-cost-unreadable",
+                                 pod=key, annotation=annotation, value=value)  # fmt: skip
+                pod = view.pods.get(key)
+                if pod is not None:
+                    self.writer.event(pod_ref(pod), WARNING, UNREADABLE_COST,
+                                      f"annotation {annotation}={value!r} is not an integer: read "
+                                      "as 0, so queue preemption may take this pod before others "
+                                      "of its priority that have a cost")  # fmt: skip
+        self.bad_costs = seen
 
     def daemonset(
         self,

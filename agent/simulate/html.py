@@ -43,13 +43,37 @@ td.bars{padding:2px 6px}td.bars svg{display:block}
 """
 
 
+#: Resources the report gives in bytes (SIMULATE.md: memory in bytes): shown in Gi/Mi.
+_BYTES = ("memory", "ephemeral-storage", "waterline.io/batch-memory")
+
+
+def _is_bytes(resource: str) -> bool:
+    return resource in _BYTES or resource.startswith("hugepages-")
+
+
+def _bytes(value: float) -> str:
+    """Bytes as a reader of Kubernetes quantities reads them: ``1.5Gi``, ``512Mi`` (at most
+    two decimals, trailing zeros dropped); under 1Mi in Ki, under 1Ki as bytes."""
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if abs(value) >= size:
+            return f"{value / size:.2f}".rstrip("0").rstrip(".") + unit
+    return f"{value:g}"
+
+
+def _amount(resource: str, value: Any) -> str:
+    """One resource's amount: bytes in Gi/Mi, the rest as given."""
+    if _is_bytes(resource) and isinstance(value, int | float) and not isinstance(value, bool):
+        return _bytes(value)
+    return _cell(value)
+
+
 def _cell(value: Any) -> str:
     """A table cell's text: a value the report leaves out (None) reads "-", not "None";
-    a mapping of resources reads ``cpu 2, memory 1073741824``, not a Python dict."""
+    a mapping of resources reads ``cpu 2.0, memory 1Gi``, not a Python dict of bytes."""
     if value is None:
         return "-"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_cell(v)}" for k, v in value.items()) or "-"
+        return ", ".join(f"{k} {_amount(str(k), v)}" for k, v in value.items()) or "-"
     if isinstance(value, list | tuple):
         return ", ".join(_cell(v) for v in value) or "-"
     return str(value)
@@ -148,13 +172,13 @@ def _isolation_section(node: Mapping[str, Any]) -> list[str]:
 
 def _batch_section(node: Mapping[str, Any]) -> list[str]:
     """The batch capacity the node published, tick by tick (where it publishes one)."""
-    rows = [(t["at"], f'{t["batchCapacity"]["cpu"]:g}', f'{t["batchCapacity"]["memory"]:,}')
+    rows = [(t["at"], f'{t["batchCapacity"]["cpu"]:g}', _bytes(t["batchCapacity"]["memory"]))
             for t in node.get("ticks", []) if "batchCapacity" in t]
     if not rows:
         return []
     return ['<h3 id="batch-capacity">Batch capacity</h3><p class="note">What the node publishes '
             "in its status (waterline.io/batch-cpu, waterline.io/batch-memory) after each tick."
-            "</p>" + _table(["at", "cpu (cores)", "memory (bytes)"], rows)]
+            "</p>" + _table(["at", "cpu (cores)", "memory"], rows)]
 
 
 def _percent(value: float | None) -> str:
@@ -215,11 +239,20 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
         parts.append(_table(["victim", "evicted for", "node"],
                             [(v, chosen.get(v, {}).get("pod", "-"), chosen.get(v, {}).get("node", "-"))
                              for v in queues.get("victims", [])]))  # fmt: skip
+        waiting = [(v, r["pod"], r["node"], r["deferred"])
+                   for r in queues.get("reclaims", []) if r.get("deferred") for v in r["victims"]]  # fmt: skip
+        if waiting:
+            parts.append("<h3>Victims deferred (not evicted this round)</h3><p class=\"note\">"
+                         "Chosen by the plan, but the node's room is already held for another "
+                         "pod: nothing is evicted for these until that hold is handed over, "
+                         "and the next plan chooses again.</p>"
+                         + _table(["victim", "chosen for", "node", "deferred because"], waiting))
         if queues.get("unplaced"):
             parts.append(_table(["pending pod", "no victims because"], list(queues["unplaced"].items())))
         if queues.get("placeholders"):
             rows = [(p["name"], p["pod"], p["node"], p.get("priorityClassName", "-"),
-                     ", ".join(f"{r}={v:g}" for r, v in p.get("requests", {}).items()) or "-")
+                     ", ".join(f"{r}={_bytes(v) if _is_bytes(r) else format(v, 'g')}"
+                               for r, v in p.get("requests", {}).items()) or "-")
                     for p in queues["placeholders"]]  # fmt: skip
             rows += [(f"(next round) {why}", pod, "-", "-", "-")
                      for pod, why in queues.get("placeholdersDeferred", {}).items()]  # fmt: skip
@@ -228,6 +261,11 @@ def _cluster_sections(report: Mapping[str, Any]) -> list[str]:
                                    "requests"], rows))  # fmt: skip
         if queues.get("skipped"):
             parts.append(_table(["pod", "in no queue because"], list(queues["skipped"].items())))
+        if queues.get("unreadableCosts"):
+            rows = [(pod, annotation, value) for pod, costs in queues["unreadableCosts"].items()
+                    for annotation, value in costs.items()]  # fmt: skip
+            parts.append("<h3>Cost annotations read as 0 (not an integer)</h3>"
+                         + _table(["pod", "annotation", "value"], rows))
     if "daemonset" in report:
         rows = [(p, v.get("node"), v.get("strategy"), ", ".join(v.get("victims", [])) or "-")
                 for p, v in report["daemonset"].items()]

@@ -40,6 +40,7 @@ from devtools.harness.waiting import wait_until
 from tests.integration.controller_env import (
     Made,
     Replica,
+    bare_pod,
     live_pods,
     pod_spec,
     pool_node,
@@ -112,6 +113,39 @@ def test_queue_preemption_evicts_through_the_api_and_the_starving_queue_runs(
     assert came == 2 and landed == [node, node], (victims, landed)
     assert len(victims) == 2 == quiet, victims
     assert run.outcomes == {"placed": 2.0}
+
+
+def test_an_unreadable_cost_is_one_warning_event_on_the_pod(kube: RealCluster, made: Made, ns: str) -> None:
+    """A queue pod whose eviction-cost is not an integer is read as 0 (docs/controller.md)
+    and gets one Warning Event ``UnreadableCost`` naming the annotation and the value, not
+    one a round. A pod-deletion-cost cannot be unreadable here: the API server refuses a
+    pod whose value is not a 32-bit integer, naming the annotation."""
+    slot = f"waterline.test/{ns}"
+    pool_node(kube, ns, {slot: "4"})
+    q1, _ = queues(made)
+
+    def queue_pod(name: str, annotations: dict[str, str]) -> dict[str, Any]:
+        pod = bare_pod(ns, name, ns, {slot: "1"})
+        pod["metadata"]["labels"][QUEUE_LABEL] = q1
+        pod["metadata"]["annotations"] = annotations
+        return pod
+
+    refused = kube.kubectl("create", "-f", "-", check=False, input=json.dumps(
+        queue_pod("deletion-cost", {"controller.kubernetes.io/pod-deletion-cost": "high"})))  # fmt: skip
+    assert refused.returncode != 0 and "controller.kubernetes.io/pod-deletion-cost" in refused.stderr
+    kube.apply([queue_pod("eviction-cost", {"scheduling.koordinator.sh/eviction-cost": "1.5"})])
+    wait_running(kube, ns, "app=eviction-cost", 1)
+
+    def warned() -> list[dict[str, Any]]:
+        return [e for e in events_of(kube, ns, "eviction-cost") if e["reason"] == "UnreadableCost"]
+
+    with replicas(kube, 1, config={"queues": {"enabled": False}}) as (replica,):
+        wait_until(warned, 90, "the UnreadableCost event")
+        rounds = replica.controller.rounds
+        wait_until(lambda: replica.controller.rounds >= rounds + 3, 60, "three more rounds")
+    (event,) = warned()
+    assert event["type"] == "Warning" and event.get("count", 1) == 1, event
+    assert "scheduling.koordinator.sh/eviction-cost='1.5'" in event["message"]
 
 
 @pytest.mark.parametrize("width", [2, 3])

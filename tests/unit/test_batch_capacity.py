@@ -262,6 +262,6 @@ def test_the_html_report_shows_the_published_capacity_tick_by_tick() -> None:
     scenarios = Path(__file__).resolve().parents[1] / "scenarios"
     html = render_html(build_report(load_scenario(scenarios / "node-batch-capacity-over-time.yaml")))
     assert 'id="batch-capacity"' in html
-    assert "<td>30</td><td>3.2</td><td>22,923,764,531</td>" in html
+    assert "<td>30</td><td>3.2</td><td>21.35Gi</td>" in html  # 22,923,764,531 bytes
     plain = render_html(build_report(load_scenario(scenarios / "node-idle-class.yaml")))
     assert 'id="batch-capacity"' not in plain

@@ -124,3 +124,29 @@ def test_a_pod_in_no_queue_gets_one_warning_and_one_warning_event_not_one_a_roun
         ("default/stray-running", "Warning"),
     ]
     assert "names queue q9, which does not exist" in unknown[1][3]
+
+
+def test_an_unreadable_cost_gets_one_warning_and_one_warning_event_naming_the_annotation() -> None:
+    """A queue pod whose pod-deletion-cost or eviction-cost is not an integer is read as 0
+    (docs/controller.md): the controller says so (log code ``queue-cost-unreadable``, a
+    Warning Event ``UnreadableCost`` on the pod naming the annotation and the value) when
+    it first sees it, not again each round while it stays so."""
+    doc = yaml.safe_load(SCENARIO.parent.joinpath("queues-unreadable-cost.yaml").read_text())
+    now = parse_time(doc["now"]) or 0.0
+    store = ObjectStore.from_dicts(doc["objects"])
+    ctl, acts = controller()
+    events: list[tuple[str, str, str, str]] = []
+    ctl.writer.event = lambda ref, type_, reason, message: events.append(  # type: ignore[method-assign]
+        (f"{ref.namespace}/{ref.name}", type_, reason, message)
+    )
+    with capture_logs() as logs:
+        ctl.round(store, now)
+        ctl.round(store, now + 60)
+    warned = [(e["pod"], e["annotation"], e["value"]) for e in logs if e.get("code") == "queue-cost-unreadable"]
+    assert warned == [("default/a", "controller.kubernetes.io/pod-deletion-cost", "high"),
+                      ("default/c", "scheduling.koordinator.sh/eviction-cost", "1.5")]  # fmt: skip
+    bad = [e for e in events if e[2] == "UnreadableCost"]
+    assert [(pod, type_) for pod, type_, _, _ in bad] == [("default/a", "Warning"), ("default/c", "Warning")]
+    assert "controller.kubernetes.io/pod-deletion-cost='high'" in bad[0][3]
+    # read as 0, as documented: a (the oldest, cost "high") goes, not b (cost 5)
+    assert ("default/a", "queues") in acts and ("default/b", "queues") not in acts

@@ -129,6 +129,21 @@ def test_queue_victims_name_the_pod_and_node_they_were_chosen_for():
     assert "<td>default/w</td><td>NoNodeFits: 0/2 nodes (2 Insufficient cpu)</td>" in nowhere
 
 
+def test_a_deferred_reclaims_victims_are_shown_deferred_not_evicted():
+    """Two reclaims on one node: the controller holds one room a node at a time, so the
+    second waits (NodeHeld) and nothing is evicted for it; the page must not say it is."""
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-deferred-same-node.yaml")), "t")
+    assert "<td>default/a1</td><td>default/w1</td><td>n1</td>" in html  # evicted for w1
+    evicted = html[html.index("<th>evicted for</th>"):]
+    evicted = evicted[:evicted.index("</table>")]
+    assert "default/a2" not in evicted
+    deferred = html[html.index("Victims deferred"):]
+    assert "<th>victim</th><th>chosen for</th><th>node</th><th>deferred because</th>" in deferred
+    assert "<td>default/a2</td><td>default/w2</td><td>n1</td><td>NodeHeld n1</td>" in deferred
+    two_nodes = render_html(build_report(load_scenario(SCENARIOS / "queues-fit-two-nodes.yaml")), "t")
+    assert "Victims deferred" not in two_nodes
+
+
 def test_queue_placeholders_name_the_pod_and_node_they_hold_room_for():
     html = render_html(build_report(load_scenario(SCENARIOS / "queues-fit-two-nodes.yaml")), "t")
     assert "<th>placeholder</th><th>holds room for</th><th>node</th>" in html
@@ -142,3 +157,19 @@ def test_a_pod_in_no_queue_is_listed_with_the_reason():
     html = render_html(build_report(load_scenario(SCENARIOS / "queues-unknown-queue.yaml")), "t")
     assert "<th>pod</th><th>in no queue because</th>" in html
     assert "<td>default/stray-running</td><td>UnknownQueue q9</td>" in html
+
+
+def test_unreadable_cost_annotations_are_listed():
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-unreadable-cost.yaml")), "t")
+    assert "Cost annotations read as 0" in html
+    assert "<td>default/a</td><td>controller.kubernetes.io/pod-deletion-cost</td><td>high</td>" in html
+
+
+def test_memory_reads_in_gi_and_mi_not_bytes():
+    """Queue figures and placeholder requests: memory as Kubernetes quantities are read."""
+    html = render_html(build_report(load_scenario(SCENARIOS / "queues-deferred-same-node.yaml")), "t")
+    assert "<td>q1</td><td>cpu 2.0, memory 4Gi</td><td>cpu 4.0, memory 4Gi</td>" in html
+    assert "<td>cpu=1, memory=1Gi</td>" in html  # the placeholder's requests
+    assert "4294967296" not in html and "1073741824" not in html
+    assert "memory 1.5Gi" in render_html({"queues": {"queues": {"q": {"deserved": {"memory": 1.5 * 2**30}}}}})
+    assert "memory 512Mi" in render_html({"queues": {"queues": {"q": {"deserved": {"memory": 512 * 2**20}}}}})

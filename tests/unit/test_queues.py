@@ -336,6 +336,30 @@ def test_a_pod_that_fits_nowhere_gets_no_victims_and_a_reason() -> None:
     assert result.unplaced["default/w"] == "NoNodeFits: 0/1 nodes (1 NodeSelector)"
 
 
+def test_fits_nowhere_says_when_the_room_is_held_by_pods_that_may_not_go() -> None:
+    """n1 is full of q1's pods, every one protected, and n3 of q2's own (never its
+    victims): the room is there, no victim is allowed (said apart from a node too small).
+    n2 is full of pods in no queue, which queue preemption never takes: short of cpu."""
+    qs = [Queue("q1"), Queue("q2")]
+    protect = {"volcano.sh/preemptable": "false"}
+    guarded = [replace(qpod(n, "q1", 2), annotations=protect) for n in ("a", "b", "c")]
+    stray = replace(qpod("s", "q1", 2), labels={}, node_name="n2")
+    own = replace(qpod("o", "q2", 2), node_name="n3")
+    nodes = [node("n1", cpu=6.0), node("n2", cpu=2.0), node("n3", cpu=2.0)]
+    result = decide(qs, nodes, [*guarded, stray, own, qpod("w", "q2", 2, running=False)], NOW)
+    assert result.victims == ()
+    assert result.unplaced["default/w"] == (
+        "NoNodeFits: 0/3 nodes (2 no allowed victims for cpu, 1 Insufficient cpu)"
+    )
+    # the same with the protection a disruption budget gives: still no allowed victim
+    budget = PodDisruptionBudget("default", "all", LabelSelector(((QUEUE_LABEL, "q1"),)),
+                                 max_unavailable=0)  # fmt: skip
+    plain = [qpod(n, "q1", 2) for n in ("a", "b", "c")]
+    result = decide(qs, [node("n1", cpu=6.0)], [*plain, qpod("w", "q2", 2, running=False)], NOW,
+                    pdbs=[budget])  # fmt: skip
+    assert result.unplaced["default/w"] == "NoNodeFits: 0/1 nodes (1 no allowed victims for cpu)"
+
+
 def test_preemption_policy_never_triggers_nothing() -> None:
     qs = [Queue("q1"), Queue("q2")]
     waiting = replace(qpod("w", "q2", 2, running=False), preemption_policy="Never")

@@ -52,7 +52,8 @@ defrag and DaemonSet preemption share):
   no budget is overdrawn. The node's answer: the fewest pods that cover the shortfall,
   then the first such set in victim order (sets of one size tried in lexicographic order
   of victim-order positions, over the first ``exactSearchClasses`` candidates, while the
-  plan's ``searchSteps`` sets last; else a greedy walk in victim order, tidied most
+  plan's ``searchSteps`` sets last, skipping the sets whose pods are too small to cover;
+  else a greedy walk in victim order, tidied most
   expensive first). The exact search runs only for the nodes that come up best by their
   greedy answer's lower bound; per shape of pod, each node's answer is kept while no pod
   lands there and its victims are still allowed.
@@ -61,7 +62,9 @@ defrag and DaemonSet preemption share):
   pod of its shape is created and nominated there (``status.nominatedNodeName``) to hold
   the room they free, and handed to the pod once it is all free (``holding.py``; the pod
   itself is nominated only then). None: ``NoNodeFits`` with
-  the count of nodes per reason, as the scheduler's message counts them.
+  the count of nodes per reason, as the scheduler's message counts them (``no allowed
+  victims for <resource>`` where queue pods hold the room but none may go, apart from
+  ``Insufficient <resource>``, a node too small even with them gone).
 * The snapshot follows the plan: victims leave, the pod lands, budgets and headroom shrink.
 
 Decisions where DESIGN.md is silent: the plan does not look ahead. The cheapest victims for

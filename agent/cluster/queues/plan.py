@@ -17,6 +17,7 @@ from agent.cluster.queues.shares import (
     starving,
     unknown_queue,
 )
+from agent.cluster.queues.victims import unreadable_costs
 from agent.model.objects import Node, Pod, PodDisruptionBudget
 from agent.model.queue import Queue
 from agent.model.store import ObjectStore
@@ -46,6 +47,9 @@ class QueuePlan:
     #: Pods left out of every queue, and why (``UnknownQueue <name>``; ``plan`` fills it,
     #: with the namespaces at hand).
     skipped: Mapping[str, str] = field(default_factory=dict)
+    #: Running pods of the queues whose cost annotation is not an integer (pod key ->
+    #: annotation -> value): read as 0, and named so the user learns it.
+    unreadable_costs: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def victims(self) -> tuple[str, ...]:
@@ -89,7 +93,10 @@ def decide(
     }
     hungry = tuple(starving(queues, usage, shares))
     short = need(hungry, usage, shares, capacity.free)
+    # every queue's running pods, not only the donors': a queue may become one next round
+    bad = unreadable_costs(p for u in usage.values() for p in u.running)
     if not hungry:
-        return QueuePlan(status, hungry, short)
+        return QueuePlan(status, hungry, short, unreadable_costs=bad)
     done = reclaim(queues, usage, shares, hungry, snapshot, pods, pdbs, now, args)
-    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced, done.exact)
+    return QueuePlan(status, hungry, short, done.reclaims, done.fits_now, done.unplaced,
+                     done.exact, unreadable_costs=bad)  # fmt: skip

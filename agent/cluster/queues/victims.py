@@ -6,7 +6,8 @@ Victim order, cheapest first (the order users already express, in the order they
 express it): lower priority; then lower ``controller.kubernetes.io/pod-deletion-cost``
 (what a ReplicaSet scales down first); then lower ``scheduling.koordinator.sh/eviction-cost``
 (koordinator's eviction order); then shorter running time; then namespace/name. A cost
-that is not an integer reads as 0 (as the ReplicaSet controller reads it). Never a
+that is not an integer reads as 0 (as the ReplicaSet controller reads it), and is named
+(``unreadable_costs``: the plan's ``unreadable_costs``, a Warning Event from the controller). Never a
 victim: a pod whose ``volcano.sh/preemptable`` annotation (else label) is not a true
 boolean (``preemptable``), a terminating pod, a pod
 whose eviction a PodDisruptionBudget forbids now (counting the victims the plan took
@@ -29,13 +30,40 @@ DELETION_COST_ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
 EVICTION_COST_ANNOTATION = "scheduling.koordinator.sh/eviction-cost"
 
 
+COST_ANNOTATIONS = (DELETION_COST_ANNOTATION, EVICTION_COST_ANNOTATION)
+#: Why a pod's cost annotation is not used (``unreadable_costs``; the controller's Warning
+#: Event reason).
+UNREADABLE_COST = "UnreadableCost"
+
+
+def _integer(raw: str) -> int | None:
+    try:
+        return int(raw)
+    except ValueError:
+        return None
+
+
 def cost(pod: Pod, annotation: str) -> int:
     """An integer cost annotation; absent or unreadable reads as 0."""
     raw = pod.annotations.get(annotation)
-    try:
-        return int(raw) if raw is not None else 0
-    except ValueError:
-        return 0
+    value = _integer(raw) if raw is not None else 0
+    return 0 if value is None else value
+
+
+def unreadable_costs(pods: Iterable[Pod]) -> dict[str, dict[str, str]]:
+    """The pods (key -> annotation -> its value) whose cost annotation is not an integer:
+    read as 0 (``cost``), which puts the pod among the cheapest victims, the opposite of
+    what a user who wrote a cost there most likely meant; so it is named, not ignored."""
+    out: dict[str, dict[str, str]] = {}
+    for pod in pods:
+        annotations = pod.annotations
+        if not annotations:
+            continue
+        for annotation in COST_ANNOTATIONS:
+            raw = annotations.get(annotation)
+            if raw is not None and _integer(raw) is None:
+                out.setdefault(pod.key, {})[annotation] = raw
+    return out
 
 
 @dataclass(frozen=True, slots=True)
