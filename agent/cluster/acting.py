@@ -9,8 +9,7 @@ pending pod (``agent/cluster/queues/holding.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent.cluster.arbitration import ArbitrationPlan, Verdict
@@ -18,7 +17,7 @@ from agent.cluster.daemonset import DaemonSetPlan
 from agent.cluster.defrag import LAST_DEFRAG_ANNOTATION, DefragPlan, Migration
 from agent.cluster.metrics import ControllerMetrics
 from agent.cluster.migrator import CREATED_BY_LABEL, TARGET_NODE_ANNOTATION, ClusterView
-from agent.cluster.queues import QueuePlan
+from agent.cluster.queues import QueuePlan, Reclaim
 from agent.cluster.queues import holding as h
 from agent.cluster.queues.victims import UNREADABLE_COST
 from agent.cluster.writes import GuardedWriter
@@ -140,26 +139,45 @@ class PlanActs:
     def queues(
         self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float, enabled: bool
     ) -> None:
-        self.metrics.planned.labels("queues").set(len(plan.victims))
+        """The round's figures (the ``planned`` gauge, the ``queue preemption`` log line)
+        count the victims evicted this round, as simulate's ``queues.victims`` does: those
+        of the holds ``holding.step`` starts, not a deferred reclaim's (``NodeHeld``: its
+        victims stay, and the next plan chooses again) nor a held pod's (no new victims).
+        Not enabled: what would be evicted, and the holds under way still end (their
+        placeholders go); none starts."""
         self._report_skipped(plan.skipped, view)
         self._report_unreadable_costs(plan.unreadable_costs, view)
-        if plan.victims:
+        intents = self._step(plan.reclaims, snapshot, view, now)
+        deferred = intents.deferred
+        if enabled:
+            starts = self.hold(intents, view)
+        else:
+            starts = list(intents.starts)
+            self.hold(self._step((), snapshot, view, now), view)
+        victims = [v for s in starts for v in s.hold.victims]
+        self.metrics.planned.labels("queues").set(len(victims))
+        if victims or deferred:
             self.log.info(
                 "queue preemption",
                 starving=list(plan.starving),
-                victims=list(plan.victims),
-                reclaims=[f"{r.pod}->{r.node}: {', '.join(r.victims)}" for r in plan.reclaims],
+                victims=victims,
+                reclaims=[f"{s.hold.pod}->{s.hold.node}: {', '.join(s.hold.victims)}"
+                          for s in starts],  # fmt: skip
+                deferred=dict(deferred),
                 enabled=enabled,
             )
-        # not enabled: the holds under way still end (and their placeholders go), none starts
-        self.hold(plan if enabled else replace(plan, reclaims=()), snapshot, view, now)
 
-    def hold(self, plan: QueuePlan, snapshot: ObjectStore, view: ClusterView, now: float) -> None:
+    def _step(
+        self, reclaims: Sequence[Reclaim], snapshot: ObjectStore, view: ClusterView, now: float
+    ) -> h.Intents:
+        return h.step(self.holds, reclaims, view.pods, snapshot.priority_classes, now, self.hold_args)
+
+    def hold(self, intents: h.Intents, view: ClusterView) -> list[h.Start]:
         """Carry out one round of ``holding.step``: the PriorityClass, then each new hold's
         placeholder, its nomination and only then its victims; hand-overs (the pod
-        nominated before its placeholder is deleted); leftovers deleted; Events."""
-        intents = h.step(self.holds, plan.reclaims, view.pods, snapshot.priority_classes, now,
-                         self.hold_args)  # fmt: skip
+        nominated before its placeholder is deleted); leftovers deleted; Events. Returns
+        the holds started, whose victims were evicted (a placeholder not created evicts
+        nothing)."""
         planned = intents.handing
         intents = h.confirmed(intents, self._fresh(planned, view))
         for key in sorted(set(planned) - set(intents.handing)):
@@ -185,11 +203,13 @@ class PlanActs:
             self.writer.delete_placeholder(pod.namespace, pod.name, pod.uid)
         for cls in intents.delete_classes:
             self.writer.delete_priority_class(cls)
+        started: list[h.Start] = []
         for start in intents.starts:
             namespace, name = start.hold.placeholder.split("/", 1)
             if not self.writer.create_placeholder(start.body) and not self.writer.dry_run:
                 holds.pop(start.hold.pod, None)  # no room held: no victim goes
                 continue
+            started.append(start)
             # nominated before the victims go: the room is held from the first one's exit
             self.writer.nominate(Pod(namespace, name, ""), start.hold.node, "queues")
             self._evict(start.hold.victims, view, "queues")
@@ -201,6 +221,7 @@ class PlanActs:
             self.log.info("queue reclaim ended", pod=end.hold.pod, node=end.hold.node,
                           outcome=end.outcome, bound=end.node, victims=list(end.hold.victims))  # fmt: skip
         self.holds = holds
+        return started
 
     def _fresh(self, keys: Iterable[str], view: ClusterView) -> dict[str, Pod | None]:
         """The pods about to be handed their room, re-read from the API server now (the

@@ -59,7 +59,8 @@ class ControllerMetrics:
         )
         self.planned = Gauge(
             "waterline_controller_planned",
-            "Last plan size by planner (defrag migrations, queue and DaemonSet victims).",
+            "Last plan size by planner (defrag migrations, DaemonSet victims, queue victims "
+            "evicted this round: not a deferred reclaim's).",
             ["planner"],
             registry=r,
         )

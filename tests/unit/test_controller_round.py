@@ -150,3 +150,36 @@ def test_an_unreadable_cost_gets_one_warning_and_one_warning_event_naming_the_an
     assert "controller.kubernetes.io/pod-deletion-cost='high'" in bad[0][3]
     # read as 0, as documented: a (the oldest, cost "high") goes, not b (cost 5)
     assert ("default/a", "queues") in acts and ("default/b", "queues") not in acts
+
+
+def test_the_live_figures_count_only_the_victims_evicted_this_round() -> None:
+    """The ``planned`` gauge and the ``queue preemption`` log line count what simulate's
+    ``queues.victims`` does (tests/scenarios/queues-deferred-same-node.yaml): w1's victim,
+    evicted; not w2's, whose reclaim waits for w1's hand-over on the same node (``deferred``),
+    nor, in the next round, w1's again (its room is held: no new victims)."""
+    doc = yaml.safe_load(SCENARIO.parent.joinpath("queues-deferred-same-node.yaml").read_text())
+    now = parse_time(doc["now"]) or 0.0
+    store = ObjectStore.from_dicts(doc["objects"])
+
+    def figures(ctl: Controller, at: float) -> tuple[float | None, list[dict[str, Any]]]:
+        with capture_logs() as logs:
+            ctl.round(store, at)
+        planned = ctl.metrics.registry.get_sample_value("waterline_controller_planned", {"planner": "queues"})
+        return planned, [e for e in logs if e["event"] == "queue preemption"]
+
+    ctl, acts = controller()
+    planned, (line,) = figures(ctl, now)
+    assert planned == 1 and [a for a, s in acts if s == "queues" and a.startswith("default/")] == ["default/a1"]
+    assert (line["victims"], line["reclaims"]) == (["default/a1"], ["default/w1->n1: default/a1"])
+    assert line["deferred"] == {"default/w2": "NodeHeld n1"}
+    evicted = len(acts)
+    planned, (line,) = figures(ctl, now + 60)  # w1 held, its placeholder not yet seen
+    assert planned == 0 and line["victims"] == [] and line["deferred"] == {"default/w2": "NodeHeld n1"}
+    assert len(acts) == evicted
+
+    disabled = Controller(ControllerDeps(mock.Mock(), "solo"), parse_config({"queues": {"enabled": False}}),
+                          interval=60)  # fmt: skip
+    disabled.writer.evict = lambda pod, source="migration": acts.append((pod.key, source))  # type: ignore[method-assign,assignment]
+    planned, (line,) = figures(disabled, now)
+    assert planned == 1 and line["victims"] == ["default/a1"] and line["enabled"] is False
+    assert len(acts) == evicted and disabled.plan_acts.holds == {}
