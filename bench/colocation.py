@@ -811,7 +811,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     from bench.colocation_report import render
 
     if args.replot is not None:
-        render(args.replot)
+        from bench.colocation_report import RecordsError
+
+        try:
+            render(args.replot)
+        except RecordsError as err:
+            print(f"error: --replot: {err}", file=sys.stderr)
+            raise SystemExit(2) from err
         return
     setup: Callable[..., contextlib.AbstractContextManager[Backend]] = bench_setup
     found = preflight()

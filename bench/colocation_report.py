@@ -16,10 +16,11 @@ verdict at all where the protocol's checks say the baseline cannot carry one.
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,12 +55,51 @@ STRATEGY_KEYS = ("none", "waterline-cpu", "waterline-lc", "floor-all", "one-per-
 CAPACITY = "batch-capacity"
 
 
+class RecordsError(ValueError):
+    """A run's records that cannot be read: the message names the file and the line."""
+
+
 def load(directory: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    with open(os.path.join(directory, "run.json"), encoding="utf-8") as f:
-        run = json.load(f)
-    with open(os.path.join(directory, "windows.jsonl"), encoding="utf-8") as f:
-        windows = [json.loads(line) for line in f if line.strip()]
+    """``run.json`` and the window records (``windows.jsonl``, or ``windows.jsonl.gz`` as
+    docs/colocation.md keeps them); raises RecordsError naming the file and line of a
+    record that is cut or damaged, rather than report on part of a run unsaid."""
+    path = os.path.join(directory, "run.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            run = json.load(f)
+    except (OSError, json.JSONDecodeError) as err:
+        raise RecordsError(f"{path}: {err}") from err
+    plain = os.path.join(directory, "windows.jsonl")
+    path = plain if os.path.isfile(plain) else plain + ".gz"
+    if not os.path.isfile(path):
+        raise RecordsError(f"{directory}: no windows.jsonl (nor windows.jsonl.gz) beside run.json")
+    windows: list[dict[str, Any]] = []
+    opener = gzip.open if path.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    windows.append(json.loads(line))
+                except json.JSONDecodeError as err:
+                    raise RecordsError(f"{path}: line {number} is not a whole record ({err.msg}): "
+                                       "the file is cut or damaged") from err  # fmt: skip
+    except (OSError, EOFError) as err:  # a cut .gz
+        raise RecordsError(f"{path}: {err}") from err
     return run, windows
+
+
+def missing_rounds(run: Mapping[str, Any], windows: Sequence[Mapping[str, Any]]) -> str | None:
+    """What the records lack against what run.json says was run (a file cut at a line
+    boundary reads well and would be reported as a shorter run); None when whole."""
+    wanted = (run.get("args") or {}).get("rounds")
+    cases = len(run.get("cases") or []) or 1
+    kinds = len(run.get("windows") or []) or 1
+    if not isinstance(wanted, int) or len(windows) >= wanted * cases * kinds:
+        return None
+    return (f"records: {len(windows)} of the {wanted * cases * kinds} windows run.json says were run "
+            f"({wanted} rounds x {cases} cases x {kinds} windows): the report covers only these")  # fmt: skip
 
 
 def in_window(w: dict[str, Any]) -> list[dict[str, Any]]:
@@ -357,6 +397,9 @@ def render(directory: str, png: bool = True) -> list[CaseSummary]:
     run, windows = load(directory)
     summaries = summarize(run, windows)
     report = text(run, summaries)
+    lacking = missing_rounds(run, windows)
+    if lacking:
+        report = f"{lacking}\n{report}"
     with open(os.path.join(directory, "report.txt"), "w", encoding="utf-8") as f:
         f.write(report)
     print(report, end="")

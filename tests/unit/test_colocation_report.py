@@ -146,3 +146,32 @@ def test_a_batch_capacity_window_is_judged_and_says_what_the_node_published_and_
     without = [w for w in windows if w["window"] != "batch-capacity"]
     run["windows"] = WINDOWS
     assert summarize(run, without, resamples=FEW)[0].capacity == []
+
+
+def test_records_kept_gzipped_are_read_and_cut_ones_are_refused_naming_the_file_and_line(
+    tmp_path: Path,
+) -> None:
+    """docs/colocation.md keeps a run's records as windows.jsonl.gz: they are read as they
+    are; a file cut inside a record is refused with its name and line (not a traceback),
+    and one cut at a line boundary is reported for what it lacks, not as a shorter run."""
+    import gzip
+
+    from bench.colocation_report import RecordsError, load, missing_rounds
+
+    run = run_doc(2)
+    docs = windows_doc(2, 50)
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    lines = "".join(json.dumps(w) + "\n" for w in docs)
+    with gzip.open(tmp_path / "windows.jsonl.gz", "wt") as f:
+        f.write(lines)
+    assert load(str(tmp_path))[1] == docs
+    assert missing_rounds(run, docs) is None
+    assert missing_rounds(run, docs[:-1]) is not None
+
+    (tmp_path / "windows.jsonl").write_text(lines[: len(lines) // 2])  # cut mid-record
+    with pytest.raises(RecordsError, match=r"windows\.jsonl: line \d+ is not a whole record"):
+        load(str(tmp_path))
+    (tmp_path / "windows.jsonl").unlink()
+    (tmp_path / "windows.jsonl.gz").unlink()
+    with pytest.raises(RecordsError, match="no windows.jsonl"):
+        load(str(tmp_path))
