@@ -81,3 +81,23 @@ def cpu_stat(path: str | Path) -> dict[str, int]:
     kernels with burst add ``nr_bursts`` and ``burst_time``)."""
     text = Path(path).read_text(encoding="ascii")
     return {k: int(v) for k, v in (line.split() for line in text.splitlines())}
+
+
+def assert_quota_binds(caps: dict[str, float], cpu_seconds: Callable[[str], float],
+                       throttled: Callable[[str], int], explain: Callable[[], str] | None = None,
+                       seconds: float = 2.0) -> None:
+    """Each capped pod (key -> cap, cores) is throttled by the kernel (only a quota does
+    that) and uses no more than its quota lets through over a window of at least
+    ``seconds``: the kernel's proof that the caps bind, which load cannot fake."""
+    from devtools.harness.waiting import wait_until
+
+    first = {key: stamped(lambda key=key: cpu_seconds(key)) for key in caps}
+    before = {key: throttled(key) for key in caps}
+    wait_until(lambda: all(throttled(key) > before[key] for key in caps), 60,
+               "the kernel throttling every capped pod", explain=explain)  # fmt: skip
+    time.sleep(max(0.0, seconds - (time.monotonic() - min(s.before for s in first.values()))))
+    last = {key: stamped(lambda key=key: cpu_seconds(key)) for key in caps}
+    for key, cap in caps.items():
+        used, window = last[key].value - first[key].value, longest(first[key], last[key])
+        print(f"{key} capped at {cap}: {used:.4f} cpu-s in {window:.2f} s")
+        assert used <= cap_allows(cap, window), (key, used, window)
