@@ -14,7 +14,6 @@ two cores, so a busy loop may get far less than it asks for.
 from __future__ import annotations
 
 import errno
-import gc
 import itertools
 import math
 import os
@@ -35,6 +34,7 @@ from devtools.harness.waiting import wait_until
 from engine.caps import MIN_CPU_CAP
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
+from tests.descriptors import open_fds_of
 from tests.integration.kernel_cpu import (
     Around,
     cap_allows,
@@ -310,18 +310,8 @@ def test_new_throttler_restores_after_the_old_one_was_killed(node: V1Node, tmp_p
 
 
 def _open_fds(node: V1Node) -> int:
-    """The process's descriptors of this node's cgroup files: only those, since the suite's
-    other threads (a control plane's watches and connection pools) open and close sockets
-    meanwhile (a run beside tests/integration/test_preemption.py counted 61 for 65)."""
-    gc.collect()  # the collectors of earlier tests close what they held when they go
-    held = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # closed since the listing
-            continue
-        held += f"/{node.kubelet_root}/" in target
-    return held
+    """The process's descriptors of this node's cgroup files (``open_fds_of``)."""
+    return open_fds_of(f"/{node.kubelet_root}/")
 
 
 def test_held_descriptors_read_what_a_fresh_open_reads(node: V1Node) -> None:

@@ -25,6 +25,7 @@ from collectors.files import OnceLog
 from collectors.layout import CGROUPFS, SYSTEMD, container_names, pod_path
 from collectors.pod_stats import PodStatsCollector, PodStatsSample
 from devtools.harness.fake_cgroups import Clock, FakeTree, ListLogger, make_pod
+from tests.descriptors import open_fds_of
 
 FILES_PER_CGROUP = {1: 4, 2: 5}  # v1: cpuacct.usage, cpu.stat, memory.*; v2: + the PSI files
 
@@ -37,18 +38,8 @@ def _process_fds() -> int:
 
 
 def _open_fds(node: Node) -> int:
-    """The process's descriptors of ``node``'s tree only: in the whole suite other threads
-    (a control plane's watches and pools) open and close sockets meanwhile (the final CI
-    counted 151 for 153, 43 for 45)."""
-    gc.collect()
-    root = f"{node.root}/"
-    held = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            held += os.readlink(f"/proc/self/fd/{fd}").startswith(root)
-        except OSError:  # closed since the listing
-            continue
-    return held
+    """The process's descriptors of ``node``'s tree only (``open_fds_of``)."""
+    return open_fds_of(f"{node.root}/")
 
 
 class Node:
