@@ -95,7 +95,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    "kubepods outweighs a real node's system daemons (default %(default)s)")
     p.add_argument("--strategies", default=None, metavar="A,B",
                    help="only these strategies (keys: none, waterline-cpu, waterline-lc, floor-all, "
-                   "one-per-tick, idle, idle-burst, batch-capacity (--real only); default: "
+                   "one-per-tick, idle, idle-burst, batch-capacity and batch-capacity-breathe (--real only); default: "
                    "none,idle,idle-burst, all the mode can run with --quick; 'none', web alone and the "
                    "baselines the strategies are judged against always run)")
     p.add_argument("--no-control", dest="control", action="store_false",

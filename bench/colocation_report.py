@@ -50,9 +50,15 @@ from bench.colocation_stats import (
 GOAL = (1.2, 1.5, 95.0)
 QUANTILES = (("p50", 0.50), ("p99", 0.99), ("p999", 0.999))
 STRATEGY_KEYS = ("none", "waterline-cpu", "waterline-lc", "floor-all", "one-per-tick", "idle", "idle-burst",
-                 "batch-capacity")
-#: The window whose batch demand is carried by batch-capacity pods (cap-1..3).
-CAPACITY = "batch-capacity"
+                 "batch-capacity", "batch-capacity-breathe")
+#: The windows whose batch demand is carried by batch-capacity pods (cap-1..3), and
+#: their names in the report; the second also lets web's quota breathe.
+CAPACITY = {"batch-capacity": "batch capacity", "batch-capacity-breathe": "batch capacity + breathing"}
+BREATHING = "batch-capacity-breathe"
+#: The baselines that change web's own settings, and what that setting is: each is
+#: compared with web alone too, printed as web's own gain (what the setting does for web
+#: with nothing beside it is not protection, so it is never credited to a strategy).
+OWN_SETTINGS = {"alone-burst": "burst", "alone-breathe": "its quota breathing"}
 
 
 class RecordsError(ValueError):
@@ -184,7 +190,10 @@ def capacity_lines(windows: Sequence[dict[str, Any]]) -> list[str]:
     """What the node published (``waterline.io/batch-cpu``, cores) in the batch-capacity
     windows' measured ticks, whether the squeeze capped a cap pod, and whether every
     value came back after them; empty when there were none."""
-    mine = [w for w in windows if w["window"] == CAPACITY]
+    return [line for key in CAPACITY for line in _capacity_lines(key, [w for w in windows if w["window"] == key])]
+
+
+def _capacity_lines(key: str, mine: Sequence[dict[str, Any]]) -> list[str]:
     if not mine:
         return []
     ticks = [t for w in mine for t in in_window(w)]
@@ -193,9 +202,11 @@ def capacity_lines(windows: Sequence[dict[str, Any]]) -> list[str]:
     idle = max((t["isolated"].get("idle", 0) for t in ticks), default=0)
     back = [w.get("released") for w in mine]
     shown = f"{min(published):.3f}-{max(published):.3f} cores" if published else "nothing"
-    return [f"batch capacity: the node published {shown} of batch-cpu in {len(published)}/{len(ticks)} ticks; "
+    raised = sum(1 for t in ticks if t["isolated"].get("quotaBurst", 0) > 0)
+    breathing = f"; web's quota raised above its limit in {raised}/{len(ticks)} ticks" if key == BREATHING else ""
+    return [f"{CAPACITY[key]}: the node published {shown} of batch-cpu in {len(published)}/{len(ticks)} ticks; "
             f"squeeze caps: {', '.join(squeezed) or 'none'}; pods held idle: up to {idle}; "
-            f"everything handed back after {sum(1 for b in back if b)}/{len(back)} windows"]  # fmt: skip
+            f"everything handed back after {sum(1 for b in back if b)}/{len(back)} windows{breathing}"]  # fmt: skip
 
 
 def _median(values: Sequence[float]) -> float:
@@ -221,7 +232,7 @@ def summarize(run: dict[str, Any], windows: Sequence[dict[str, Any]],
         rows = []
         for key, kind in kinds.items():
             base = kind["baseline"]
-            against = base or ("alone" if key == "alone-burst" and "alone" in kinds else None)
+            against = base or ("alone" if key in OWN_SETTINGS and "alone" in kinds else None)
             ms = {q: _scaled(quantile(lat[key], p, **kw), 1e-3) for q, p in QUANTILES}
             ratio = {q: quantile_ratio(lat[key], lat[against], p, **kw) for q, p in QUANTILES} if against else {}
             col = lambda name, k=key, figs=figs: [f[name] for f in figs[k]]  # noqa: E731
@@ -365,7 +376,7 @@ def _header(run: dict[str, Any]) -> list[str]:
         "contended windows; busy alone: one BestEffort idle-class spinner at 1 core",
         *(["batch-capacity window: the demand carried by 3 batch-capacity pods instead (BestEffort, "
            "batch-cpu 600m/500m/400m, their quota the agent's from it; read from kubepods/besteffort)"]
-          if any(w["key"] == CAPACITY for w in run["windows"]) else []),
+          if any(w["key"] in CAPACITY for w in run["windows"]) else []),
     ]  # fmt: skip
 
 
@@ -374,11 +385,11 @@ def _verdict_lines(s: CaseSummary) -> list[str]:
     every case), then the verdicts or why there are none."""
     p99, p999, kept = GOAL
     out = []
-    own = next((r for r in s.rows if r.key == "alone-burst" and r.ratio), None)
     busy = next((r for r in s.rows if r.key == "busy-alone" and r.ratio), None)
-    if own is not None:
-        out.append(f"web's own gain from burst, alone (not protection): p99 {own.ratio['p99'].text()}x, "
-                   f"p99.9 {own.ratio['p999'].text()}x of web alone without burst")  # fmt: skip
+    for own in (r for r in s.rows if r.key in OWN_SETTINGS and r.ratio):
+        setting = OWN_SETTINGS[own.key]
+        out.append(f"web's own gain from {setting}, alone (not protection): p99 {own.ratio['p99'].text()}x, "
+                   f"p99.9 {own.ratio['p999'].text()}x of web alone without {setting}")  # fmt: skip
     if busy is not None:
         out.append(f"control, web beside an idle spinner: p99 {busy.ratio['p99'].text()}x, "
                    f"p99.9 {busy.ratio['p999'].text()}x of web alone")  # fmt: skip

@@ -92,10 +92,11 @@ def test_the_idle_strategies_hold_the_batch_pods_idle_and_give_web_burst_and_cap
 
 def test_every_window_has_a_distinct_key_a_baseline_and_the_hooked_brains_take_an_isolator() -> None:
     keys = [s.key for s in STRATEGIES]
-    assert len(set(keys)) == len(keys) == 8 and {"idle", "idle-burst", "batch-capacity"} <= set(keys)
+    assert len(set(keys)) == len(keys) == 9 and {"idle", "idle-burst", "batch-capacity"} <= set(keys)
     # every window is judged against a baseline that exists, with web's own settings alike
     assert all(w.baseline is None or w.baseline in WINDOWS for w in WINDOWS.values())
     assert WINDOWS["idle-burst"].baseline == "alone-burst" and WINDOWS["idle"].baseline == "alone"
+    assert WINDOWS["batch-capacity-breathe"].baseline == "alone-breathe"
     store = ObjectStore.from_dicts(OBJECTS)
     manifests = rules("cpu_total_usage", 0.8, 5, 10)
     from agent.simulate.actuators import SimulatedIsolator
@@ -107,3 +108,29 @@ def test_every_window_has_a_distinct_key_a_baseline_and_the_hooked_brains_take_a
         evictor=ReportingEvictor("t"), throttler=SimulatedThrottler(), isolator=SimulatedIsolator(),
     )  # fmt: skip
     assert [a.pod for a in report.actions] == ["default/batch-1", "default/batch-2"]
+
+
+def test_the_breathing_windows_raise_webs_quota_above_its_limit_and_the_capacity_one_keeps_its_section() -> None:
+    """``alone-breathe`` and ``batch-capacity-breathe`` are valid policies whose burst
+    section raises a latency-critical pod's quota above its limit while no line is in force
+    (the product's own isolator, through NodeBrain); the capacity window also publishes
+    batch capacity (the section ``batch-capacity`` has) and leaves web out of the idle class."""
+    from agent.simulate.actuators import SimulatedIsolator
+    from bench.colocation_strategies import BREATHE_PERCENT, capacity_policy
+
+    store = ObjectStore.from_dicts(OBJECTS)
+    for key in ("alone-breathe", "batch-capacity-breathe"):
+        manifests = WINDOWS[key].rules(0.8, 20.0)
+        policies = load_policies(manifests, [])
+        assert not policies.errors, (key, policies.errors)
+        brain, isolator = NodeBrain(), SimulatedIsolator()
+        brain.tick(
+            now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": 0.5},
+            usage={k: PodUsage(cpu=v) for k, v in USAGE.items()}, policies=policies,
+            namespace_labels=lambda ns: {}, evictor=ReportingEvictor("t"),
+            throttler=SimulatedThrottler(), isolator=isolator,
+        )  # fmt: skip
+        assert isolator.quota == {"default/web": BREATHE_PERCENT} and isolator.burst == {"default/web": 100.0}, key
+        assert "default/web" not in isolator.idle and brain.caps() == {}
+    [with_capacity] = WINDOWS["batch-capacity-breathe"].rules(0.8, 20.0)
+    assert with_capacity["spec"]["batchCapacity"] == capacity_policy()[0]["spec"]["batchCapacity"]

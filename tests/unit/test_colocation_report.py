@@ -175,3 +175,28 @@ def test_records_kept_gzipped_are_read_and_cut_ones_are_refused_naming_the_file_
     (tmp_path / "windows.jsonl.gz").unlink()
     with pytest.raises(RecordsError, match="no windows.jsonl"):
         load(str(tmp_path))
+
+
+def test_the_breathing_window_is_judged_against_web_alone_breathing_and_says_webs_own_gain() -> None:
+    """``batch-capacity-breathe`` is judged against ``alone-breathe`` (web's own setting
+    alike), whose gain over plain ``alone`` is printed as web's own, not as protection; the
+    capacity line counts the ticks web's quota was raised."""
+    run = run_doc(rounds=10)
+    run["windows"] = [*WINDOWS,
+                      {"key": "alone-breathe", "label": "web alone, quota breathing", "baseline": None, "batch_cores": 0.0},
+                      {"key": "batch-capacity-breathe", "label": "batch capacity + web's quota breathing",
+                       "baseline": "alone-breathe", "batch_cores": 1.5}]  # fmt: skip
+    shapes = {**SHAPES, "alone-breathe": (0.5, 0.0, 0), "batch-capacity-breathe": (0.5, 0.69, 0)}
+    windows = windows_doc(10, 10_000, shapes)
+    for w in windows:
+        for t in w["ticks"]:
+            t["isolated"], t["published"] = {}, None
+            if w["window"] == "batch-capacity-breathe":
+                t["isolated"], t["published"] = {"idle": 3, "quotaBurst": int(t["t"] > 6)}, 1.5
+    (summary,) = summarize(run, windows, resamples=FEW)
+    rows = {r.key: r for r in summary.rows}
+    assert rows["batch-capacity-breathe"].baseline == "alone-breathe"
+    assert verdicts(summary)["batch-capacity-breathe"].word == MEETS  # alike its baseline
+    assert rows["alone-breathe"].ratio["p99"].value == pytest.approx(0.5, abs=0.05)  # against plain alone
+    (line,) = summary.capacity
+    assert line.startswith("batch capacity + breathing:") and "raised above its limit in 60/100 ticks" in line
