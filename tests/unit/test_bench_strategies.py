@@ -6,12 +6,14 @@ not copies of it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from agent.model.policy import load_policies
 from agent.model.store import ObjectStore
 from agent.model.usage import PodUsage
 from agent.node.dryrun import ReportingEvictor
 from agent.node.tick import NodeBrain
-from agent.simulate.actuators import SimulatedThrottler
+from agent.simulate.actuators import SimulatedIsolator, SimulatedThrottler
 from bench.colocation_strategies import (
     STRATEGIES,
     WINDOWS,
@@ -50,6 +52,19 @@ def run(brain: NodeBrain, ticks: int) -> list[dict[str, float]]:
     return caps
 
 
+def isolated(policies: Any, node_cpu: float) -> tuple[NodeBrain, SimulatedIsolator]:
+    """One tick of the product's NodeBrain on OBJECTS with a simulated isolator."""
+    store = ObjectStore.from_dicts(OBJECTS)
+    brain, isolator = NodeBrain(), SimulatedIsolator()
+    brain.tick(
+        now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": node_cpu},
+        usage={k: PodUsage(cpu=v) for k, v in USAGE.items()}, policies=policies,
+        namespace_labels=lambda ns: {}, evictor=ReportingEvictor("t"),
+        throttler=SimulatedThrottler(), isolator=isolator,
+    )  # fmt: skip
+    return brain, isolator
+
+
 def test_waterline_takes_the_gap_from_the_first_candidates_only() -> None:
     assert run(NodeBrain(), 1) == [{"default/batch-1": 0.18}]  # 0.12 above the line
 
@@ -71,21 +86,13 @@ def test_one_per_tick_caps_one_more_pod_a_tick_never_the_latency_critical_one() 
 def test_the_idle_strategies_hold_the_batch_pods_idle_and_give_web_burst_and_cap_nothing() -> None:
     """Through the product's NodeBrain and its simulated isolator: the idle strategies are
     policies with a class and no rule (so nothing is ever capped, whatever the node uses)."""
-    from agent.simulate.actuators import SimulatedIsolator
     from bench.colocation_strategies import isolation
 
-    store = ObjectStore.from_dicts(OBJECTS)
     for burst, bursting in ((False, {}), (True, {"default/web": 100.0})):
         manifests = isolation(burst)
         policies = load_policies(manifests, [])
         assert not policies.errors, policies.errors
-        brain, isolator = NodeBrain(), SimulatedIsolator()
-        brain.tick(
-            now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": 1.0},
-            usage={k: PodUsage(cpu=v) for k, v in USAGE.items()}, policies=policies,
-            namespace_labels=lambda ns: {}, evictor=ReportingEvictor("t"),
-            throttler=SimulatedThrottler(), isolator=isolator,
-        )  # fmt: skip
+        brain, isolator = isolated(policies, node_cpu=1.0)
         assert isolator.idle == {"default/batch-1", "default/batch-2", "default/batch-3"}
         assert isolator.burst == bursting and brain.caps() == {}
 
@@ -115,21 +122,13 @@ def test_the_breathing_windows_raise_webs_quota_above_its_limit_and_the_capacity
     section raises a latency-critical pod's quota above its limit while no line is in force
     (the product's own isolator, through NodeBrain); the capacity window also publishes
     batch capacity (the section ``batch-capacity`` has) and leaves web out of the idle class."""
-    from agent.simulate.actuators import SimulatedIsolator
     from bench.colocation_strategies import BREATHE_PERCENT, capacity_policy
 
-    store = ObjectStore.from_dicts(OBJECTS)
     for key in ("alone-breathe", "batch-capacity-breathe"):
         manifests = WINDOWS[key].rules(0.8, 20.0)
         policies = load_policies(manifests, [])
         assert not policies.errors, (key, policies.errors)
-        brain, isolator = NodeBrain(), SimulatedIsolator()
-        brain.tick(
-            now=0.0, node=store.nodes["n1"], pods=store.pods, metrics={"cpu_total_usage": 0.5},
-            usage={k: PodUsage(cpu=v) for k, v in USAGE.items()}, policies=policies,
-            namespace_labels=lambda ns: {}, evictor=ReportingEvictor("t"),
-            throttler=SimulatedThrottler(), isolator=isolator,
-        )  # fmt: skip
+        brain, isolator = isolated(policies, node_cpu=0.5)
         assert isolator.quota == {"default/web": BREATHE_PERCENT} and isolator.burst == {"default/web": 100.0}, key
         assert "default/web" not in isolator.idle and brain.caps() == {}
     [with_capacity] = WINDOWS["batch-capacity-breathe"].rules(0.8, 20.0)
