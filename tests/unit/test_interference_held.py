@@ -23,7 +23,7 @@ import pytest
 from agent.model.objects import GUARANTEED, Node, Pod
 from agent.node.sampling import CountingLog, HostCollector
 from collectors.files import FileBudget, OnceLog
-from collectors.interference import TaskWaitReader
+from collectors.interference import TaskWaitReader, read_whole
 from collectors.layout import CGROUPFS, SYSTEMD, container_names, pod_path
 from collectors.node_stats import NodeStatsCollector
 from collectors.pod_stats import PodStatsCollector
@@ -246,3 +246,31 @@ def test_the_pod_collector_and_the_lc_reader_share_one_bound(tmp_path: Path, ver
         assert budget.held == 0
         pod_stats.close()
         waits.close()
+
+
+@pytest.mark.parametrize("size", [0, 10, 4095, 4096, 4097, 70_000, 200_000])
+def test_a_file_is_read_whole_up_to_its_bound_as_one_read_would(tmp_path: Path, size: int) -> None:
+    """A task list is read by a small first read and the rest only when it is longer:
+    the same bytes as one read of the whole bound (1 MiB), which cost an allocation of
+    that size every read; cut at the bound as that read was."""
+    path = tmp_path / "tasks"
+    path.write_bytes(bytes(48 + i % 10 for i in range(size)))
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for limit in (256, 100_000, 1 << 20):
+            assert read_whole(fd, limit) == os.pread(fd, limit, 0)
+            assert read_whole(fd, limit) == os.pread(fd, limit, 0)  # again, from offset 0
+    finally:
+        os.close(fd)
+
+
+def test_a_long_task_list_gives_every_task(tmp_path: Path) -> None:
+    tasks = Tasks(tmp_path, 2, cgroups=1)
+    rel = tasks.rels[0]
+    tasks.members[rel] = [tasks.new_task() for _ in range(3000)]  # ~12 KiB of ids
+    tasks.write_list(rel)
+    for budget in (0, 10_000):
+        reader = TaskWaitReader(str(tasks.base), 2, str(tasks.proc), clock=Clock(), budget=FileBudget(budget))
+        assert reader._tids([rel]) == tasks.members[rel]
+        assert reader._tids([rel]) == tasks.members[rel]  # held, read again
+        reader.close()
