@@ -57,6 +57,9 @@ PODS = (50, 250, 500, 1000)
 GOAL_PODS = 250
 GOAL_RATIO = 1.3
 TREE_ENV = "WATERLINE_BENCH_TREE"
+#: ``--max-open-files``: the bound on held descriptors (the agent's ``maxOpenFiles``) for
+#: the collectors and the held bare loop; unset, each tree's default.
+MAX_OPEN_ENV = "WATERLINE_BENCH_MAX_OPEN_FILES"
 ROUNDS = 3
 CONTAINERS = 3
 LC_TASKS = 2  # tasks per container of a latency-critical pod
@@ -281,7 +284,8 @@ def child(version: int, what: str, pods_n: int) -> None:
             seconds = _per_tick(lambda: _bare(read), TICKS)
             from collectors.files import open_files_budget
 
-            budget = open_files_budget()
+            limit = os.environ.get(MAX_OPEN_ENV)
+            budget = open_files_budget() if limit is None else open_files_budget(int(limit))
             fds = [os.open(path, os.O_RDONLY) for path in read[:budget]]
             try:
                 held = _per_tick(lambda: _bare_held(fds, read[budget:]), TICKS)
@@ -309,7 +313,9 @@ def child(version: int, what: str, pods_n: int) -> None:
                 )
             else:
                 mounts = CgroupMounts(str(base), {}, str(base), frozenset({"cpu", "memory"}))
-            collector = PodStatsCollector(mounts)
+            limit = os.environ.get(MAX_OPEN_ENV)
+            collector = PodStatsCollector(mounts) if limit is None else PodStatsCollector(
+                mounts, max_open_files=min(int(limit), _budget_of_this_tree(int(limit))))
             first = collector.collect(pods)  # locates every cgroup (cached afterwards)
             assert len(first.usage) == pods_n, (len(first.usage), first.missing[:3])
             tick = (lambda: collector.collect(pods)) if what == "collector" else _with_lc(
@@ -324,13 +330,28 @@ def child(version: int, what: str, pods_n: int) -> None:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def _budget_of_this_tree(limit: int) -> int:
+    """``limit`` within what the process's RLIMIT_NOFILE leaves, as the agent takes its
+    ``maxOpenFiles`` (a tree whose ``open_files_budget`` takes no bound: its constant)."""
+    from collectors.files import open_files_budget
+
+    try:
+        return open_files_budget(limit)  # type: ignore[call-arg,unused-ignore]
+    except TypeError:
+        return open_files_budget()
+
+
 def _with_lc(collector: Any, pods: list[Any], base: Path, version: int) -> Callable[[], None]:
     """One tick of the pod collector and the interference metrics over its figures."""
     from agent.model.latency import latency_critical
     from collectors.interference import InterferenceCollector, TaskWaitReader
 
     root = str(base / "cpu") if version == 1 else str(base)
-    interference = InterferenceCollector(TaskWaitReader(root, version, str(base / "proc")))
+    # The agent's lc_* reader shares the pod collector's bound on held descriptors
+    # (HostCollector); a tree from before it had none has no ``budget``.
+    budget = getattr(collector, "budget", None)
+    shared: dict[str, Any] = {"budget": budget} if budget is not None else {}
+    interference = InterferenceCollector(TaskWaitReader(root, version, str(base / "proc"), **shared))
     lc = latency_critical(pods)
     interference.collect(lc, collector.collect(pods).stats)
     second = interference.collect(lc, collector.collect(pods).stats)
@@ -342,9 +363,12 @@ def _with_lc(collector: Any, pods: list[Any], base: Path, version: int) -> Calla
     return tick
 
 
-def _run(version: int | str, what: str, pods_n: int = GOAL_PODS, tree: Path | None = None) -> dict[str, float]:
+def _run(version: int | str, what: str, pods_n: int = GOAL_PODS, tree: Path | None = None,
+         max_open_files: int | None = None) -> dict[str, float]:  # fmt: skip
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, TREE_ENV: str(tree)} if tree is not None else None
+    if max_open_files is not None:
+        env = {**(env or os.environ), MAX_OPEN_ENV: str(max_open_files)}
     proc = subprocess.run(
         [sys.executable, "-m", "bench.collectors", str(version), what, str(pods_n)],
         cwd=root, capture_output=True, text=True, check=True, env=env,
@@ -399,6 +423,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tree", type=Path, action="append",
                         help="the collector of this tree (repeatable: the trees in turn, side by side)")
     parser.add_argument("--no-lc", action="store_true", help="leave out the lc_* runs (half the time)")
+    parser.add_argument("--max-open-files", type=int, default=None,
+                        help="the bound on held descriptors (the agent's maxOpenFiles; default: each tree's)")
     args = parser.parse_args(argv or [])
     trees: list[Path | None] = [t.resolve() for t in args.tree] if args.tree else [None]
     if not os.path.isdir("/dev/shm"):
@@ -415,7 +441,7 @@ def main(argv: list[str] | None = None) -> None:
             for r in range(args.rounds):
                 for tree in trees[r % len(trees):] + trees[: r % len(trees)]:
                     for what in ("bare", "collector") if args.no_lc else ("bare", "collector", "bare-lc", "lc"):
-                        runs[tree][what].append(_run(version, what, n, tree))
+                        runs[tree][what].append(_run(version, what, n, tree, args.max_open_files))
             for tree in trees:
                 print(_line(version, n, runs[tree], "" if tree is None else f" [{tree}]"))
     host = _run("node", "host")["seconds"]

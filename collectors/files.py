@@ -19,11 +19,12 @@ _MAX_REMEMBERED = 10_000
 #: Descriptors a collector leaves to the rest of the process (sockets, watches, logs,
 #: the other readers): a quarter of the limit, at least this many.
 _SPARE_FILES = 256
-#: The most descriptors held across ticks, whatever the limit allows: each costs about
-#: 4.4 KiB of kernel memory once read (its seq-file page), charged to the agent's memory
-#: cgroup but not shown in its RSS. 4,096 is 17 MiB: 250 pods of 3 containers on v1
-#: (1,000 cgroups, 4 files each) all held, and past it the files are opened each tick as
-#: before (CPU, not memory, pays for the node's size).
+#: The most descriptors held across ticks by default, whatever the limit allows (the
+#: agent's ``maxOpenFiles`` setting, ``agent.model.settings``): each costs about 4.4 KiB
+#: of kernel memory once read (its seq-file page), charged to the agent's memory cgroup
+#: but not shown in its RSS. 4,096 is 17 MiB: 250 pods of 3 containers on v1 (1,000
+#: cgroups, 4 files each) all held, and past it the files are opened each tick as before
+#: (CPU, not memory, pays for the node's size).
 _MAX_HELD_FILES = 4096
 
 
@@ -36,16 +37,42 @@ def read_bytes(path: str, limit: int = 65536) -> bytes:
         os.close(fd)
 
 
-def open_files_budget() -> int:
-    """How many descriptors a collector may hold open across ticks: the process's soft
+def open_files_budget(max_open_files: int = _MAX_HELD_FILES) -> int:
+    """How many descriptors the collectors may hold open across ticks: the process's soft
     ``RLIMIT_NOFILE`` less a quarter of it (at least ``_SPARE_FILES``) for everything
-    else, and never more than ``_MAX_HELD_FILES`` (kernel memory). 1,024 (a shell's usual
-    limit) leaves 768; the DaemonSet's 20,000, 4,096 (the pod collector holds 4 a cgroup
-    on v1, 5 on v2; the cgroups beyond the budget are opened and closed each tick)."""
+    else, and never more than ``max_open_files`` (kernel memory; the agent's
+    ``maxOpenFiles``, default 4,096). 1,024 (a shell's usual limit) leaves 768; the
+    DaemonSet's 20,000, 4,096 (the pod collector holds 4 a cgroup on v1, 5 on v2; the
+    cgroups beyond the budget are opened and closed each tick)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = 1 << 20
-    return max(0, min(_MAX_HELD_FILES, soft - max(_SPARE_FILES, soft // 4)))
+    return max(0, min(max_open_files, soft - max(_SPARE_FILES, soft // 4)))
+
+
+class FileBudget:
+    """The descriptors the collectors of one agent hold across ticks, counted against one
+    bound: the pod collector's cgroup files and the ``lc_*`` reader's schedstat files
+    share it, first come, first served (a file held stays held while it is read each
+    tick). A reader that gets no room opens and closes its file each tick, as without
+    held files: only the CPU differs, never a figure."""
+
+    __slots__ = ("held", "limit")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        """Room for ``n`` more descriptors, counted as held if there is."""
+        if self.held + n > self.limit:
+            return False
+        self.held += n
+        return True
+
+    def give(self, n: int) -> None:
+        """``n`` descriptors closed."""
+        self.held -= n
 
 
 def read_int(path: str) -> int:

@@ -27,8 +27,9 @@ again with one ``pread`` per file, at offset 0, on descriptors held open across 
 kernel's cgroup files (seq files) answer a read at offset 0 afresh each time. They are
 held only while the cgroup is read: a cgroup not read in a tick (its pod gone, its
 container restarted) has its descriptors closed at the end of that tick, so the count is
-the files of the cgroups read, at most ``max_open_files`` (by default what the process's
-``RLIMIT_NOFILE`` leaves; beyond it a cgroup's files are opened and closed each tick, as
+the files of the cgroups read, within a ``FileBudget`` (``max_open_files``, by default
+the agent's ``maxOpenFiles`` within what the process's ``RLIMIT_NOFILE`` leaves, shared
+with the ``lc_*`` reader; beyond it a cgroup's files are opened and closed each tick, as
 before). A cgroup removed while held answers ``ENODEV`` (kernfs, for every file of it);
 on other filesystems (the fake trees of tests and benches) its counter file's link count
 falls to 0. Either way the cgroup is opened again by its path: found again (recreated at
@@ -49,7 +50,7 @@ from agent.model.objects import Pod
 from agent.model.settings import DEFAULT_EXT_CPU_RESOURCE
 from agent.model.usage import ContainerUsage, PodUsage
 from collectors.cgroups import CgroupMounts
-from collectors.files import OnceLog, open_files_budget, stat_field
+from collectors.files import FileBudget, OnceLog, open_files_budget, stat_field
 from collectors.layout import PodCgroup, PodCgroupLayout
 from collectors.psi import some_avg10
 
@@ -184,7 +185,11 @@ class PodStatsCollector:
         kubelet_root: str = "",
         log: OnceLog | None = None,
         max_open_files: int | None = None,
+        budget: FileBudget | None = None,
     ) -> None:
+        """``budget``: the bound on held descriptors shared with other readers (the
+        agent's); else one of its own, of ``max_open_files`` (None: ``open_files_budget()``,
+        0: nothing held)."""
         self.version = mounts.version
         self._cpu = mounts.controller_root("cpu")
         self._acct = mounts.controller_root("cpuacct")
@@ -195,9 +200,11 @@ class PodStatsCollector:
         self.ext_cpu_resource = ext_cpu_resource
         self._log = log if log is not None else OnceLog()
         self._cgroups: dict[str, _Cgroup] = {}
-        #: Descriptors held now, and the most that may be (``open_files_budget``).
+        #: Descriptors held now by this collector, and the bound it shares.
         self._held = 0
-        self._max_held = open_files_budget() if max_open_files is None else max_open_files
+        if budget is None:
+            budget = FileBudget(open_files_budget() if max_open_files is None else max_open_files)
+        self.budget = budget
         # None = not known yet; decided by the first read that finds the cgroup.
         self._cpu_psi: bool | None = None
         self._mem_psi: bool | None = None
@@ -214,7 +221,7 @@ class PodStatsCollector:
 
     @property
     def open_files(self) -> int:
-        """Descriptors held on cgroup files now (at most ``max_open_files``)."""
+        """Descriptors held on cgroup files now (within ``budget``)."""
         return self._held
 
     def close(self) -> None:
@@ -269,6 +276,7 @@ class PodStatsCollector:
         for fd in cgroup.fds:
             _close(fd)
         self._held -= len(cgroup.fds)
+        self.budget.give(len(cgroup.fds))
         cgroup.fds = []
         cgroup.held = None
 
@@ -308,7 +316,7 @@ class PodStatsCollector:
                         self._cpu_psi = True
                     else:
                         self._mem_psi = True
-        if len(fds) == len(wanted) and None not in got.values() and self._held + len(fds) <= self._max_held:
+        if len(fds) == len(wanted) and None not in got.values() and self.budget.take(len(fds)):
             cgroup.held, cgroup.fds = wanted, fds
             self._held += len(fds)
         else:

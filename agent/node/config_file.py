@@ -70,6 +70,7 @@ class ConfigFile:
             path=self.path,
             execute_excess_percent=settings.execute_excess_percent,
             ext_cpu_resource=settings.ext_cpu_resource,
+            max_open_files=settings.max_open_files,
         )
         return settings
 
@@ -77,10 +78,13 @@ class ConfigFile:
         """An after-tick hook that applies a changed file from the next tick on."""
 
         def reload(_outcome: TickOutcome) -> None:
+            held = self.settings.max_open_files
             settings = self.changed()
             if settings is not None:
                 brain.settings = settings
                 # The pod collector reports extended-CPU usage by this resource name.
                 collector.pod_stats.ext_cpu_resource = settings.ext_cpu_resource
+                if settings.max_open_files != held:
+                    collector.hold_files(settings.max_open_files)
 
         return reload

@@ -68,6 +68,7 @@ def build_host_parts(
 ) -> HostParts:
     """The collector, the throttler and the isolator over the host's cgroup tree and
     /proc. The actuators share the state directory, one file each."""
+    from collectors.files import FileBudget, open_files_budget
     from collectors.node_stats import NodeStatsCollector
     from collectors.pod_stats import PodStatsCollector
     from executors.batch_limits_state import BatchLimitsState
@@ -85,6 +86,7 @@ def build_host_parts(
         ext_cpu_resource=settings.ext_cpu_resource,
         kubelet_root=kubelet_root,
         log=pod_log,
+        budget=FileBudget(open_files_budget(settings.max_open_files)),
         **clocks,
     )
     node_stats = NodeStatsCollector(proc_root, log=node_log, **clocks)

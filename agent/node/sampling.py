@@ -23,7 +23,7 @@ from typing import Any
 from agent.model.latency import latency_critical
 from agent.model.objects import Node, Pod
 from agent.node.loop import Collection
-from collectors.files import OnceLog
+from collectors.files import OnceLog, open_files_budget
 from collectors.interference import NO_TASKS_VISIBLE, InterferenceCollector, TaskWaitReader
 from collectors.node_stats import CPU_TOTAL_USAGE, CPU_TOTAL_UTILIZATION, NodeStatsCollector
 from collectors.pod_stats import PodStatsCollector
@@ -75,9 +75,17 @@ class HostCollector:
                     node_stats.proc_root,
                     clock=pod_stats.clock,
                     log=pod_log,
+                    budget=pod_stats.budget,  # one bound on the descriptors held
                 )
             )
         self.interference = interference
+
+    def hold_files(self, max_open_files: int) -> None:
+        """A new ``maxOpenFiles``: every held descriptor is closed and the collectors hold
+        again from the next tick on, within the new bound (and the process's limit)."""
+        self.pod_stats.close()
+        self.interference.waits.close()
+        self.pod_stats.budget.limit = open_files_budget(max_open_files)
 
     def collect(self, node: Node, pods: Sequence[Pod]) -> Collection:
         node_sample = self.node_stats.collect(
