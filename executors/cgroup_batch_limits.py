@@ -19,9 +19,13 @@ revert. A file found looser than the limit it holds (``systemctl daemon-reload``
 systemd unit's own ``cpu.max`` back, someone wrote it) is written again and reported
 (``on_reverted``: the agent counts it under ``waterline_caps_reverted_total{control=
 "batch_cpu_limit" | "batch_memory_limit"}`` and says it once per pod,
-``agent.node.holding``). Where systemd owns the cgroup the quota is set as the unit's
-property too (``executors.cgroup_writes``), so a reload keeps it; ``memory.max`` has no
-property translation here and stays a direct write, held by that check.
+``agent.node.holding``). Where systemd owns the cgroup (cgroup v2, the kubelet's systemd
+driver: the pod slice and the container scopes) both are set as the unit's runtime
+properties (``executors.cgroup_writes``): the quota as ``CPUQuotaPerSecUSec`` /
+``CPUQuotaPeriodUSec``, the memory limit as ``MemoryMax``, the unit's own values (for a
+BestEffort pod: unset) recorded first and given back exactly on release; so a
+daemon-reload writes the batch limits back instead of the unit's ``max``, and that check
+stays the net.
 
 **A pod already above its memory limit.** The limit is written as it is, whatever the pod
 uses: it is the limit the pod asked for, and the kernel does with it what it does for any

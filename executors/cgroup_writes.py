@@ -35,7 +35,15 @@ import structlog
 from collectors.files import read_bytes
 from executors.busctl import Busctl, BusError, find_busctl
 from executors.state_file import JsonStateFile
-from executors.systemd_units import Choice, Unit, choose, given_back, properties_of, unit_of
+from executors.systemd_units import (
+    Choice,
+    Unit,
+    choose,
+    given_back,
+    properties_of,
+    read_back_holds,
+    unit_of,
+)
 
 STATE_FILE = "systemd-units.json"
 FORMAT_VERSION = 1
@@ -140,7 +148,7 @@ class SystemdWrites:
                                   file=file, error=str(err))  # fmt: skip
             else:  # read back: systemd wrote the file from the property
                 try:
-                    if read_bytes(f"{root}/{cgroup}/{file}", 256).decode().strip() == text:
+                    if read_back_holds(file, read_bytes(f"{root}/{cgroup}/{file}", 256).decode(), text):
                         return
                 except (OSError, UnicodeDecodeError):
                     pass

@@ -9,7 +9,10 @@ no I/O: the unit a cgroup is (its last path component, when that names a slice o
 scope), its D-Bus object path, and the properties that say what a cgroup file says.
 
 Only what systemd has a property for is translated: ``cpu.max`` (``CPUQuotaPerSecUSec``
-and ``CPUQuotaPeriodUSec``) and ``cpu.idle`` = 1 (``CPUWeight`` = idle, systemd 250+).
+and ``CPUQuotaPeriodUSec``), ``cpu.idle`` = 1 (``CPUWeight`` = idle, systemd 250+) and
+``memory.max`` (``MemoryMax``, type t, bytes or UINT64_MAX for ``max``; a batch pod's memory
+limit). The kernel keeps ``memory.max`` in whole pages, so a value read back is the one
+written rounded down to a page (``read_back_holds``).
 ``cpu.max.burst`` has none (systemd 252): it stays a direct write, held by the per-tick
 read-back. ``cpu.weight`` is never set as a property: the only time the agent writes it is
 after a release, whose property is the unit's own weight given back.
@@ -28,6 +31,11 @@ IDLE_WEIGHT = 0
 #: The first systemd that writes ``cpu.idle`` from ``CPUWeight=idle``.
 IDLE_SINCE = 250
 QUOTA, PERIOD, WEIGHT = "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec", "CPUWeight"
+#: ``MemoryMax`` (systemd's ``CGroupContext.memory_max``, written into ``memory.max``;
+#: UINT64_MAX, ``CGROUP_LIMIT_MAX``, is ``max``).
+MEMORY_MAX = "MemoryMax"
+#: The largest page a kernel keeps ``memory.max`` in (64 KiB: arm64, ppc64).
+LARGEST_PAGE = 65536
 #: The D-Bus interface of each kind of unit a pod's cgroup can be.
 INTERFACES = {".slice": "org.freedesktop.systemd1.Slice", ".scope": "org.freedesktop.systemd1.Scope"}
 _PLAIN = frozenset(string.ascii_letters)
@@ -70,8 +78,9 @@ def properties_of(file: str, text: str, systemd_version: int) -> dict[str, int] 
     """The unit properties that make systemd write ``text`` into ``file``, None where
     systemd has none for it (the write stays direct). ``cpu.max`` "Q P": the quota per
     second (systemd writes back ``quota_per_sec * period / 1s``) and the period; "max P":
-    no quota. ``cpu.idle`` "1": ``CPUWeight`` = idle, from systemd 250. Raises ValueError on
-    a ``cpu.max`` that is not "Q P" or "max P"."""
+    no quota. ``cpu.idle`` "1": ``CPUWeight`` = idle, from systemd 250. ``memory.max``
+    "N" or "max": ``MemoryMax``. Raises ValueError on a ``cpu.max`` that is not "Q P" or
+    "max P", a ``memory.max`` that is not bytes or "max"."""
     if file == "cpu.max":
         fields = text.split()
         if len(fields) != 2 or not fields[1].isdigit() or not (fields[0] == "max" or fields[0].isdigit()):
@@ -83,15 +92,35 @@ def properties_of(file: str, text: str, systemd_version: int) -> dict[str, int] 
         return {QUOTA: quota, PERIOD: period}
     if file == "cpu.idle" and text.strip() == "1" and systemd_version >= IDLE_SINCE:
         return {WEIGHT: IDLE_WEIGHT}
+    if file == "memory.max":
+        value = text.strip()
+        if value != "max" and not value.isdigit():
+            raise ValueError(f"memory.max: {text!r} is not bytes or 'max'")
+        return {MEMORY_MAX: UNSET if value == "max" else int(value)}
     return None
+
+
+def read_back_holds(file: str, found: str, text: str) -> bool:
+    """Whether ``found``, read from ``file`` after ``text`` was set, is ``text`` in force:
+    the same text, or for ``memory.max`` the same bytes rounded down to the kernel's page
+    (it keeps whole pages: 1000000 reads back 999424 with 4 KiB pages)."""
+    found, text = found.strip(), text.strip()
+    if found == text:
+        return True
+    if file == "memory.max" and found.isdigit() and text.isdigit():
+        return 0 <= int(text) - int(found) < LARGEST_PAGE
+    return False
 
 
 def given_back(file: str, systemd_version: int) -> tuple[str, ...]:
     """The properties a write of ``file``'s original content gives back to the unit (the
     values the unit had before the agent's first property): ``cpu.max`` its quota and
-    period; ``cpu.idle`` (to 0) and ``cpu.weight`` its weight."""
+    period; ``cpu.idle`` (to 0) and ``cpu.weight`` its weight; ``memory.max`` its
+    ``MemoryMax``."""
     if file == "cpu.max":
         return (QUOTA, PERIOD)
+    if file == "memory.max":
+        return (MEMORY_MAX,)
     if file in ("cpu.idle", "cpu.weight") and systemd_version >= IDLE_SINCE:
         return (WEIGHT,)
     return ()

@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from agent.model.batch import BATCH_CPU, BATCH_MEMORY, batch_limits
+from agent.model.objects import parse_pod
+from devtools.harness.fake_cgroups import FakeTree
+from engine.records import Reverted
+from executors.batch_limits_state import BatchLimitsState
 from executors.busctl import BusError
+from executors.cgroup_batch_limits import CgroupBatchLimiter
 from executors.cgroup_throttle import CgroupThrottler
 from executors.cgroup_writes import (
     DirectWrites,
@@ -26,6 +32,7 @@ from executors.cgroup_writes import (
 from executors.quota_state import QuotaState
 from executors.systemd_units import (
     IDLE_WEIGHT,
+    MEMORY_MAX,
     PERIOD,
     QUOTA,
     UNSET,
@@ -37,8 +44,10 @@ from executors.systemd_units import (
     parse_value,
     parse_version,
     properties_of,
+    read_back_holds,
     unit_of,
 )
+from tests.builders import pod
 from tests.unit.test_quota_state import POD, _tree
 
 SCOPE = "kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podu_1.slice/cri-containerd-c1.scope"
@@ -82,6 +91,19 @@ def test_the_idle_mark_is_cpuweight_idle_from_systemd_250_and_burst_has_no_prope
     assert given_back("cpu.max", 252) == (QUOTA, PERIOD)
     assert given_back("cpu.idle", 252) == given_back("cpu.weight", 252) == (WEIGHT,)
     assert given_back("cpu.max.burst", 252) == ()
+
+
+def test_a_memory_limit_is_memorymax_and_reads_back_rounded_to_a_page() -> None:
+    assert properties_of("memory.max", "3221225472", 252) == {MEMORY_MAX: 3 * 1024**3}
+    assert properties_of("memory.max", "max\n", 252) == {MEMORY_MAX: UNSET}
+    assert given_back("memory.max", 252) == (MEMORY_MAX,)
+    with pytest.raises(ValueError, match="memory.max"):
+        properties_of("memory.max", "3G", 252)
+    assert read_back_holds("memory.max", "999424\n", "1000000")  # 1000000 in whole pages
+    assert not read_back_holds("memory.max", "max", "1000000")
+    assert not read_back_holds("memory.max", "2000000", "1000000")
+    assert read_back_holds("cpu.max", "50000 100000\n", "50000 100000")
+    assert not read_back_holds("cpu.max", "max 100000", "50000 100000")
 
 
 def test_systemd_writes_only_on_v2_with_the_systemd_driver_and_the_bus_answering() -> None:
@@ -156,6 +178,9 @@ class Units:
             (cg / "cpu.idle").write_text("1\n" if weight == IDLE_WEIGHT else "0\n")
             if weight != IDLE_WEIGHT:
                 (cg / "cpu.weight").write_text(f"{100 if weight == UNSET else weight}\n")
+        if (cg / "memory.max").exists():  # the kernel keeps whole 4 KiB pages
+            limit = props.get(MEMORY_MAX, UNSET)
+            (cg / "memory.max").write_text("max\n" if limit == UNSET else f"{limit // 4096 * 4096}\n")
 
 
 def _throttler(tmp_path: Path) -> tuple[CgroupThrottler, Units, str]:
@@ -243,3 +268,50 @@ def test_burst_and_a_failing_bus_write_the_file_directly(tmp_path: Path) -> None
     assert (cg / "cpu.max.burst").read_text() == "75000"
     assert (cg / "cpu.max").read_text() == "50000 100000"
     assert units.calls == 0
+
+
+def test_a_batch_pods_limits_are_its_units_properties_kept_by_a_reload_and_given_back_exactly(
+    tmp_path: Path,
+) -> None:
+    """The batch limiter on a systemd-driver tree: the BestEffort pod's slice and its
+    container's scope get ``CPUQuota`` and ``MemoryMax`` from its batch resources, the
+    units' own values (unset) recorded first; a reload writes the limits back, not ``max``;
+    the release gives the units their own values and the files theirs."""
+    pod_rel = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podb1.slice"
+    scope = f"{pod_rel}/cri-containerd-c-main.scope"
+    tree = FakeTree(tmp_path / "cg", 2)
+    units = Units(tree.root)
+    for rel in ("kubepods.slice", "kubepods.slice/kubepods-besteffort.slice", pod_rel, scope):
+        tree.add(rel)
+        (tree.root / rel / "memory.max").write_text("max\n")
+    units.add(pod_rel)
+    units.add(scope)
+    state = tmp_path / "state"
+    writes = SystemdWrites(units, UnitsState(str(state)), 252)  # type: ignore[arg-type]
+    found: list[Reverted] = []
+    limiter = CgroupBatchLimiter(tree.mounts, BatchLimitsState(str(state)), writes=writes)
+    limiter.on_reverted = found.append
+    side = {BATCH_CPU: "500", BATCH_MEMORY: "1000000"}  # not a whole number of pages
+    batch = parse_pod(pod("batch", uid="b1", qos="BestEffort", containers=[
+        {"name": "main", "resources": {"requests": side, "limits": side}}],
+        container_ids={"main": "containerd://c-main"}))  # fmt: skip
+    limits = batch_limits(batch)
+    assert limits is not None and limiter.set_limits(batch, limits)
+    assert units.props["kubepods-besteffort-podb1.slice"] == {QUOTA: 500000, PERIOD: 100000, MEMORY_MAX: 1000000}
+    assert units.props["cri-containerd-c-main.scope"][MEMORY_MAX] == 1000000
+    saved = json.loads((state / "systemd-units.json").read_text())["units"]
+    assert saved["cri-containerd-c-main.scope"]["original"] == {QUOTA: UNSET, PERIOD: UNSET, MEMORY_MAX: UNSET}
+    units.reload()  # systemctl daemon-reload: the units' properties are the limits
+    for rel in (pod_rel, scope):
+        assert (tree.root / rel / "cpu.max").read_text().strip() == "50000 100000"
+        assert (tree.root / rel / "memory.max").read_text().strip() == "999424"
+    assert limiter.hold() == [] and found == []  # nothing lifted, nothing counted
+    calls = units.calls
+    assert limiter.set_limits(batch, limits) and units.calls == calls  # in force: not set again
+    assert limiter.release_all() == ["b1"]
+    assert all(v == UNSET for props in units.props.values() for v in props.values())
+    units.reload()  # nothing of the agent is left in systemd
+    for rel in (pod_rel, scope):
+        assert (tree.root / rel / "cpu.max").read_text().strip() == "max 100000"
+        assert (tree.root / rel / "memory.max").read_text().strip() == "max"
+    assert UnitsState(str(state)).units() == {}
