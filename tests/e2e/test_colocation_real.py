@@ -10,7 +10,10 @@ The round includes the ``batch-capacity`` window: its demand carried by the cap 
 must have run BestEffort under the agent's quota from their batch-cpu limit, held idle
 while the window's policy was in force, never squeezed (the policy's floor covers them),
 every mark handed back after each window and the node's published figures gone at the end.
-Only the baselines the strategies are judged against run (no ``alone-burst`` here).
+The ``batch-capacity-breathe`` window is the same with web's quota breathing (raised
+above its limit while no line is in force), judged against ``alone-breathe``: web's quota
+must have been raised in both, and in no other window. Only the baselines the strategies
+are judged against run (no ``alone-burst`` here).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ from devtools.harness.waiting import wait_until
 from tests.e2e.conftest import RealNodeRun, report
 
 ROUNDS, WINDOW, WARMUP = 2, 2, 1
-KINDS = ("alone", "busy-alone", "none", "idle", "batch-capacity")
-IDLE_ALONE = ("alone",)
+KINDS = ("alone", "alone-breathe", "busy-alone", "none", "idle", "batch-capacity", "batch-capacity-breathe")
+IDLE_ALONE = ("alone", "alone-breathe")
+CAPACITY = ("batch-capacity", "batch-capacity-breathe")
+BREATHING = ("alone-breathe", "batch-capacity-breathe")
 CAPS = {"cap-1": 0.6, "cap-2": 0.5, "cap-3": 0.4}
 BATCH_CPU = "waterline.io/batch-cpu"
 
@@ -38,7 +43,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
 ) -> None:
     out = tmp_path / "run"
     argv = [sys.executable, "-m", "bench", "colocation", "--real", "--quick", "--cases", "burstable",
-            "--strategies", "idle,batch-capacity", "--rounds", str(ROUNDS), "--window", str(WINDOW), "--warmup", str(WARMUP),
+            "--strategies", "idle,batch-capacity,batch-capacity-breathe", "--rounds", str(ROUNDS), "--window", str(WINDOW), "--warmup", str(WARMUP),
             "--settle", "0.2", "--sizing", "2", "--out", str(out)]  # fmt: skip
     start = time.monotonic()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)  # noqa: S603
@@ -71,8 +76,13 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
     # class in the idle windows (once its tick came), and nothing in the others
     held = {k: [t["isolated"].get("idle", 0) for w in windows if w["window"] == k for t in w["ticks"]] for k in KINDS}
     assert max(held["idle"]) == 3 and max(held["busy-alone"]) == 3, held  # the cap pods left out
-    assert max(held["batch-capacity"]) == 3, held  # the cap pods, by the batchCapacity section
-    assert max(held["none"] + held["alone"]) == 0, held
+    assert all(max(held[k]) == 3 for k in CAPACITY), held  # the cap pods, by the batchCapacity section
+    assert max(held["none"] + held["alone"] + held["alone-breathe"]) == 0, held
+    # web's quota raised above its limit in the breathing windows (once the agent's tick
+    # came), never in the others
+    raised = {k: max(t["isolated"].get("quotaBurst", 0) for w in windows if w["window"] == k for t in w["ticks"])
+              for k in KINDS}  # fmt: skip
+    assert raised == {k: int(k in BREATHING) for k in KINDS}, raised
     # the cap pods: BestEffort, their baseline the agent's quota from their batch-cpu limit
     caps = run["real"]["cap_pods"]
     assert sorted(caps) == sorted(CAPS)
@@ -88,7 +98,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
         assert set(CAPS) <= set(ticks[0]["batch"])  # read from kubepods/besteffort/pod<uid>
         caps_cpu = sum(t["batch"][c] for t in ticks for c in CAPS)
         others_cpu = sum(v for t in ticks for k, v in t["batch"].items() if k not in CAPS)
-        if w["window"] == "batch-capacity":  # the cap pods carried the demand, under a quota
+        if w["window"] in CAPACITY:  # the cap pods carried the demand, under a quota
             assert caps_cpu > 0.05 * WINDOW and others_cpu < 0.05 * WINDOW, (caps_cpu, others_cpu)
             assert sum(t["batch_periods"] for t in ticks) > 0
             assert set(w["iterations"]) == set(CAPS)
