@@ -249,7 +249,7 @@ STRATEGIES: tuple[Strategy, ...] = (
              baseline="alone-burst"),
     Strategy("batch-capacity", "batch pods on batch capacity", lambda _l, _w: capacity_policy(),
              demand=ALONE, cap_demand=CONTENDED, real_only=True),
-    Strategy("batch-capacity-breathe", "batch capacity + web's quota breathing", _capacity_breathing,
+    Strategy("batch-capacity-breathe", "batch capacity + breathing", _capacity_breathing,
              demand=ALONE, cap_demand=CONTENDED, real_only=True, baseline="alone-breathe"),
 )
 #: The strategies of a full run (the ones the goal is about, and the no-agent run every

@@ -18,6 +18,7 @@ are judged against run (no ``alone-burst`` here).
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
     assert "no verdict for this case" in text  # sized over 2 s < 30 s: it says so
 
     page = (out / "colocation.html").read_text()
-    assert page.count("<svg") == 2 and all(w["label"] in page for w in run["windows"])
+    assert page.count("<svg") == 2 and all(html.escape(w["label"]) in page for w in run["windows"])
     assert (out / "colocation.png").exists() == (chromium() is not None)
     again = subprocess.run([sys.executable, "-m", "bench", "colocation", "--replot", str(out)], cwd=ROOT,  # noqa: S603
                            capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
