@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from devtools.harness.cluster import NAMESPACE, ROOT
+from devtools.cluster.launcher import ClusterError
+from devtools.harness.cluster import NAMESPACE, ROOT, unique
 from devtools.harness.waiting import wait_until
 from devtools.vm.node import LABELS, NAME, agent_pod, pod_ready
 from tests import builders
@@ -97,6 +98,15 @@ def _total(metrics: dict[str, float], name: str) -> float:
     return sum(v for k, v in metrics.items() if k == name or k.startswith(name + "{"))
 
 
+def _ticks(vm: VmNodeRun) -> float:
+    """The agent's ticks so far; -1 while it does not answer (its liveness probe restarts
+    it when a start takes longer than the probe's window under emulation)."""
+    try:
+        return _total(vm.metrics(), "waterline_ticks_total")
+    except (ClusterError, AssertionError):
+        return -1.0
+
+
 def _cores(cpu_max: str) -> float:
     quota, period = cpu_max.split()
     return float("inf") if quota == "max" else int(quota) / int(period)
@@ -125,11 +135,13 @@ def _events(text: str) -> list[dict[str, Any]]:
 
 def _follow(vm: VmNodeRun, pod: dict[str, Any]) -> Callable[[], list[dict[str, Any]]]:
     """Copy the agent's container log in the guest as it grows (the kubelet removes it
-    with the pod); the returned call stops the copy and gives its lines."""
+    with the pod): its newest file (``<restarts>.log``: the liveness probe may have
+    restarted it under emulation); the returned call stops the copy and gives its lines."""
     meta = pod["metadata"]
-    log = f"/var/log/pods/{NAMESPACE}_{meta['name']}_{meta['uid']}/agent/0.log"
+    logs = f"/var/log/pods/{NAMESPACE}_{meta['name']}_{meta['uid']}/agent"
     copy = f"/tmp/agent-{meta['name']}.log"
-    vm.node.check(f"nohup tail -n +1 -F {log} > {copy} 2>/dev/null &\necho $! > {copy}.pid")
+    vm.node.check(f'log=$(ls -t {logs}/*.log | head -1)\nnohup tail -n +1 -F "$log" > {copy} 2>/dev/null &\n'
+                  f"echo $! > {copy}.pid")  # fmt: skip
 
     def stop() -> list[dict[str, Any]]:
         return _events(vm.node.check(f"kill $(cat {copy}.pid) 2>/dev/null; cat {copy}"))
@@ -194,10 +206,12 @@ def _throttle_and_idle() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _delete_policies(vm: VmNodeRun) -> None:
+def _delete_policies(vm: VmNodeRun, evict: str = "") -> None:
     for kind, name in (("nodeqosensurancepolicy", "vml-cpu"), ("nodeqosensurancepolicy", "vml-idle"),
                        ("nodeqosensurancepolicy", "vml-evict"), ("avoidanceaction", "vml-throttle"),
-                       ("avoidanceaction", "vml-evict")):  # fmt: skip
+                       ("avoidanceaction", evict)):  # fmt: skip
+        if not name:
+            continue
         vm.kube.kubectl("delete", kind, name, "--ignore-not-found", check=False)
 
 
@@ -212,7 +226,13 @@ def _capped_and_marked(vm: VmNodeRun, pod: PodUnits) -> tuple[str, dict[str, str
 
     wait_until(both, 600, "the pod capped and marked idle", interval=2,
                explain=lambda: str(vm.read(cpu_max, idle)))  # fmt: skip
-    return vm.read(cpu_max)[cpu_max], {**vm.show(pod.scope, *PROPS), **vm.show(pod.slice, *PROPS)}
+    return vm.read(cpu_max)[cpu_max], _props(vm, pod)
+
+
+def _props(vm: VmNodeRun, pod: PodUnits) -> dict[str, str]:
+    """The scope's and the slice's properties the agent may set."""
+    return {f"{level} {k}": v for level, unit in (("scope", pod.scope), ("slice", pod.slice))
+            for k, v in vm.show(unit, *PROPS).items()}  # fmt: skip
 
 
 def _agent_ready(vm: VmNodeRun, other_than: str | None = None) -> dict[str, Any]:
@@ -276,12 +296,13 @@ def test_a_rollout_restart_keeps_the_cap_and_the_mark_and_the_release_is_exact(
 
         wait_until(adopting, 300, "the new agent's adoption logged", interval=2)
         # A few of its ticks with the records adopted.
-        ticks = [_total(vm.metrics(), "waterline_ticks_total")]
-        wait_until(lambda: _total(vm.metrics(), "waterline_ticks_total") >= ticks[0] + 3, 300,
+        wait_until(lambda: _ticks(vm) >= 0, 600, "the new agent answering", interval=2)
+        ticks = [_ticks(vm)]
+        wait_until(lambda: _ticks(vm) >= ticks[0] + 3, 600,
                    "three ticks of the new agent", interval=2)  # fmt: skip
         seen = _seen(vm, [cpu_max, idle])
         watched = time.monotonic() - restarted
-        props_after = {**vm.show(pod.scope, *PROPS), **vm.show(pod.slice, *PROPS)}
+        props_after = _props(vm, pod)
         old_said = old_log()
         new_said = _agent_log(vm, new)
         metrics = vm.metrics()
@@ -420,6 +441,10 @@ def test_an_eviction_of_a_capped_idle_pod_leaves_nothing_held(vm: VmNodeRun, ns:
     start = time.monotonic()
     old, pod = _pod(vm, ns)
     uid = old["metadata"]["uid"]
+    # An action of its own: the agent keeps each action's cool-down on the host path
+    # (evictions.json), across restarts and uninstalls: an action of an earlier run's name
+    # would still be cooling down.
+    evict = unique("vml-evict")
     try:
         vm.kube.apply(_throttle_and_idle())
         cap, props = _capped_and_marked(vm, pod)
@@ -427,8 +452,8 @@ def test_an_eviction_of_a_capped_idle_pod_leaves_nothing_held(vm: VmNodeRun, ns:
         # A second line the capped pod still keeps the node over (0.05 cores): evict it,
         # once (the cool-down keeps its replacement).
         vm.kube.apply([
-            builders.action("vml-evict", eviction={"terminationGracePeriodSeconds": 1}, cool_down=3600, scope=SCOPE),
-            builders.policy("vml-evict", [builders.rule("evict", "cpu_total_usage", "0.05", "vml-evict",
+            builders.action(evict, eviction={"terminationGracePeriodSeconds": 1}, cool_down=3600, scope=SCOPE),
+            builders.policy("vml-evict", [builders.rule("evict", "cpu_total_usage", "0.05", evict,
                                                         avoidanceThreshold=2, restoreThreshold=3)], NODE),
         ])  # fmt: skip
         evicted_at = time.monotonic()
@@ -451,7 +476,7 @@ def test_an_eviction_of_a_capped_idle_pod_leaves_nothing_held(vm: VmNodeRun, ns:
         wait_until(replaced, 600, f"{old['metadata']['name']} evicted and replaced", interval=2)
         replaced_after = time.monotonic() - evicted_at
     finally:
-        _delete_policies(vm)
+        _delete_policies(vm, evict)
     events = json.loads(vm.kube.kubectl("-n", ns, "get", "events", "--field-selector",
                                         f"involvedObject.name={old['metadata']['name']}", "-o", "json").stdout)["items"]  # fmt: skip
     evicted = [
