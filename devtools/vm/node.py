@@ -427,6 +427,10 @@ step kubelet
 service kubelet /usr/local/bin/kubelet --config {etc}/kubelet.yaml --kubeconfig {etc}/kubelet.kubeconfig \
 	--hostname-override {name} --node-ip {ip} --node-labels {labels} --v 1
 step kube-proxy
+# kube-proxy waits 30 s for its Node, then runs without its IPs and exits once the Node
+# shows them ("NodeIPs changed"): under a loaded machine's emulation the kubelet had not
+# registered it by then, and the join failed. So the Node first, as the kubelet says.
+n=0; until grep -q "Successfully registered node" "$S/out/logs/kubelet.log"; do n=$((n + 1)); [ $n -lt 600 ] || exit 1; sleep 1; done
 service kube-proxy /usr/local/bin/kube-proxy --config {etc}/kube-proxy.yaml --v 1
 n=0
 until python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:10256/healthz', timeout=5)" 2>/dev/null; do
