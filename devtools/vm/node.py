@@ -388,9 +388,13 @@ GUEST_SCRIPT = r"""
 S=/mnt/share
 set -eu
 step() {{ echo "$1 $(cut -d' ' -f1 /proc/uptime)" >>"$S/out/steps"; echo "== $1"; }}
-service() {{  # name, command...: a transient service logging to the share
+# name, command...: a transient service logging to the share, restarted when it exits with
+# an error, as a distribution's units are (kube-proxy exits on purpose when it started
+# before the kubelet had registered the Node's addresses: "NodeIPs changed for the node").
+service() {{
 	name=$1; shift
 	systemd-run --quiet --unit="$name" --property=Delegate=yes --property=KillMode=process \
+		--property=Restart=on-failure --property=RestartSec=2 \
 		--property=StandardOutput="append:$S/out/logs/$name.log" --property=StandardError=inherit "$@"
 }}
 step network
@@ -434,7 +438,7 @@ n=0; until grep -q "Successfully registered node" "$S/out/logs/kubelet.log"; do 
 service kube-proxy /usr/local/bin/kube-proxy --config {etc}/kube-proxy.yaml --v 1
 n=0
 until python3 -c "import urllib.request as u; u.urlopen('http://127.0.0.1:10256/healthz', timeout=5)" 2>/dev/null; do
-	systemctl -q is-active kube-proxy || {{ echo "kube-proxy exited: out/logs/kube-proxy.log"; exit 1; }}
+	! systemctl -q is-failed kube-proxy || {{ echo "kube-proxy failed: out/logs/kube-proxy.log"; exit 1; }}
 	n=$((n + 1)); [ $n -lt 300 ] || exit 1; sleep 1
 done
 step up
