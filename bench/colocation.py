@@ -108,8 +108,13 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                    "directory under bench-out/)")
     p.add_argument("--replot", default=None, metavar="DIR",
                    help="no run: the report and the pictures made again from DIR's records")
-    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--seed", type=int, default=7,
+                   help="the seed of the load generator's request arrivals (default %(default)s)")
     args = p.parse_args(list(argv))  # fmt: skip
+    for flag in ("strategies", "cases"):  # '' is not "the default": a full run of hours
+        given = getattr(args, flag)
+        if given is not None and not [k for k in given.split(",") if k.strip()]:
+            p.error(f"--{flag}: empty; name at least one, or leave the flag out for the default")
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
@@ -181,7 +186,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         from bench.colocation_real import unsupported
 
         if unsupported(args.strategies):
-            return (f"--strategies: {', '.join(unsupported(args.strategies))} reshape the engine's decision "
+            names = unsupported(args.strategies)
+            return (f"--strategies: {', '.join(names)} {'reshapes' if len(names) == 1 else 'reshape'} the engine's decision "
                     "in process; the deployed agent of --real runs the product's decision only")  # fmt: skip
     return None
 

@@ -111,8 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config",
         default=None,
         metavar="PATH",
-        help="YAML file whose 'agent:' section sets executeExcessPercent and extCpuResource "
-        "(re-read on change; a bad edit keeps the last good settings)",
+        help="YAML file whose 'agent:' section sets executeExcessPercent, extCpuResource, "
+        "evictionRateLimit, clusterBrake, apiTimeBudgetSeconds, evictionAnswerSeconds and "
+        "maxOpenFiles (docs/install.md; re-read on change; a bad edit keeps the last good settings)",
     )
     parser.add_argument(
         "--kubeconfig",

@@ -54,6 +54,8 @@ def test_defrag_e2e_refuses_bad_flags_with_one_line_before_any_cluster_starts(
         (["--cases", "guaranteed,bogus"], "--cases: unknown bogus"),
         (["--cpu", "4096"], "--cpu must be one this process may run on"),
         (["--strategies", "waterline-cpu,bogus"], "--strategies: unknown bogus"),
+        (["--strategies", ""], "--strategies: empty"),  # once began a run of every strategy
+        (["--cases", ","], "--cases: empty"),
     ],
 )
 def test_colocation_refuses_bad_flags_with_one_line(
