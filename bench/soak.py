@@ -544,7 +544,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rss", action="store_true",
                         help="only the agent's peak memory with --pods running pods (docs/agent-cost.md)")
     parser.add_argument("--report", type=Path, default=None,
-                        help="redo the summary and plots of a run's folder (same --minutes, --pods)")
+                        help="redo the summary and plots of a run's folder (the run's --minutes and --pods, "
+                        "or --real and --real-pods)")
     parser.add_argument("--real", action="store_true",
                         help="the DaemonSet's agent on this host as a real node (make node; root; one per host)")
     parser.add_argument("--real-pods", type=int, default=6, help="--real: pause pods on the real node (default 6)")
@@ -559,7 +560,7 @@ def main(argv: list[str] | None = None) -> None:
         samples = [json.loads(line) for line in (args.report / "samples.jsonl").read_text().splitlines()]
         marks = [(args.minutes * q / 4, "policy edit") for q in (1, 3)]
         marks.append((args.minutes / 2, "policy edit, apiserver restart"))
-        summary = summarize(samples, args.minutes, args.pods)
+        summary = summarize(samples, args.minutes, args.real_pods if args.real else args.pods)
         print(summary)
         _report(args.report, samples, sorted(marks), summary)
         return
