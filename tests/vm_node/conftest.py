@@ -4,8 +4,9 @@ image imported, deploy/ installed by the run's ``kube`` fixture, so the agent ru
 DaemonSet's pod on the guest. Everything the tests read of the node they read in the guest
 (``VmNode.run`` through the share): the kernel's cgroup files and systemd's units.
 
-Run by ``make test`` (last, on the run's cluster) and alone by ``make test-vm-node``: a
-boot and a join under software emulation take minutes. The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
+Not part of ``make test`` yet (``make test-vm-node``): a boot and a join under software
+emulation take minutes, and the thirteen tests about 30 more (a cold CI with them took
+about 78 min against its 75). The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
 with ``make image IMAGE=...``, run under the project's name in the guest, so a shared
 machine's tag is left alone) or the project's (``make image``). Where qemu, the guest
 image, the node's programs or the image is missing the tests skip with the reason, and
