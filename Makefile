@@ -131,7 +131,8 @@ vm-build: setup
 # deploy/ applied; prints each step's time; the guest runs until `make vm-node-down`.
 # VM_NODE_IMAGE: a local image to run under the project's name (default: `make image`'s).
 # `make test-vm-node` runs tests/vm_node/ (its own cluster and guest). Not in `make test`
-# yet: with them a cold CI took about 78 min against its 75 (docs/vm.md).
+# yet: a cold CI reached them at 40 min and they had used 23 more for the boot and 8 of
+# their 13 tests (docs/vm.md): past the budget of 75.
 .PHONY: vm-node vm-node-down test-vm-node
 vm-node: setup
 	$(BIN)/python -m devtools.vm node $(if $(VM_NODE_IMAGE),--image $(VM_NODE_IMAGE))

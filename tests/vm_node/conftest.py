@@ -5,8 +5,8 @@ DaemonSet's pod on the guest. Everything the tests read of the node they read in
 (``VmNode.run`` through the share): the kernel's cgroup files and systemd's units.
 
 Not part of ``make test`` yet (``make test-vm-node``): a boot and a join under software
-emulation take minutes, and the thirteen tests about 30 more (a cold CI with them took
-about 78 min against its 75). The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
+emulation take minutes, and the thirteen tests more than 20 (a cold CI reached them at
+40 min; 23 min later 8 of the 13 had run: past CI's 75). The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
 with ``make image IMAGE=...``, run under the project's name in the guest, so a shared
 machine's tag is left alone) or the project's (``make image``). Where qemu, the guest
 image, the node's programs or the image is missing the tests skip with the reason, and
