@@ -48,7 +48,7 @@ test: setup
 	@hack/cluster/build || [ "$$CI" != true ]
 	@hack/cluster/build helm || [ "$$CI" != true ]
 	@hack/cluster/build $(NODE_TOOLS) || [ "$$CI" != true ]
-	$(BIN)/python -m pytest -rs --ignore=tests/vm_node  # make test-vm-node: not yet (issue 30: CI time)
+	$(BIN)/python -m pytest -rs
 
 # The quick part while iterating (under a minute): every test not marked slow, which
 # leaves out tests/integration (real cgroups, processes, servers) and the longest

@@ -42,6 +42,29 @@ CGROUP = "/sys/fs/cgroup"
 BUSY = "while :; do :; done"
 IDLE = "while :; do sleep 1; done"
 
+#: The guest's watcher: each file's value every 20 ms, appended when it changes (one
+#: Python process, no fork per read: forks cost milliseconds under emulation).
+WATCHER = """
+import os, sys, time
+files = sys.argv[1:]
+last = [None] * len(files)
+while not os.path.exists("/tmp/watch-stop"):
+    for i, path in enumerate(files):
+        with open(path) as f:
+            value = f.read().strip()
+        if value != last[i]:
+            last[i] = value
+            with open(f"/tmp/watch.{i}", "a") as out:
+                out.write(value + "\\n")
+    time.sleep(0.02)
+"""
+
+
+def cores(cpu_max: str) -> float:
+    """A ``cpu.max`` value in cores (``max``: unlimited)."""
+    quota, period = cpu_max.split()
+    return float("inf") if quota == "max" else int(quota) / int(period)
+
 
 def report(test: str, *lines: str) -> None:
     FIGURES.setdefault(test, []).extend(lines)
@@ -104,6 +127,37 @@ class VmNodeRun:
         out = self.node.check(script)
         got = dict(line.split("\t", 1) for line in out.splitlines() if "\t" in line)
         return {p: got.get(p, "").strip() for p in paths}
+
+    def usage(self, path: str) -> int:
+        """The cgroup's ``usage_usec`` (its ``cpu.stat``): CPU time, kernel-counted."""
+        stat = self.read(f"{path}/cpu.stat")[f"{path}/cpu.stat"].split()
+        return int(stat[stat.index("usage_usec") + 1])
+
+    def watch(self, files: list[str]) -> None:
+        """Start the watcher in the guest on ``files`` (under /sys/fs/cgroup)."""
+        paths = " ".join(f"{CGROUP}/{f}" for f in files)
+        self.node.check(f"rm -f /tmp/watch.* /tmp/watch-stop\ncat > /tmp/watch.py <<'PY'\n{WATCHER}\nPY\n"
+                        f"nohup python3 /tmp/watch.py {paths} >/dev/null 2>&1 &\n"
+                        "n=0; until [ -e /tmp/watch.0 ]; do n=$((n + 1)); [ $n -lt 300 ] || exit 1; sleep 0.1; done")  # fmt: skip
+
+    def seen(self, files: list[str]) -> dict[str, list[str]]:
+        """Stop the watcher: each watched file's values in the order seen (one value: it
+        never changed)."""
+        self.node.check("touch /tmp/watch-stop; sleep 0.5")
+        out = {}
+        for i, f in enumerate(files):
+            lines = self.node.check(f"cat /tmp/watch.{i}").splitlines()
+            out[f] = [line.strip() for line in lines if line.strip()]
+        return out
+
+    def reloads(self, count: int) -> list[float]:
+        """``count`` daemon-reloads one after the other: the seconds each took."""
+        took = []
+        for _ in range(count):
+            start = time.monotonic()
+            self.node.check("systemctl daemon-reload", timeout=300)
+            took.append(time.monotonic() - start)
+        return took
 
     def show(self, unit: str, *props: str) -> dict[str, str]:
         """systemd's view of a unit's properties."""

@@ -15,7 +15,7 @@ import pytest
 from devtools.harness.waiting import wait_until
 from devtools.vm.node import LABELS
 from tests import builders
-from tests.vm_node.conftest import CGROUP, PodUnits, VmNodeRun, report
+from tests.vm_node.conftest import PodUnits, VmNodeRun, cores, report
 
 NODE = {"matchLabels": dict(LABELS)}
 #: The cap's floor: 10% of the node's 2 cores (a BestEffort pod has no limit of its own);
@@ -23,61 +23,6 @@ NODE = {"matchLabels": dict(LABELS)}
 MIN_RATIO, STEP_RATIO = 10, 10
 #: Reloads per check: each takes seconds under emulation.
 RELOADS = 3
-
-
-def _usage(vm: VmNodeRun, path: str) -> int:
-    stat = vm.read(f"{path}/cpu.stat")[f"{path}/cpu.stat"].split()
-    return int(stat[stat.index("usage_usec") + 1])
-
-
-def _cores(cpu_max: str) -> float:
-    quota, period = cpu_max.split()
-    return float("inf") if quota == "max" else int(quota) / int(period)
-
-
-#: The guest's watcher: each file's value every 20 ms, appended when it changes (one
-#: Python process, no fork per read: forks cost milliseconds under emulation).
-WATCHER = """
-import os, sys, time
-files = sys.argv[1:]
-last = [None] * len(files)
-while not os.path.exists("/tmp/watch-stop"):
-    for i, path in enumerate(files):
-        with open(path) as f:
-            value = f.read().strip()
-        if value != last[i]:
-            last[i] = value
-            with open(f"/tmp/watch.{i}", "a") as out:
-                out.write(value + "\\n")
-    time.sleep(0.02)
-"""
-
-
-def _watching(vm: VmNodeRun, files: list[str]) -> None:
-    """Start the watcher in the guest on ``files`` (under /sys/fs/cgroup)."""
-    paths = " ".join(f"{CGROUP}/{f}" for f in files)
-    vm.node.check(f"rm -f /tmp/watch.* /tmp/watch-stop\ncat > /tmp/watch.py <<'PY'\n{WATCHER}\nPY\n"
-                  f"nohup python3 /tmp/watch.py {paths} >/dev/null 2>&1 &\n"
-                  "n=0; until [ -e /tmp/watch.0 ]; do n=$((n + 1)); [ $n -lt 300 ] || exit 1; sleep 0.1; done")  # fmt: skip
-
-
-def _seen(vm: VmNodeRun, files: list[str]) -> dict[str, list[str]]:
-    """Each watched file's values in the order seen (one value: it never changed)."""
-    vm.node.check("touch /tmp/watch-stop; sleep 0.5")
-    out = {}
-    for i, f in enumerate(files):
-        lines = vm.node.check(f"cat /tmp/watch.{i}").splitlines()
-        out[f] = [line.strip() for line in lines if line.strip()]
-    return out
-
-
-def _reloads(vm: VmNodeRun) -> list[float]:
-    took = []
-    for _ in range(RELOADS):
-        start = time.monotonic()
-        vm.node.check("systemctl daemon-reload", timeout=300)
-        took.append(time.monotonic() - start)
-    return took
 
 
 # -- the real kubelet's layout under the systemd driver --------------------------------------
@@ -149,13 +94,13 @@ def test_the_agent_caps_through_the_scope_and_a_daemon_reload_keeps_the_cap(
     cap = vm.read(cpu_max)[cpu_max]
     prop = vm.show(batch.scope, "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec")
     # Kernel-measured, over a window at the cap.
-    u0, t0 = _usage(vm, batch.scope_path), time.monotonic()
+    u0, t0 = vm.usage(batch.scope_path), time.monotonic()
     time.sleep(10)
-    u1, t1 = _usage(vm, batch.scope_path), time.monotonic()
+    u1, t1 = vm.usage(batch.scope_path), time.monotonic()
     used = (u1 - u0) / 1e6 / (t1 - t0)
-    _watching(vm, [cpu_max])
-    took = _reloads(vm)
-    seen = _seen(vm, [cpu_max])[cpu_max]
+    vm.watch([cpu_max])
+    took = vm.reloads(RELOADS)
+    seen = vm.seen([cpu_max])[cpu_max]
     after = vm.read(cpu_max)[cpu_max]
     prop_after = vm.show(batch.scope, "CPUQuotaPerSecUSec", "CPUQuotaPeriodUSec")
     metrics = vm.metrics()
@@ -163,7 +108,7 @@ def test_the_agent_caps_through_the_scope_and_a_daemon_reload_keeps_the_cap(
     report("cap through systemd",
            f"cpu.max on the way down: {' -> '.join(history)}",
            f"unit before {before}; capped {prop}",
-           f"kernel: {used:.3f} cores used over {t1 - t0:.1f} s at the cap {_cores(cap):.2f}",
+           f"kernel: {used:.3f} cores used over {t1 - t0:.1f} s at the cap {cores(cap):.2f}",
            f"{RELOADS} daemon-reloads ({', '.join(f'{t:.1f}' for t in took)} s): cpu.max seen {seen}, "
            f"after {after}; unit after {prop_after}",
            f"waterline_cgroup_writes_through_systemd {metrics.get('waterline_cgroup_writes_through_systemd')}, "
@@ -172,7 +117,7 @@ def test_the_agent_caps_through_the_scope_and_a_daemon_reload_keeps_the_cap(
     assert prop["CPUQuotaPerSecUSec"] != before["CPUQuotaPerSecUSec"], (
         "the cap is not the scope's property"
     )
-    assert used <= _cores(cap) * 1.1 + 0.02
+    assert used <= cores(cap) * 1.1 + 0.02
     assert seen == [cap], f"a daemon-reload changed cpu.max: {seen}"
     assert after == cap and prop_after == prop
     assert not any(reverted.values()), reverted
@@ -206,9 +151,9 @@ def test_the_idle_mark_is_the_slices_property_and_a_daemon_reload_keeps_it(
             lambda: vm.read(idle)[idle] == "1", 600, "the batch pod's slice marked idle", interval=2
         )
         unit = vm.show(batch.slice, "CPUWeight")
-        _watching(vm, [idle])
-        took = _reloads(vm)
-        seen = _seen(vm, [idle])[idle]
+        vm.watch([idle])
+        took = vm.reloads(RELOADS)
+        seen = vm.seen([idle])[idle]
         after = vm.read(idle)[idle]
         report("idle through systemd",
                f"before: {before}, unit {unit_before}; marked: unit {unit}",

@@ -24,7 +24,7 @@ from devtools.harness.waiting import wait_until
 from devtools.vm.node import LABELS, NAME
 from tests import builders
 from tests.vm_node.conftest import BUSY, IDLE, PodUnits, VmNodeRun, pod_manifest, report
-from tests.vm_node.test_vm_node import RELOADS, _reloads, _seen, _usage, _watching
+from tests.vm_node.test_vm_node import RELOADS
 
 NODE = {"matchLabels": dict(LABELS)}
 BATCH_CPU, BATCH_MEMORY = "waterline.io/batch-cpu", "waterline.io/batch-memory"
@@ -138,9 +138,9 @@ def _published_then_limited(vm: VmNodeRun, ns: str) -> None:
             assert value == _as_bus(twin_props[like][name]), (unit, name, value, twin_props[like])
 
     # Kernel-measured: the busy process stays within the quota.
-    u0, t0 = _usage(vm, batch.scope_path), time.monotonic()
+    u0, t0 = vm.usage(batch.scope_path), time.monotonic()
     time.sleep(10)
-    u1, t1 = _usage(vm, batch.scope_path), time.monotonic()
+    u1, t1 = vm.usage(batch.scope_path), time.monotonic()
     used = (u1 - u0) / 1e6 / (t1 - t0)
     stat = vm.read(f"{batch.scope_path}/cpu.stat")[f"{batch.scope_path}/cpu.stat"]
     report("batch capacity", f"kernel: {used:.3f} cores used over {t1 - t0:.1f} s under a quota of "
@@ -150,9 +150,9 @@ def _published_then_limited(vm: VmNodeRun, ns: str) -> None:
     # daemon-reloads, watched every 20 ms: nothing lifted, nothing counted.
     watched = list(wanted)
     counted = _batch_reverts(vm)
-    _watching(vm, watched)
-    took = _reloads(vm)
-    seen = _seen(vm, watched)
+    vm.watch(watched)
+    took = vm.reloads(RELOADS)
+    seen = vm.seen(watched)
     after_props = {u: vm.show(u, *UNITS) for u in (batch.slice, batch.scope)}
     report("batch capacity", f"{RELOADS} daemon-reloads ({', '.join(f'{t:.1f}' for t in took)} s): seen {seen}",
            f"waterline_caps_reverted_total for batch limits: {counted} -> {_batch_reverts(vm)}")  # fmt: skip

@@ -31,8 +31,7 @@ from devtools.harness.waiting import wait_until
 from devtools.vm.node import LABELS, NAME, agent_pod, pod_ready
 from tests import builders
 from tests.chart import CHART, helm
-from tests.vm_node.conftest import BUSY, PodUnits, VmNodeRun, pod_manifest, report
-from tests.vm_node.test_vm_node import _seen, _watching
+from tests.vm_node.conftest import BUSY, PodUnits, VmNodeRun, cores, pod_manifest, report
 
 NODE = {"matchLabels": dict(LABELS)}
 LABEL = "lcb"
@@ -105,11 +104,6 @@ def _ticks(vm: VmNodeRun) -> float:
         return _total(vm.metrics(), "waterline_ticks_total")
     except (ClusterError, AssertionError):
         return -1.0
-
-
-def _cores(cpu_max: str) -> float:
-    quota, period = cpu_max.split()
-    return float("inf") if quota == "max" else int(quota) / int(period)
 
 
 def _agent_log(vm: VmNodeRun, pod: dict[str, Any]) -> list[dict[str, Any]]:
@@ -280,7 +274,7 @@ def test_a_rollout_restart_keeps_the_cap_and_the_mark_and_the_release_is_exact(
         cap, props = _capped_and_marked(vm, pod)
         agent = _agent_ready(vm)
         old_log = _follow(vm, agent)
-        _watching(vm, [cpu_max, idle])
+        vm.watch([cpu_max, idle])
         restarted = time.monotonic()
         vm.kube.kubectl("-n", NAMESPACE, "rollout", "restart", "daemonset/waterline-agent")
         new = _agent_ready(vm, other_than=agent["metadata"]["name"])
@@ -300,7 +294,7 @@ def test_a_rollout_restart_keeps_the_cap_and_the_mark_and_the_release_is_exact(
         ticks = [_ticks(vm)]
         wait_until(lambda: _ticks(vm) >= ticks[0] + 3, 600,
                    "three ticks of the new agent", interval=2)  # fmt: skip
-        seen = _seen(vm, [cpu_max, idle])
+        seen = vm.seen([cpu_max, idle])
         watched = time.monotonic() - restarted
         props_after = _props(vm, pod)
         old_said = old_log()
@@ -332,7 +326,7 @@ def test_a_rollout_restart_keeps_the_cap_and_the_mark_and_the_release_is_exact(
            f"reverted {reverted or 0}; policies deleted: every file and property as before; "
            f"records name {_held(records, pod, old['metadata']['uid']) or 'nothing of it'}",
            f"test took {took:.0f} s")  # fmt: skip
-    assert all(v != "max 100000" and _cores(v) <= _cores(cap) for v in seen[cpu_max]), seen[cpu_max]
+    assert all(v != "max 100000" and cores(v) <= cores(cap) for v in seen[cpu_max]), seen[cpu_max]
     assert seen[idle] == ["1"], seen[idle]
     assert props_after == props
     assert not [
@@ -375,7 +369,7 @@ def _uninstalled(
     ns: str,
     test: str,
     how: str,
-    uninstall: Callable[[], None],
+    uninstall: Callable[[], object],
     released: tuple[str, ...],
 ) -> None:
     """Cap and mark the pod, uninstall with ``uninstall``; every file and property back as
@@ -414,7 +408,7 @@ def test_kubectl_delete_k_deploy_hands_every_value_back(vm: VmNodeRun, ns: str) 
     try:
         _uninstalled(vm, ns, "kubectl delete -k deploy/", "kubectl delete -k deploy/ (CRDs and policies with it)",
                      lambda: vm.kube.kubectl("delete", "-k", str(ROOT / "deploy"), "--wait", "--timeout", "300s",
-                                             timeout=330) and None,
+                                             timeout=330),
                      # The CRDs go first, and the policies with them: a restore may come first.
                      ("caps-released", "quota-restored"))  # fmt: skip
     finally:
@@ -426,7 +420,7 @@ def test_helm_uninstall_hands_every_value_back(vm: VmNodeRun, ns: str) -> None:
     try:
         _uninstalled(vm, ns, "helm uninstall", "helm uninstall (CRDs and the policies stay)",
                      lambda: helm("uninstall", RELEASE, "--namespace", NAMESPACE, "--wait", "--timeout", "300s",
-                                  kubeconfig=vm.kube.kubeconfig) and None,
+                                  kubeconfig=vm.kube.kubeconfig),
                      # The policies stay: only the agent's uninstall check hands back.
                      ("caps-released",))  # fmt: skip
     finally:
