@@ -130,9 +130,8 @@ vm-build: setup
 # runc, the kubelet (systemd driver, cgroup v2) and kube-proxy, Waterline's image imported,
 # deploy/ applied; prints each step's time; the guest runs until `make vm-node-down`.
 # VM_NODE_IMAGE: a local image to run under the project's name (default: `make image`'s).
-# `make test-vm-node` runs tests/vm_node/ (its own cluster and guest). Not in `make test`
-# yet: a cold CI reached them at 40 min and they had used 23 more for the boot and 8 of
-# their 13 tests (docs/vm.md): past the budget of 75.
+# `make test-vm-node` runs tests/vm_node/ alone (its own cluster and guest); `make test`
+# runs them too, last, on the run's cluster (about 20 min of a cold CI: docs/vm.md).
 .PHONY: vm-node vm-node-down test-vm-node
 vm-node: setup
 	$(BIN)/python -m devtools.vm node $(if $(VM_NODE_IMAGE),--image $(VM_NODE_IMAGE))

@@ -4,9 +4,9 @@ image imported, deploy/ installed by the run's ``kube`` fixture, so the agent ru
 DaemonSet's pod on the guest. Everything the tests read of the node they read in the guest
 (``VmNode.run`` through the share): the kernel's cgroup files and systemd's units.
 
-Not part of ``make test`` yet (``make test-vm-node``): a boot and a join under software
-emulation take minutes, and the thirteen tests more than 20 (a cold CI reached them at
-40 min; 23 min later 8 of the 13 had run: past CI's 75). The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
+Run by ``make test`` (last, on the run's cluster) and alone by ``make test-vm-node``: a
+boot and a join under software emulation take about 3 min, the thirteen tests about 17
+more on a quiet machine. The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
 with ``make image IMAGE=...``, run under the project's name in the guest, so a shared
 machine's tag is left alone) or the project's (``make image``). Where qemu, the guest
 image, the node's programs or the image is missing the tests skip with the reason, and
