@@ -34,8 +34,10 @@ from tests.vm_node.conftest import (
 NODE = {"matchLabels": dict(LABELS)}
 REVERTED = "waterline_caps_reverted_total"
 CHANGES = "waterline_isolation_changes_total"
-#: How long the storm goes on (the issue's "20 reloads in 60 s": as many as fit).
-STORM_SECONDS = 60
+#: The storm: the issue's 20 daemon-reloads, back to back (one takes 2.5-4.8 s on a quiet
+#: machine under emulation, so 20 take 60-90 s), none started after ``STORM_SECONDS`` (a
+#: loaded machine: 5-15 s each) so the module keeps to its share of CI.
+STORM_RELOADS, STORM_SECONDS = 20, 240
 #: Async reloads queued at once (``busctl call --expect-reply=no ... Reload``): each takes
 #: 5-30 s under emulation, so a few tell the rate.
 ASYNC_RELOADS = 5
@@ -511,15 +513,16 @@ def test_a_guaranteed_pods_quota_is_raised_through_systemd_and_taken_back_to_run
 
 # -- 4. a daemon-reload storm under load -------------------------------------------------------
 
-#: As many ``systemctl daemon-reload``s as start within the window, back to back; each
+#: ``STORM_RELOADS`` ``systemctl daemon-reload``s back to back (none started after
+#: ``STORM_SECONDS``); each
 #: one's start and end (the guest's clock), and the capped pod's ``usage_usec`` before and
 #: after.
 STORM = """
 usage() {{ awk '$1 == "usage_usec" {{print $2}}' {stat}; }}
 echo "usage $(date +%s.%N) $(usage)"
-end=$(( $(date +%s) + {seconds} ))
-while [ "$(date +%s)" -lt "$end" ]; do
-    s=$(date +%s.%N); systemctl daemon-reload; echo "reload $s $(date +%s.%N)"
+end=$(( $(date +%s) + {seconds} )); n=0
+while [ "$n" -lt {reloads} ] && [ "$(date +%s)" -lt "$end" ]; do
+    s=$(date +%s.%N); systemctl daemon-reload; echo "reload $s $(date +%s.%N)"; n=$((n + 1))
 done
 echo "usage $(date +%s.%N) $(usage)"
 """
@@ -564,7 +567,7 @@ def test_a_daemon_reload_storm_under_load_lifts_no_cap_and_no_mark(vm: VmNodeRun
         )
         before = vm.metrics()
         vm.watch([cpu_max, cpu_idle])
-        storm = vm.node.check(STORM.format(seconds=STORM_SECONDS, stat=f"{CGROUP}/{batch.scope_path}/cpu.stat"),
+        storm = vm.node.check(STORM.format(reloads=STORM_RELOADS, seconds=STORM_SECONDS, stat=f"{CGROUP}/{batch.scope_path}/cpu.stat"),
                               timeout=STORM_SECONDS + 600)  # fmt: skip
         rows = [line.split() for line in storm.splitlines() if line.strip()]
         took = [float(r[2]) - float(r[1]) for r in rows if r[0] == "reload"]
@@ -577,13 +580,14 @@ def test_a_daemon_reload_storm_under_load_lifts_no_cap_and_no_mark(vm: VmNodeRun
         after = vm.metrics()
         reverted = {c: _reverted(after)[c] - _reverted(before)[c] for c in _reverted(after)}
         report("daemon-reload storm",
-               f"{len(took)} daemon-reloads started in {STORM_SECONDS} s, back to back: "
+               f"{len(took)} daemon-reloads back to back (of {STORM_RELOADS}; none started after {STORM_SECONDS} s): "
                f"{min(took):.1f}-{max(took):.1f} s each, {wall:.0f} s in all",
                f"async: {ASYNC_RELOADS} Reload calls queued and one daemon-reload: {async_done} reloads "
-               f"in {async_wall:.0f} s ({async_done / async_wall * STORM_SECONDS:.1f} per {STORM_SECONDS} s)",
+               f"in {async_wall:.0f} s ({async_done / async_wall * 60:.1f} per 60 s)",
                f"watcher (20 ms): cpu.max {seen[cpu_max]}, cpu.idle {seen[cpu_idle]}",
                f"kernel: batch used {used:.3f} cores over the storm at a 0.20 cap",
                f"waterline_caps_reverted_total over the storm: {reverted}")  # fmt: skip
+        assert len(took) >= 5, took  # a storm, not a reload or two (a stuck systemd)
         assert seen[cpu_max] == ["20000 100000"], seen
         assert seen[cpu_idle] == ["1"], seen
         assert used <= 0.2 * 1.1 + 0.02
