@@ -59,6 +59,12 @@ GUEST_IP = "10.0.2.15"
 GATEWAY = "10.0.2.2"
 POD_CIDR = "10.88.0.0/16"
 LABELS = {"waterline.test/vm-node": "true"}
+#: The guest registers tainted, so only pods that ask for it land there (the tests' pods
+#: tolerate it; the agent's DaemonSet tolerates every taint). In ``make test`` the guest
+#: joins a cluster other tests have used: a cold CI once had an earlier test's Pending
+#: 1.5-core pod scheduled onto it as soon as it was Ready, which left no room for the
+#: Guaranteed pod of tests/vm_node.
+TAINT = ("waterline.test/vm-node", "true", "NoSchedule")
 PROGRAMS = ("kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr", "crictl")
 #: Where the guest keeps the share's configuration (the share is read through 9p).
 ETC = "/etc/waterline-node"
@@ -213,8 +219,9 @@ class VmNode:
             shutil.copy2(archive, images / f"{i}-{archive.name}")
         (self.share / "tags").write_text("".join(f"{a} {b}\n" for a, b in self.tags.items()))
         labels = ",".join(f"{k}={v}" for k, v in LABELS.items())
+        taint = f"{TAINT[0]}={TAINT[1]}:{TAINT[2]}"
         prepare_share(self.share, GUEST_SCRIPT.format(etc=ETC, socket=SOCKET, name=self.name, ip=GUEST_IP,
-                                                      gateway=GATEWAY, labels=labels))  # fmt: skip
+                                                      gateway=GATEWAY, labels=labels, taint=taint))  # fmt: skip
         (self.share / "cmd").mkdir()
         (self.share / "out" / "logs").mkdir()
 
@@ -429,7 +436,7 @@ while read -r from to; do
 done <"$S/tags"
 step kubelet
 service kubelet /usr/local/bin/kubelet --config {etc}/kubelet.yaml --kubeconfig {etc}/kubelet.kubeconfig \
-	--hostname-override {name} --node-ip {ip} --node-labels {labels} --v 1
+	--hostname-override {name} --node-ip {ip} --node-labels {labels} --register-with-taints {taint} --v 1
 step kube-proxy
 # kube-proxy waits 30 s for its Node, then runs without its IPs and exits once the Node
 # shows them ("NodeIPs changed"): under a loaded machine's emulation the kubelet had not

@@ -32,7 +32,7 @@ from devtools.harness.cluster import NAMESPACE, RealCluster
 from devtools.harness.waiting import wait_until
 from devtools.vm.guest import QEMU
 from devtools.vm.image import ImageError, ensure_image
-from devtools.vm.node import LABELS, NAME, Steps, VmNode, agent_pod, pod_ready, save_image
+from devtools.vm.node import LABELS, NAME, TAINT, Steps, VmNode, agent_pod, pod_ready, save_image
 from tests.need import need
 
 #: Figures printed at the end of the run, by test.
@@ -206,6 +206,8 @@ def pod_manifest(name: str, namespace: str, image: str, script: str, labels: Map
                 "metadata": {"labels": {"app": name, **labels}},
                 "spec": {
                     "nodeSelector": dict(LABELS),
+                    "tolerations": [{"key": TAINT[0], "operator": "Equal", "value": TAINT[1],
+                                     "effect": TAINT[2]}],
                     "terminationGracePeriodSeconds": 1,
                     "containers": [{
                         "name": "main", "image": image, "imagePullPolicy": "Never",
@@ -253,8 +255,12 @@ def vm(kube: RealCluster) -> Iterator[VmNodeRun]:
         start = time.monotonic()
         wait_until(lambda: pod_ready(agent_pod(kube.cluster, NAME)), 900, f"the agent's pod Ready on {NAME}",
                    interval=2)  # fmt: skip
+        taints = json.loads(kube.kubectl("get", "node", NAME, "-o", "jsonpath={.spec.taints}").stdout or "[]")
         report("setup", *steps.lines(), f"the agent's pod Ready {time.monotonic() - start:.0f} s after that",
-               f"image {local} as {project}")  # fmt: skip
+               f"image {local} as {project}", f"taints {taints}")  # fmt: skip
+        # Only the tests' pods (and the agent) may land there: other tests' pods in the
+        # same cluster would take its 2 CPUs (devtools.vm.node.TAINT).
+        assert {"key": TAINT[0], "value": TAINT[1], "effect": TAINT[2]} in taints, taints
         yield VmNodeRun(kube, node, steps, project)
     finally:
         node.down()
