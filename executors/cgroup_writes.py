@@ -136,23 +136,38 @@ class SystemdWrites:
         self.version = systemd_version
         self._log = structlog.get_logger()
 
+    #: Property sets per write: a second when the first was overtaken (see ``write``).
+    ATTEMPTS = 2
+
     def write(self, root: str, cgroup: str, file: str, text: str) -> None:
+        """The value as the unit's property, read back from the file; the file written
+        directly only where that fails. A read-back that does not hold usually means
+        someone set the unit between the agent's call and the read (runc applying a
+        kubelet resize sets ``CPUQuota`` through systemd, seen in a cold CI): the property
+        is set once more, ``_set`` recording their value as the unit's own, so the unit
+        keeps the agent's value rather than theirs under a file written directly (which
+        the next daemon-reload would lift)."""
         unit = unit_of(cgroup)
         wanted = properties_of(file, text, self.version) if unit is not None else None
         if unit is not None and wanted is not None:
-            try:
-                self._set(unit, wanted)
-            except (OSError, ValueError) as err:
-                self._log.warning("systemd: property not set, the file is written directly (a "
-                                  "daemon-reload will lift it until the next tick)", unit=unit.name,
-                                  file=file, error=str(err))  # fmt: skip
-            else:  # read back: systemd wrote the file from the property
+            for _ in range(self.ATTEMPTS):
                 try:
-                    if read_back_holds(file, read_bytes(f"{root}/{cgroup}/{file}", 256).decode(), text):
-                        return
-                except (OSError, UnicodeDecodeError):
-                    pass
+                    self._set(unit, wanted)
+                except (OSError, ValueError) as err:
+                    self._log.warning("systemd: property not set, the file is written directly (a "
+                                      "daemon-reload will lift it until the next tick)", unit=unit.name,
+                                      file=file, error=str(err))  # fmt: skip
+                    break
+                if self._holds(f"{root}/{cgroup}/{file}", file, text):  # systemd wrote it
+                    return
         write_file(root, cgroup, file, text)
+
+    @staticmethod
+    def _holds(path: str, file: str, text: str) -> bool:
+        try:
+            return read_back_holds(file, read_bytes(path, 256).decode(), text)
+        except (OSError, UnicodeDecodeError):
+            return False
 
     def _set(self, unit: Unit, wanted: Mapping[str, int]) -> None:
         """The unit's own values recorded (those not recorded yet, and those someone else

@@ -236,6 +236,50 @@ def test_a_limit_set_on_the_unit_under_the_cap_is_the_units_own_value_given_back
     assert (Path(throttler.cpu_root) / c1 / "cpu.max").read_text().strip() == "150000 100000"
 
 
+class ResizedUnits(Units):
+    """A resize racing the agent: right after the agent's first property set, runc (the
+    kubelet's resize) sets the unit's ``CPUQuota`` for the new limit, as it does through
+    systemd, so the agent's read-back finds the new limit in the file."""
+
+    def __init__(self, root: Path, unit: str, quota: int) -> None:
+        super().__init__(root)
+        self.race: tuple[str, int] | None = (unit, quota)
+
+    def set(self, unit: Unit, properties: Mapping[str, int]) -> None:
+        super().set(unit, properties)
+        if self.race is not None and self.race[0] == unit.name:
+            name, quota = self.race
+            self.race = None
+            self.props[name][QUOTA] = quota
+            self._realize(name)
+
+
+def test_a_resize_overtaking_the_cap_leaves_the_cap_as_the_units_property_and_the_new_limit_its_own(
+    tmp_path: Path,
+) -> None:
+    """Seen in a cold CI on the guest: runc's ``CPUQuota`` for a resize landed between the
+    agent's property set and its read-back; the agent wrote the file directly and the unit
+    kept runc's value, so a daemon-reload would have lifted the cap."""
+    tree, container = _tree(tmp_path, 2)
+    c1 = container.format("c1")
+    unit = unit_of(c1)
+    assert unit is not None
+    units = ResizedUnits(tree.root, unit.name, 800_000)  # the resize: limit 800m
+    units.add(c1, CPUQuotaPerSecUSec=1_000_000, CPUQuotaPeriodUSec=100000)
+    units.add(container.format("c2"))
+    writes = SystemdWrites(units, UnitsState(str(tmp_path / "state")), 252)  # type: ignore[arg-type]
+    throttler = CgroupThrottler(tree.mounts, QuotaState(str(tmp_path / "state")), writes=writes)
+    assert throttler.apply(POD, {"a": 0.16, "b": 0.5}, owner="throttle")
+    assert units.props[unit.name][QUOTA] == 160_000  # the cap is the unit's property
+    assert (Path(throttler.cpu_root) / c1 / "cpu.max").read_text().strip() == "16000 100000"
+    saved = json.loads((tmp_path / "state" / "systemd-units.json").read_text())["units"]
+    assert saved[unit.name]["original"][QUOTA] == 800_000  # runc's, the unit's own now
+    units.reload()  # a daemon-reload keeps the cap
+    assert (Path(throttler.cpu_root) / c1 / "cpu.max").read_text().strip() == "16000 100000"
+    assert throttler.restore(POD)
+    assert units.props[unit.name][QUOTA] == 800_000
+
+
 def test_an_idle_mark_is_cpuweight_idle_and_its_release_the_units_weight(tmp_path: Path) -> None:
     slice_ = "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-podbe.slice"
     cg = tmp_path / "cg" / slice_
