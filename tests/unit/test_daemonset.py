@@ -25,6 +25,7 @@ from agent.cluster.daemonset import (
     plan,
     victim_class,
 )
+from agent.cluster.daemonset.plan import LEAVING_SECONDS
 from agent.model.objects import MIRROR_ANNOTATION, Node, OwnerRef, Pod
 from agent.model.selectors import NodeSelector, NodeSelectorTerm, Requirement
 from agent.model.store import ObjectStore
@@ -147,10 +148,23 @@ def test_fit_counts_every_requested_resource_and_pod_slots() -> None:
     assert out["kube-system/fluentd"].victims == ("default/a",)  # full tie: by name
 
 
-def test_terminating_pods_still_hold_room_but_are_not_victims() -> None:
-    going = pod("going", 2.0, deletion_time=NOW)
-    out = run([going, pod("a", 2.0), ds_pod(cpu=2.0)], strategy=("multiple",))
+def test_a_stuck_terminating_pod_still_holds_room_but_is_no_victim() -> None:
+    stuck = pod("stuck", 2.0, deletion_time=NOW - LEAVING_SECONDS - 1)  # past its deadline
+    out = run([stuck, pod("a", 2.0), ds_pod(cpu=2.0)], strategy=("multiple",))
     assert out["kube-system/fluentd"].victims == ("default/a",)
+
+
+def test_room_on_the_way_means_no_new_victims() -> None:
+    """An earlier round's victim still terminating (within its grace period, or just
+    past it): the pod fits once it goes, so nobody else is evicted meanwhile; where the
+    leaving pod is not enough, victims are found for the rest only."""
+    going = pod("going", 2.0, deletion_time=NOW + 30)
+    assert run([going, pod("a", 2.0), ds_pod(cpu=2.0)], strategy=("multiple",)) == {}
+    just_past = pod("going", 2.0, deletion_time=NOW - LEAVING_SECONDS)
+    assert run([just_past, pod("a", 2.0), ds_pod(cpu=2.0)], strategy=("multiple",)) == {}
+    small = pod("going", 0.5, deletion_time=NOW + 30)
+    out = run([small, pod("a", 2.0), pod("b", 1.5), ds_pod(cpu=2.0)], strategy=("multiple",))
+    assert out["kube-system/fluentd"].victims
 
 
 # -- classes and order ----------------------------------------------------------------------

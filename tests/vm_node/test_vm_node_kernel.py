@@ -372,7 +372,10 @@ def test_a_kubelet_resize_of_a_capped_pod_lands_and_the_release_gives_back_the_n
         assert capped[QUOTA] == "200ms"
         # The cap (0.2 cores, or the new floor: 20% of 800m) is the scope's property again.
         assert recapped[QUOTA] == f"{int(cap.split()[0]) // 100}ms", (cap, recapped)
-        assert counted >= 1  # runc's write over the cap, found and written over the new limit
+        # How the agent met runc's write is a race, either way right: found over the cap at a
+        # tick (a revert counted), or landing between the agent's property set and its
+        # read-back (set again, nothing counted: seen in two runs). Both leave the cap as the
+        # unit's property (above) and runc's new limit as the unit's own (the release below).
     finally:
         _unthrottle(vm, "vmk-rsc")
     wait_until(
