@@ -133,13 +133,16 @@ vm-build: setup
 # `make test-vm-node` runs tests/vm_node/ alone (its own cluster and guest); `make test`
 # runs them too, last, on the run's cluster (about 20 min of a cold CI: docs/vm.md).
 .PHONY: vm-node vm-node-down test-vm-node
-vm-node: setup
+vm-node: setup node-build
 	$(BIN)/python -m devtools.vm node $(if $(VM_NODE_IMAGE),--image $(VM_NODE_IMAGE))
 
 vm-node-down: setup
 	$(BIN)/python -m devtools.vm node-down
 
 test-vm-node: setup
+	@hack/cluster/build || [ "$$CI" != true ]
+	@hack/cluster/build helm || [ "$$CI" != true ]
+	@hack/cluster/build $(NODE_TOOLS) || [ "$$CI" != true ]
 	$(BIN)/python -m pytest tests/vm_node -rs
 
 # The Grafana dashboard's queries and the alert rules against a real Prometheus (Debian's
