@@ -80,10 +80,7 @@ def _delete(vm: VmNodeRun, kind: str, *names: str) -> None:
 
 
 def _resources(request: str, limit: str, memory: str = "64Mi") -> dict[str, Any]:
-    return {
-        "requests": {"cpu": request, "memory": memory},
-        "limits": {"cpu": limit, "memory": memory},
-    }
+    return {"requests": {"cpu": request, "memory": memory}, "limits": {"cpu": limit, "memory": memory}}
 
 
 def _counter(metrics: Mapping[str, float], name: str, **labels: str) -> float:
@@ -100,9 +97,7 @@ def _counter(metrics: Mapping[str, float], name: str, **labels: str) -> float:
 
 
 def _reverted(metrics: Mapping[str, float]) -> dict[str, float]:
-    return {
-        c: _counter(metrics, REVERTED, control=c) for c in ("cpu_quota", "cpu_idle", "cpu_burst")
-    }
+    return {c: _counter(metrics, REVERTED, control=c) for c in ("cpu_quota", "cpu_idle", "cpu_burst")}
 
 
 def _held(vm: VmNodeRun, path: str, cap: str, what: str) -> None:
@@ -140,23 +135,17 @@ def _unthrottle(vm: VmNodeRun, name: str) -> None:
 def _resize(vm: VmNodeRun, ns: str, pod: str, request: str, limit: str) -> None:
     patch = {"spec": {"containers": [{"name": "main", "resources": {
         "requests": {"cpu": request}, "limits": {"cpu": limit}}}]}}  # fmt: skip
-    vm.kube.kubectl(
-        "-n", ns, "patch", "pod", pod, "--subresource", "resize", "--patch", json.dumps(patch)
-    )
+    vm.kube.kubectl("-n", ns, "patch", "pod", pod, "--subresource", "resize", "--patch", json.dumps(patch))
 
 
 def _resized(vm: VmNodeRun, ns: str, pod: str, request: str, limit: str) -> bool:
     """The kubelet reports the resize done: no resize condition left and the container's
     status resources the new ones."""
     got = json.loads(vm.kube.kubectl("-n", ns, "get", "pod", pod, "-o", "json").stdout)["status"]
-    if any(
-        c["type"] in ("PodResizePending", "PodResizeInProgress") for c in got.get("conditions", [])
-    ):
+    if any(c["type"] in ("PodResizePending", "PodResizeInProgress") for c in got.get("conditions", [])):
         return False
     res = next((s.get("resources") or {} for s in got.get("containerStatuses", [])), {})
-    return (res.get("requests") or {}).get("cpu") == request and (res.get("limits") or {}).get(
-        "cpu"
-    ) == limit
+    return (res.get("requests") or {}).get("cpu") == request and (res.get("limits") or {}).get("cpu") == limit
 
 
 def _timeline(vm: VmNodeRun, files: list[str], done: Callable[[dict[str, str]], bool],
@@ -249,28 +238,17 @@ def test_burst_stays_within_what_the_kernel_accepts_and_a_kubelet_resize_below_i
     real kubelet that lowers the quota below the burst: the agent lifts the burst for the
     resize, runc's write then lands, and the burst comes back sized from the new quota."""
     kernel = json.loads(vm.node.check(f"python3 - <<'PY'\n{KERNEL_CASES}\nPY"))
-    report(
-        "burst: the kernel",
-        *[f"{case}: {got[0]}, reads {got[1]!r}" for case, got in kernel.items()],
-    )
+    report("burst: the kernel", *[f"{case}: {got[0]}, reads {got[1]!r}" for case, got in kernel.items()])
     assert kernel == KERNEL_EXPECTED
 
     lc = _deploy(vm, ns, "lcb", IDLE, {"role": "lc-burst"}, _resources("100m", "400m"))
     nolimit = _deploy(vm, ns, "lcn", IDLE, {"role": "lc-burst"},
                       {"requests": {"cpu": "100m", "memory": "64Mi"}})  # fmt: skip
     burst = {"quotaPercent": 100, "scope": {"podSelector": {"matchLabels": {"role": "lc-burst"}}}}
-    files = [
-        f"{p}/{f}" for p in (lc.slice_path, lc.scope_path) for f in ("cpu.max", "cpu.max.burst")
-    ]
-    free = [
-        f"{p}/{f}"
-        for p in (nolimit.slice_path, nolimit.scope_path)
-        for f in ("cpu.max", "cpu.max.burst")
-    ]
+    files = [f"{p}/{f}" for p in (lc.slice_path, lc.scope_path) for f in ("cpu.max", "cpu.max.burst")]
+    free = [f"{p}/{f}" for p in (nolimit.slice_path, nolimit.scope_path) for f in ("cpu.max", "cpu.max.burst")]
     before = vm.metrics()
-    vm.kube.apply(
-        [builders.policy("vmk-burst", None, NODE, spec={"cpuIsolation": {"burst": burst}})]
-    )
+    vm.kube.apply([builders.policy("vmk-burst", None, NODE, spec={"cpuIsolation": {"burst": burst}})])
     try:
         marked = _timeline(vm, files, lambda v: v[files[1]] == "40000" and v[files[3]] == "40000",
                            "burst 40000 on the lc pod's slice and scope")  # fmt: skip
@@ -278,14 +256,11 @@ def test_burst_stays_within_what_the_kernel_accepts_and_a_kubelet_resize_below_i
         time.sleep(10)  # ten ticks: a failing write would be counted at each
         steady = vm.metrics()
         failed = _counter(steady, CHANGES, cpu_class="burst", result="failed") - _counter(
-            before, CHANGES, cpu_class="burst", result="failed"
-        )
+            before, CHANGES, cpu_class="burst", result="failed")
         report("burst: the agent", *marked, f"the pod with no limit: {[at_mark[f] for f in free]}",
                f"failed burst changes over 10 s: {failed:.0f}")  # fmt: skip
         for path in (lc.slice_path, lc.scope_path):
-            assert int(at_mark[f"{path}/cpu.max.burst"]) <= int(
-                at_mark[f"{path}/cpu.max"].split()[0]
-            )
+            assert int(at_mark[f"{path}/cpu.max.burst"]) <= int(at_mark[f"{path}/cpu.max"].split()[0])
         assert [at_mark[f] for f in free] == ["max 100000", "0", "max 100000", "0"]
         assert failed == 0
 
@@ -305,8 +280,7 @@ def test_burst_stays_within_what_the_kernel_accepts_and_a_kubelet_resize_below_i
         refused = _kubelet_refusals(vm, vm.pod(ns, "lcb")["metadata"]["uid"], offset)
         after = vm.metrics()
         lifted = _counter(after, CHANGES, cpu_class="burst", change="lifted") - _counter(
-            steady, CHANGES, cpu_class="burst", change="lifted"
-        )
+            steady, CHANGES, cpu_class="burst", change="lifted")
         report("burst: a kubelet resize 400m -> 200m (quota 40000 -> 20000, below the burst)",
                *resize, f"the kubelet reports it done at {done[0]:.1f} s",
                f"the kubelet's writes refused with EINVAL meanwhile: {len(refused)}"
@@ -316,17 +290,10 @@ def test_burst_stays_within_what_the_kernel_accepts_and_a_kubelet_resize_below_i
         assert _reverted(after)["cpu_burst"] == _reverted(before)["cpu_burst"]
     finally:
         _delete(vm, "nodeqosensurancepolicy", "vmk-burst")
-    released = _timeline(
-        vm, files, lambda v: v[files[1]] == "0" and v[files[3]] == "0", "burst released"
-    )
+    released = _timeline(vm, files, lambda v: v[files[1]] == "0" and v[files[3]] == "0", "burst released")
     final = vm.read(*files)
     report("burst: released", *released)
-    assert final == {
-        files[0]: "20000 100000",
-        files[1]: "0",
-        files[2]: "20000 100000",
-        files[3]: "0",
-    }
+    assert final == {files[0]: "20000 100000", files[1]: "0", files[2]: "20000 100000", files[3]: "0"}
     _remove(vm, ns, "lcb", "lcn")
 
 
@@ -378,21 +345,14 @@ def test_a_kubelet_resize_of_a_capped_pod_lands_and_the_release_gives_back_the_n
         # unit's property (above) and runc's new limit as the unit's own (the release below).
     finally:
         _unthrottle(vm, "vmk-rsc")
-    wait_until(
-        lambda: vm.read(cpu_max)[cpu_max] == "80000 100000", 600, "the cap released", interval=2
-    )
+    wait_until(lambda: vm.read(cpu_max)[cpu_max] == "80000 100000", 600, "the cap released", interval=2)
     released = vm.show(pod.scope, QUOTA, PERIOD)
-    report(
-        "resize of a capped pod (limit 1 -> 800m)",
-        f"released: cpu.max 80000 100000, unit {released}",
-    )
+    report("resize of a capped pod (limit 1 -> 800m)", f"released: cpu.max 80000 100000, unit {released}")
     assert released == {QUOTA: "800ms", PERIOD: unit_before[PERIOD]}
     _remove(vm, ns, "rsc")
 
 
-def test_a_kubelet_resize_of_an_idle_pod_lands_and_the_mark_comes_back(
-    vm: VmNodeRun, ns: str
-) -> None:
+def test_a_kubelet_resize_of_an_idle_pod_lands_and_the_mark_comes_back(vm: VmNodeRun, ns: str) -> None:
     """The kubelet sets the pod slice's ``CPUWeight`` for the new request (over the agent's
     ``CPUWeight=idle``) and runc the scope's quota: the mark is lifted around the resize and
     taken again, the kubelet's new weight recorded, so the release gives back the resized
@@ -402,17 +362,10 @@ def test_a_kubelet_resize_of_an_idle_pod_lands_and_the_mark_comes_back(
     scope_max = f"{pod.scope_path}/cpu.max"
     before = vm.read(idle, weight, scope_max)
     unit_before = vm.show(pod.slice, WEIGHT)
-    scope = {
-        "scope": {
-            "qosClasses": ["Burstable"],
-            "podSelector": {"matchLabels": {"role": "resize-idle"}},
-        }
-    }
+    scope = {"scope": {"qosClasses": ["Burstable"], "podSelector": {"matchLabels": {"role": "resize-idle"}}}}
     vm.kube.apply([builders.policy("vmk-rsi", None, NODE, spec={"cpuIsolation": {"idle": scope}})])
     try:
-        wait_until(
-            lambda: vm.read(idle)[idle] == "1", 600, "the pod's slice marked idle", interval=2
-        )
+        wait_until(lambda: vm.read(idle)[idle] == "1", 600, "the pod's slice marked idle", interval=2)
         marked = vm.show(pod.slice, WEIGHT)
         metrics = vm.metrics()
         offset = _kubelet_log_size(vm)
@@ -425,15 +378,12 @@ def test_a_kubelet_resize_of_an_idle_pod_lands_and_the_mark_comes_back(
                 done.append(time.monotonic() - start)
             return bool(done) and values[idle] == "1" and values[scope_max] == "70000 100000"
 
-        seen = _timeline(
-            vm, [idle, weight, scope_max], landed, "the resize done and the pod idle again"
-        )
+        seen = _timeline(vm, [idle, weight, scope_max], landed, "the resize done and the pod idle again")
         remarked = vm.show(pod.slice, WEIGHT)
         after = vm.metrics()
         refused = _kubelet_refusals(vm, vm.pod(ns, "rsi")["metadata"]["uid"], offset)
         lifted = _counter(after, CHANGES, cpu_class="idle", change="lifted") - _counter(
-            metrics, CHANGES, cpu_class="idle", change="lifted"
-        )
+            metrics, CHANGES, cpu_class="idle", change="lifted")
         counted = _reverted(after)["cpu_idle"] - _reverted(metrics)["cpu_idle"]
         report("resize of an idle pod (100m/500m -> 200m/700m)",
                f"before: {before}, unit {unit_before}; marked: unit {marked}", *seen,
@@ -447,10 +397,7 @@ def test_a_kubelet_resize_of_an_idle_pod_lands_and_the_mark_comes_back(
     wait_until(lambda: vm.read(idle)[idle] == "0", 600, "the idle mark released", interval=2)
     released = vm.read(idle, weight, scope_max)
     unit_released = vm.show(pod.slice, WEIGHT)
-    report(
-        "resize of an idle pod (100m/500m -> 200m/700m)",
-        f"released: {released}, unit {unit_released}",
-    )
+    report("resize of an idle pod (100m/500m -> 200m/700m)", f"released: {released}, unit {unit_released}")
     # The kubelet's weight for the new request, as the unit's own property and in the file:
     # not the one from before the resize.
     assert unit_released[WEIGHT] != unit_before[WEIGHT]
@@ -479,14 +426,10 @@ def test_a_guaranteed_pods_quota_is_raised_through_systemd_and_taken_back_to_run
     section = {"quotaPercent": 100, "quotaAboveLimitPercent": 100,
                "scope": {"podSelector": {"matchLabels": {"role": "gua-raise"}}}}  # fmt: skip
     before = vm.metrics()
-    vm.kube.apply(
-        [builders.policy("vmk-gua-raise", None, NODE, spec={"cpuIsolation": {"burst": section}})]
-    )
+    vm.kube.apply([builders.policy("vmk-gua-raise", None, NODE, spec={"cpuIsolation": {"burst": section}})])
     try:
         _held(vm, cpu_max, "100000 100000", "the Guaranteed pod's quota raised to twice its 500m")
-        wait_until(
-            lambda: vm.read(burst)[burst] == "100000", 600, "burst sized from the raise", interval=2
-        )
+        wait_until(lambda: vm.read(burst)[burst] == "100000", 600, "burst sized from the raise", interval=2)
         raised = vm.show(pod.scope, QUOTA, PERIOD)
         u0, t0 = vm.usage(pod.scope_path), time.monotonic()
         time.sleep(10)
@@ -495,9 +438,7 @@ def test_a_guaranteed_pods_quota_is_raised_through_systemd_and_taken_back_to_run
         report("Guaranteed pod (500m), quota raised", f"runc's: {files_before}, unit {unit_before}",
                f"raised: unit {raised}, burst {vm.read(burst)[burst]}; kernel {used:.3f} cores over "
                f"{t1 - t0:.1f} s (the limit 0.50)")  # fmt: skip
-        assert (
-            files_before == {cpu_max: "50000 100000", burst: "0"} and unit_before[QUOTA] == "500ms"
-        )
+        assert files_before == {cpu_max: "50000 100000", burst: "0"} and unit_before[QUOTA] == "500ms"
         assert raised[QUOTA] == "1s"
         assert used > 0.5  # the kernel lets it past its own limit: the raise is in force
     finally:
@@ -550,24 +491,14 @@ def test_a_daemon_reload_storm_under_load_lifts_no_cap_and_no_mark(vm: VmNodeRun
     batch = _deploy(vm, ns, "stb", BUSY, {"role": "storm-cap"})
     idle = _deploy(vm, ns, "sti", BUSY, {"role": "storm-idle"})
     cpu_max, cpu_idle = f"{batch.scope_path}/cpu.max", f"{idle.slice_path}/cpu.idle"
-    unit_before = {
-        batch.scope: vm.show(batch.scope, QUOTA, PERIOD),
-        idle.slice: vm.show(idle.slice, WEIGHT),
-    }
+    unit_before = {batch.scope: vm.show(batch.scope, QUOTA, PERIOD), idle.slice: vm.show(idle.slice, WEIGHT)}
     files_before = vm.read(cpu_max, cpu_idle, f"{idle.slice_path}/cpu.weight")
-    iso = {
-        "scope": {
-            "qosClasses": ["BestEffort"],
-            "podSelector": {"matchLabels": {"role": "storm-idle"}},
-        }
-    }
+    iso = {"scope": {"qosClasses": ["BestEffort"], "podSelector": {"matchLabels": {"role": "storm-idle"}}}}
     vm.kube.apply([*_throttle("vmk-storm", "storm-cap", "BestEffort", 10),
                    builders.policy("vmk-storm-idle", None, NODE, spec={"cpuIsolation": {"idle": iso}})])  # fmt: skip
     try:
         _held(vm, cpu_max, "20000 100000", "the batch pod capped at its floor (10% of 2 cores)")
-        wait_until(
-            lambda: vm.read(cpu_idle)[cpu_idle] == "1", 600, "the idle pod marked", interval=2
-        )
+        wait_until(lambda: vm.read(cpu_idle)[cpu_idle] == "1", 600, "the idle pod marked", interval=2)
         before = vm.metrics()
         vm.watch([cpu_max, cpu_idle])
         storm = vm.node.check(STORM.format(reloads=STORM_RELOADS, seconds=STORM_SECONDS, stat=f"{CGROUP}/{batch.scope_path}/cpu.stat"),
@@ -601,10 +532,7 @@ def test_a_daemon_reload_storm_under_load_lifts_no_cap_and_no_mark(vm: VmNodeRun
     wait_until(lambda: vm.read(cpu_max, cpu_idle) == {cpu_max: files_before[cpu_max], cpu_idle: "0"},
                600, "the cap and the mark released", interval=2)  # fmt: skip
     released = vm.read(cpu_max, cpu_idle, f"{idle.slice_path}/cpu.weight")
-    units = {
-        batch.scope: vm.show(batch.scope, QUOTA, PERIOD),
-        idle.slice: vm.show(idle.slice, WEIGHT),
-    }
+    units = {batch.scope: vm.show(batch.scope, QUOTA, PERIOD), idle.slice: vm.show(idle.slice, WEIGHT)}
     report("daemon-reload storm", f"released: {released}, units {units}")
     assert released == files_before and units == unit_before
     _remove(vm, ns, "stb", "sti")
