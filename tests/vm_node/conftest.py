@@ -42,6 +42,8 @@ CGROUP = "/sys/fs/cgroup"
 #: Burns one CPU.
 BUSY = "while :; do :; done"
 IDLE = "while :; do sleep 1; done"
+#: Daemon-reloads per check (``VmNodeRun.reloads``): each takes seconds under emulation.
+RELOADS = 3
 
 #: The guest's watcher: each file's value every 20 ms, appended when it changes (one
 #: Python process, no fork per read: forks cost milliseconds under emulation).

@@ -15,14 +15,12 @@ import pytest
 from devtools.harness.waiting import wait_until
 from devtools.vm.node import LABELS
 from tests import builders
-from tests.vm_node.conftest import PodUnits, VmNodeRun, cores, report
+from tests.vm_node.conftest import RELOADS, PodUnits, VmNodeRun, cores, report
 
 NODE = {"matchLabels": dict(LABELS)}
 #: The cap's floor: 10% of the node's 2 cores (a BestEffort pod has no limit of its own);
 #: steps of 10%.
 MIN_RATIO, STEP_RATIO = 10, 10
-#: Reloads per check: each takes seconds under emulation.
-RELOADS = 3
 
 
 # -- the real kubelet's layout under the systemd driver --------------------------------------

@@ -23,8 +23,7 @@ from typing import Any
 from devtools.harness.waiting import wait_until
 from devtools.vm.node import LABELS, NAME
 from tests import builders
-from tests.vm_node.conftest import BUSY, IDLE, PodUnits, VmNodeRun, pod_manifest, report
-from tests.vm_node.test_vm_node import RELOADS
+from tests.vm_node.conftest import BUSY, IDLE, RELOADS, PodUnits, VmNodeRun, pod_manifest, report
 
 NODE = {"matchLabels": dict(LABELS)}
 BATCH_CPU, BATCH_MEMORY = "waterline.io/batch-cpu", "waterline.io/batch-memory"
