@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SHARED ?= ../shared
 
-.PHONY: setup demo test test-fast lint scenarios bench ci clean image base-image lock test-latest
+.PHONY: setup demo test-programs test test-fast lint scenarios bench ci clean image base-image lock test-latest
 
 # The environment is exactly requirements/dev.lock (versions and hashes; --no-deps: nothing
 # the lock does not name), then Waterline itself, editable, built by the locked setuptools
@@ -43,11 +43,14 @@ demo: setup
 # The tests talk to a real cluster (devtools/harness/cluster.py), render, lint and install the Helm
 # chart with the real helm, and join this host as a real node (tests/e2e): their programs
 # are built first (a no-op once built). Where they cannot be built, those tests skip,
-# except in CI (CI=true), where that is a failure.
-test: setup
+# except in CI (CI=true), where that is a failure. `test-programs` builds them, for
+# `make test` and `make test-vm-node`.
+test-programs:
 	@hack/cluster/build || [ "$$CI" != true ]
 	@hack/cluster/build helm || [ "$$CI" != true ]
 	@hack/cluster/build $(NODE_TOOLS) || [ "$$CI" != true ]
+
+test: setup test-programs
 	$(BIN)/python -m pytest -rs --ignore=tests/vm_node  # until a cold CI with them passes: docs/vm.md
 
 # The quick part while iterating (under a minute): every test not marked slow, which
@@ -140,10 +143,7 @@ vm-node: setup node-build
 vm-node-down: setup
 	$(BIN)/python -m devtools.vm node-down
 
-test-vm-node: setup
-	@hack/cluster/build || [ "$$CI" != true ]
-	@hack/cluster/build helm || [ "$$CI" != true ]
-	@hack/cluster/build $(NODE_TOOLS) || [ "$$CI" != true ]
+test-vm-node: setup test-programs
 	$(BIN)/python -m pytest tests/vm_node -rs
 
 # The Grafana dashboard's queries and the alert rules against a real Prometheus (Debian's
