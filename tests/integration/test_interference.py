@@ -7,8 +7,9 @@ Both pods' busy loops are pinned to one CPU (sched affinity), so the contention 
 on a 2-core machine; the test's tree sets no ``cpu.shares`` (both at 1024), so the
 BestEffort pod takes about half of that CPU when it is not capped. The line is set 40% of
 the way from the wait measured alone to the wait measured under load (other work shares
-the CPU too), low enough that one 0.1-core step cannot reach it, and the agent's figure is checked against the kernel's: the test reads the
-victim's ``/proc/<pid>/schedstat`` itself around a tick.
+the CPU too), low enough that one 0.1-core step cannot reach it, and the agent's figure
+is checked against the kernel's: the test reads the victim's ``/proc/<pid>/schedstat``
+itself around a tick.
 """
 
 from __future__ import annotations
