@@ -29,8 +29,12 @@ container cgroup made and the pod Running. The BestEffort pods' load swings over
 a ``cpu_total_usage`` rule every 25 ticks, so they are capped and handed back, put in
 the idle class, and deleted while capped.
 
-Measured: tracemalloc's traced bytes (after ``gc.collect()``) at the end of each segment
-of ``--segment-pods`` churned pods after ``--warmup`` segments, and as many segments of
+Measured: tracemalloc's traced bytes (after ``gc.collect()``; tracing starts after the
+warm-up, so what is counted is what was allocated since and is still held) at the end of
+each segment of ``--segment-pods`` churned pods after ``--warmup`` ticks (by default past
+the longest time the agent keeps anything of a gone pod by design: an Events token bucket
+drained to 0 refills in 25 x 300 s; until then the caches fill, which is not a leak), and
+as many segments of
 the same ticks with no churn (the control: what a tick alone leaves); the growth per
 segment, scaled to 1,000 churned pods (and to 1,000 ticks for the control), with its 95%
 interval over the segments; the allocation sites that grew the most between the end of
@@ -131,7 +135,19 @@ class SimPod:
                 "status": status}
 
 
-def policy_manifests() -> list[dict[str, Any]]:
+def policy_manifests(quiet: bool = False) -> list[dict[str, Any]]:
+    """The node's policy: a ``cpu_total_usage`` line the BestEffort pods' swing crosses,
+    a wait line, the idle class and burst; ``quiet``: the real-node soak's shape (a line
+    never reached, no isolation section: the pods are read, nothing is acted on)."""
+    policy, action = _acting_policy()
+    if quiet:
+        spec = policy["spec"]
+        spec.pop("cpuIsolation")
+        spec["objectiveEnsurances"][0]["metricRule"]["value"] = "100"
+    return [policy, action]
+
+
+def _acting_policy() -> list[dict[str, Any]]:
     action = {"apiVersion": QOS, "kind": "AvoidanceAction", "metadata": {"name": "churn-throttle"},
               "spec": {"coolDownSeconds": 0, "scope": {"qosClasses": ["BestEffort"]},
                        "throttle": {"cpuThrottle": {"minCPURatio": 5, "stepCPURatio": 10}}}}
@@ -254,6 +270,7 @@ class Rig:
     churned: int = 0
     tick_no: int = 0
     relist: int = 600
+    quiet: bool = False
     changed: bool = False
 
     # -- the simulated node ------------------------------------------------------------
@@ -327,7 +344,7 @@ class Rig:
         self.changed = False
 
     def write_objects(self) -> None:
-        doc = {"objects": [node_manifest(), namespace_manifest(), *policy_manifests(),
+        doc = {"objects": [node_manifest(), namespace_manifest(), *policy_manifests(self.quiet),
                            *(p.manifest() for p in self.pods.values())]}  # fmt: skip
         tmp = self.objects_path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))
@@ -344,7 +361,8 @@ class Rig:
             self.metrics.render()
 
 
-def build(base: Path, version: int, source_kind: str, pods: Mapping[str, int], relist: int) -> Rig:
+def build(base: Path, version: int, source_kind: str, pods: Mapping[str, int], relist: int,
+          quiet: bool = False) -> Rig:
     from agent.kube.cache import Cache
     from agent.kube.events import EventRecorder
     from agent.kube.nodeview import SAVED_KINDS, NodeView
@@ -375,7 +393,7 @@ def build(base: Path, version: int, source_kind: str, pods: Mapping[str, int], r
                         caps=InOrder(*held))  # fmt: skip
     if parts.isolator is not None:
         parts.isolator.on_reverted = keeper.reverted_mark
-    rig = Rig(host, None, parts, keeper, metrics, clock, source_kind, objects_path, relist=relist)
+    rig = Rig(host, None, parts, keeper, metrics, clock, source_kind, objects_path, relist=relist, quiet=quiet)
     publishers: list[Callable[[Any], None]] = [MetricsPublisher(metrics, Health(stale_after=30.0))]
     if source_kind == "cache":
         cache = Cache(keep_raw=(*SAVED_KINDS, "DaemonSet"))
@@ -385,8 +403,8 @@ def build(base: Path, version: int, source_kind: str, pods: Mapping[str, int], r
             cache.set_reachable(kind, True)
         cache.replace("Node", [node_manifest()])
         cache.replace("Namespace", [namespace_manifest()])
-        cache.replace("NodeQOSEnsurancePolicy", policy_manifests()[:1])
-        cache.replace("AvoidanceAction", policy_manifests()[1:])
+        cache.replace("NodeQOSEnsurancePolicy", policy_manifests(quiet)[:1])
+        cache.replace("AvoidanceAction", policy_manifests(quiet)[1:])
         for kind in ("Pod", "PodDisruptionBudget", "ConfigMap", "DaemonSet"):
             cache.replace(kind, [])
         view = NodeView(cache, NODE)
@@ -515,13 +533,15 @@ def run(args: argparse.Namespace) -> int:
     pods = {"Guaranteed": args.lc_pods, "Burstable": args.burstable_pods, "BestEffort": args.churning_pods}
     ticks = math.ceil(args.segment_pods * args.churn_every / (2 * SWING)) * 2 * SWING
     segment_pods = ticks // args.churn_every
+    warmup = math.ceil(args.warmup / (2 * SWING)) * 2 * SWING
     base = Path(tempfile.mkdtemp(prefix="churn-memory-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    tracemalloc.start(args.frames)
     try:
-        rig = build(base, args.cgroup, args.source, pods, args.relist)
+        rig = build(base, args.cgroup, args.source, pods, args.relist, args.quiet)
         started = time.monotonic()
-        for _ in range(args.warmup * ticks):
+        for _ in range(warmup):
             rig.tick(args.churn_every)
+        # Traced from here on: what is allocated after the warm-up and still held.
+        tracemalloc.start(args.frames)
         before_counts, before_snap = live_entries(rig), tracemalloc.take_snapshot()
         churned0 = rig.churned
         churn = Growth(_run_segments(rig, args.segments, ticks, args.churn_every), 1000 / segment_pods)
@@ -533,10 +553,11 @@ def run(args: argparse.Namespace) -> int:
     finally:
         tracemalloc.stop()
         shutil.rmtree(base, ignore_errors=True)
-    print(f"churn-memory: source {args.source}, cgroup v{args.cgroup}, {sum(pods.values())} pods "
+    print(f"churn-memory: source {args.source}, cgroup v{args.cgroup}{', quiet' if args.quiet else ''}, "
+          f"{sum(pods.values())} pods "
           f"({args.lc_pods} Guaranteed latency-critical, {args.burstable_pods} Burstable, "
           f"{args.churning_pods} BestEffort churning), one replaced every {args.churn_every} ticks; "
-          f"warm-up {args.warmup} x {ticks} ticks, then {args.segments} segments of {ticks} ticks "
+          f"warm-up {warmup} ticks, then {args.segments} segments of {ticks} ticks "
           f"({churned} pods churned) and {args.segments} of {ticks} ticks without churn; "
           f"{rig.tick_no} ticks in {elapsed:.0f} s")  # fmt: skip
     for name, growth, unit in (("churn", churn, "1,000 churned pods"), ("no churn", control, "1,000 ticks")):
@@ -565,8 +586,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--churn-every", type=int, default=2, help="ticks between two pods replaced")
     parser.add_argument("--segment-pods", type=int, default=250, help="pods churned a segment")
     parser.add_argument("--segments", type=int, default=6)
-    parser.add_argument("--warmup", type=int, default=3,
-                        help="segments before the first measure (past the Events' 600 s window)")
+    parser.add_argument("--warmup", type=int, default=7600,
+                        help="ticks before the first measure, untraced (past 7,500 s: the longest an "
+                             "Events bucket of a gone pod is kept, burst 25 x 300 s to refill)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="the real-node soak's shape: no line reached, no isolation (nothing acted on)")
     parser.add_argument("--relist", type=int, default=600, help="ticks between two relists of the pods (cache)")
     parser.add_argument("--frames", type=int, default=4, help="tracemalloc frames kept a trace")
     parser.add_argument("--top", type=int, default=12)
