@@ -29,8 +29,7 @@ container cgroup made and the pod Running. The BestEffort pods' load swings over
 a ``cpu_total_usage`` rule every 25 ticks, so they are capped and handed back, put in
 the idle class, and deleted while capped.
 
-Measured: tracemalloc's traced bytes (after ``gc.collect()``; tracing starts after the
-warm-up, so what is counted is what was allocated since and is still held) at the end of
+Measured: tracemalloc's traced bytes (after ``gc.collect()``; traced from the start) at the end of
 each segment of ``--segment-pods`` churned pods after ``--warmup`` ticks (by default past
 the longest time the agent keeps anything of a gone pod by design: an Events token bucket
 drained to 0 refills in 25 x 300 s; until then the caches fill, which is not a leak), and
@@ -196,16 +195,32 @@ class Host:
             self.add_cgroup(rel, None)
 
     def add_cgroup(self, rel: str, quota: str | None) -> None:
-        self.tree.add(rel, quota=quota)
-        weight, burst = ("cpu.shares", "cpu.cfs_burst_us") if self.version == 1 else ("cpu.weight", "cpu.max.burst")
-        d = self.cpu_dir / rel
-        (d / "cpu.idle").write_text("0\n")
-        (d / burst).write_text("0\n")
-        (d / weight).write_text("1024\n" if self.version == 1 else "100\n")
-        if self.version == 2:
-            (d / "cgroup.threads").write_text("")
+        """A cgroup as ``FakeTree.add`` makes one, with the isolation files and an empty
+        task list; by string paths (``pathlib`` interns every path component it parses:
+        one new interned string a pod, and the interpreter's table of them resizing, is
+        the harness's own growth, not the agent's)."""
+        root, v1 = str(self.tree.root), self.version == 1
+        cpu = f"{root}/cpu/{rel}" if v1 else f"{root}/{rel}"
+        acct, mem = (f"{root}/cpuacct/{rel}", f"{root}/memory/{rel}") if v1 else (cpu, cpu)
+        for d in {cpu, acct, mem}:
+            os.makedirs(d, exist_ok=True)
+        files = {f"{cpu}/cpu.idle": "0\n", f"{cpu}/tasks" if v1 else f"{cpu}/cgroup.threads": ""}
+        if v1:
+            files |= {f"{acct}/cpuacct.usage": "0\n", f"{cpu}/cpu.cfs_quota_us": f"{quota or '-1'}\n",
+                      f"{cpu}/cpu.cfs_period_us": "100000\n", f"{cpu}/cpu.shares": "1024\n",
+                      f"{cpu}/cpu.cfs_burst_us": "0\n",
+                      f"{cpu}/cpu.stat": "nr_periods 0\nnr_throttled 0\nthrottled_time 0\nnr_bursts 0\nburst_time 0\n",
+                      f"{mem}/memory.usage_in_bytes": "50000000\n",
+                      f"{mem}/memory.stat": "cache 0\nrss 0\ninactive_file 1\ntotal_cache 0\n"
+                                            "total_inactive_anon 0\ntotal_inactive_file 1000000\ntotal_active_file 0\n"}
         else:
-            (d / "tasks").write_text("")
+            files |= {f"{cpu}/cpu.stat": "usage_usec 0\nuser_usec 0\nsystem_usec 0\nnr_periods 0\n"
+                                         "nr_throttled 0\nthrottled_usec 0\n",
+                      f"{cpu}/cpu.max": f"{quota or 'max'} 100000\n", f"{cpu}/cpu.weight": "100\n",
+                      f"{cpu}/cpu.max.burst": "0\n", f"{cpu}/memory.current": "50000000\n",
+                      f"{cpu}/memory.stat": "anon 0\nfile 0\nactive_file 0\ninactive_file 1000000\nslab 0\n"}
+        for path, text in files.items():
+            _write(path, text)
 
     def counter(self, rel: str, cpu_seconds: float) -> None:
         """The CPU counter moved (the one file a tick's figures change in; the others as
@@ -216,28 +231,35 @@ class Host:
             path = f"{self.tree.root}/{rel}/cpu.stat"
             text = (f"usage_usec {round(cpu_seconds * 1e6)}\nuser_usec 0\nsystem_usec 0\n"
                     "nr_periods 0\nnr_throttled 0\nthrottled_usec 0\n")
-        fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
+        _write(path, text)
 
     def remove_cgroup(self, rel: str) -> None:
-        for d in self.tree.dirs(rel):
+        root = str(self.tree.root)
+        for d in ([f"{root}/{c}/{rel}" for c in ("cpu", "cpuacct", "memory")] if self.version == 1
+                  else [f"{root}/{rel}"]):  # fmt: skip
             shutil.rmtree(d, ignore_errors=True)
 
     def tasks(self, rel: str, tids: tuple[int, ...]) -> None:
-        name = "tasks" if self.version == 1 else "cgroup.threads"
-        (self.cpu_dir / rel / name).write_text("".join(f"{t}\n" for t in tids))
+        root = str(self.tree.root)
+        where = f"{root}/cpu/{rel}/tasks" if self.version == 1 else f"{root}/{rel}/cgroup.threads"
+        _write(where, "".join(f"{t}\n" for t in tids))
         for tid in tids:
-            (self.proc / str(tid)).mkdir(exist_ok=True)
+            os.makedirs(f"{self.proc}/{tid}", exist_ok=True)
 
     def schedstat(self, tid: int, delay: int) -> None:
-        (self.proc / str(tid) / "schedstat").write_text(f"1000 {delay} 10\n")
+        _write(f"{self.proc}/{tid}/schedstat", f"1000 {delay} 10\n")
 
     def drop_tasks(self, tids: tuple[int, ...]) -> None:
         for tid in tids:
-            shutil.rmtree(self.proc / str(tid), ignore_errors=True)
+            shutil.rmtree(f"{self.proc}/{tid}", ignore_errors=True)
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
 
 
 class NullSink:
@@ -535,13 +557,14 @@ def run(args: argparse.Namespace) -> int:
     segment_pods = ticks // args.churn_every
     warmup = math.ceil(args.warmup / (2 * SWING)) * 2 * SWING
     base = Path(tempfile.mkdtemp(prefix="churn-memory-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    # Traced from the start: a container made before tracing and resized after would
+    # count its whole new table as growth, its old one never as freed.
+    tracemalloc.start(args.frames)
     try:
         rig = build(base, args.cgroup, args.source, pods, args.relist, args.quiet)
         started = time.monotonic()
         for _ in range(warmup):
             rig.tick(args.churn_every)
-        # Traced from here on: what is allocated after the warm-up and still held.
-        tracemalloc.start(args.frames)
         before_counts, before_snap = live_entries(rig), tracemalloc.take_snapshot()
         churned0 = rig.churned
         churn = Growth(_run_segments(rig, args.segments, ticks, args.churn_every), 1000 / segment_pods)
@@ -587,7 +610,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--segment-pods", type=int, default=250, help="pods churned a segment")
     parser.add_argument("--segments", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=7600,
-                        help="ticks before the first measure, untraced (past 7,500 s: the longest an "
+                        help="ticks before the first measure (past 7,500 s: the longest an "
                              "Events bucket of a gone pod is kept, burst 25 x 300 s to refill)")
     parser.add_argument("--quiet", action="store_true",
                         help="the real-node soak's shape: no line reached, no isolation (nothing acted on)")
