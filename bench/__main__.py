@@ -17,7 +17,8 @@ BENCHMARKS = (
     "bench.defrag_e2e",
     "bench.faults",
 )
-ON_REQUEST = ("bench.colocation", "bench.watch_recovery", "bench.soak", "bench.agent_memory")
+ON_REQUEST = ("bench.colocation", "bench.watch_recovery", "bench.soak", "bench.agent_memory",
+              "bench.churn_memory")
 
 
 def main(argv: list[str]) -> int:

@@ -130,3 +130,15 @@ class OnceLog:
     def forget(self, path_prefix: str) -> None:
         """Allow a path to be logged again (e.g. a pod that came back)."""
         self._seen = {k for k in self._seen if not k[1].startswith(path_prefix)}
+
+    def forget_naming(self, parts: set[str]) -> None:
+        """Forget every problem whose path holds one of ``parts`` (a cgroup that went,
+        ``/<rel>/``; a pod that went, ``(<uid>)``): what was said of a pod gone is not
+        kept for the life of the agent (issue 32), and it is said again if it comes back."""
+        if self._seen and parts:
+            self._seen = {k for k in self._seen if not any(part in k[1] for part in parts)}
+
+    @property
+    def remembered(self) -> int:
+        """Problems said and remembered (said again only once forgotten)."""
+        return len(self._seen)

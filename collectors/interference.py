@@ -187,6 +187,8 @@ class TaskWaitReader:
         self._clock = clock
         self._log = log if log is not None else OnceLog()
         self._seen: dict[str, _Seen] = {}
+        #: The pods something was said of (forgotten with them: ``retain``).
+        self._said: set[str] = set()
         self.files = HeldFiles(budget if budget is not None else FileBudget(open_files_budget()))
         #: v1's ``tasks`` is opened each tick (the module's docstring says why).
         self._hold_lists = version != 1
@@ -255,6 +257,7 @@ class TaskWaitReader:
             return None
         if not tids:
             self._log.warn(NO_TASKS_VISIBLE, shown or key, named="pod")
+            self._said.add(key)
             self._seen.pop(key, None)
             return None
         delays = self._delays(tids)
@@ -268,8 +271,14 @@ class TaskWaitReader:
         return waited / 1e9 / (now - prev.at) * 100.0
 
     def retain(self, keys: set[str]) -> None:
+        """Keep what is kept of these pods only: their last sample, and what was said of
+        them (``shown`` names a pod ``... (<key>)``: said again if it comes back)."""
         for key in [k for k in self._seen if k not in keys]:
             del self._seen[key]
+        gone = self._said - keys
+        if gone:
+            self._said -= gone
+            self._log.forget_naming({f"({key})" for key in gone})
 
 
 def worst(values: Iterable[float | None]) -> float | None:

@@ -573,6 +573,9 @@ class PodStatsCollector:
                 usage[pod.key] = self._pod_usage(pod, one)
             self.layout.retain(uids)
         finally:  # also when a read raised: no descriptor is lost
-            for rel in before.keys() - now_cgroups.keys():
+            gone = before.keys() - now_cgroups.keys()
+            for rel in gone:
                 self._release(before[rel])
+            if gone:  # what was said of their files goes with them
+                self._log.forget_naming({f"/{rel}/" for rel in gone})
         return PodStatsSample(at=at, usage=usage, stats=stats, missing=tuple(missing))

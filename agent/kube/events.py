@@ -12,6 +12,12 @@ As client-go's EventCorrelator does, in this order:
 
 Event writes are best effort: a failure is logged once per outage and never raised.
 Events on cluster-scoped objects (nodes, policies, actions) go to namespace "default".
+
+What the three steps remember is keyed by object (a pod's uid is in its key), so it is let
+go as soon as it can no longer change an answer (issue 32: pods come and go for months):
+a *similar* or *dedup* entry once its window is over, a bucket once it has refilled to
+``burst`` (a fresh bucket's). ``MAX_KEYS`` stays the bound for a burst of objects within
+one window.
 """
 
 from __future__ import annotations
@@ -170,8 +176,15 @@ class EventRecorder:
         with self._lock:
             return self._record(ref, type_, reason, message)
 
+    @property
+    def remembered(self) -> int:
+        """Entries held for aggregation (similar, dedup and bucket, all objects)."""
+        with self._lock:
+            return len(self._similar) + len(self._seen) + len(self._buckets)
+
     def _record(self, ref: ObjectRef, type_: str, reason: str, message: str) -> str:
         now = self.clock()
+        self._expire(now)
         message, dedup = self._aggregate(ref, type_, reason, message, now)
         if not self._take_token(ref, now):
             self.dropped += 1
@@ -221,7 +234,8 @@ class EventRecorder:
         entry = self._similar.get(key)
         if entry is None or now - entry[0] > self.args.window_seconds:
             entry = (now, set())
-        entry[1].add(message)
+        if len(entry[1]) <= self.args.similar_limit:  # past it every message is combined
+            entry[1].add(message)
         self._remember(self._similar, key, entry)
         if len(entry[1]) > self.args.similar_limit:
             return COMBINED + message, COMBINED
@@ -237,6 +251,22 @@ class EventRecorder:
             return False
         bucket.tokens -= 1
         return True
+
+    def _expire(self, now: float) -> None:
+        """Forget what can no longer change an answer, oldest touched first (each cache is
+        in the order its entries were last touched, so the sweep stops at the first one
+        still in use; one behind it goes when that one does, within a window)."""
+        a = self.args
+        similar, seen, buckets = self._similar, self._seen, self._buckets
+        while similar and now - next(iter(similar.values()))[0] > a.window_seconds:
+            similar.popitem(last=False)
+        while seen and now - next(iter(seen.values())).first > a.window_seconds:
+            seen.popitem(last=False)
+        while buckets:
+            bucket = next(iter(buckets.values()))
+            if bucket.tokens + (now - bucket.at) / a.refill_seconds < a.burst:
+                break
+            buckets.popitem(last=False)
 
     def _remember(self, cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
         cache[key] = value

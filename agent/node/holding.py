@@ -14,7 +14,10 @@ Reverted``) here, where it is
   a cap the kernel does not hold; a cap the kernel holds tighter is the cap);
 * said once per pod and control (a pod whose caps are lifted at every reload would
   otherwise log at every package install), with what was found and written; a cap that
-  could not be written back is said every time.
+  could not be written back is said every time. What was said is forgotten once the node
+  no longer holds that cap or mark (handed back, or the pod gone: issue 32, a node's
+  pods come and go for months), before each tick; held again and lifted again, it is
+  said again.
 
 This sits at the actuators' edge on purpose: the decision code does not know about it.
 """
@@ -27,7 +30,29 @@ from typing import Any, Protocol
 import structlog
 
 from agent.node.tick import NodeBrain
-from engine.records import CPU_QUOTA, Reverted
+from engine.records import (
+    BATCH_CPU_LIMIT,
+    BATCH_MEMORY_LIMIT,
+    CPU_BURST,
+    CPU_IDLE,
+    CPU_QUOTA,
+    CPU_QUOTA_BURST,
+    Reverted,
+)
+from engine.state import NodeState
+
+
+def held_by_control(state: NodeState) -> dict[str, set[str]]:
+    """The uids of the pods whose cap, mark or limits of each control the node holds."""
+    limited = {h.uid for h in state.limited.values()}
+    return {
+        CPU_QUOTA: {r.uid for r in state.throttled.values()},
+        CPU_IDLE: {m.uid for m in state.idle.values()},
+        CPU_BURST: {m.uid for m in state.burst.values()},
+        CPU_QUOTA_BURST: {m.uid for m in state.quota.values()},
+        BATCH_CPU_LIMIT: limited,
+        BATCH_MEMORY_LIMIT: limited,
+    }
 
 
 class Holder(Protocol):
@@ -59,7 +84,13 @@ class HeldKeeper:
         #: Reverts found since the start (all containers and cgroups), for tests.
         self.reverted = 0
 
+    @property
+    def said(self) -> frozenset[tuple[str, str]]:
+        """(control, pod uid) of the reverts said and not to be said again."""
+        return frozenset(self._said)
+
     def __call__(self) -> None:
+        self._forget_released()
         if self.caps is None:
             return
         try:
@@ -90,6 +121,14 @@ class HeldKeeper:
         held = {(CPU_QUOTA, r.uid) for r in state.throttled.values()}
         held |= {(item.control, item.uid) for item in found}
         self._said = {said for said in self._said if said[0] != CPU_QUOTA or said in held}
+
+    def _forget_released(self) -> None:
+        """Before a tick: keep what was said only of the caps, marks and limits the node
+        still holds (the last tick's memory, which has every mark a tick found reverted)."""
+        if not self._said:
+            return
+        held = held_by_control(self.brain.state)
+        self._said = {s for s in self._said if s[1] in held.get(s[0], (s[1],))}
 
     def _say(self, item: Reverted) -> None:
         if item.control == CPU_QUOTA and not item.rewritten:

@@ -11,7 +11,17 @@ import pytest
 from agent.node.holding import HeldKeeper
 from agent.node.tick import NodeBrain
 from devtools.harness.fake_cgroups import FakeTree, ListLogger
-from engine.records import ThrottleRecord
+from engine.records import (
+    BATCH_CPU_LIMIT,
+    BURST,
+    CPU_BURST,
+    CPU_IDLE,
+    IDLE,
+    HeldLimits,
+    IsolationMark,
+    Reverted,
+    ThrottleRecord,
+)
 from executors.cgroup_throttle import CgroupThrottler
 from executors.quota_state import QuotaState
 from tests.unit.test_quota_state import POD, _tree
@@ -151,3 +161,32 @@ def test_a_cap_the_kernel_holds_tighter_is_the_cap_in_the_nodes_memory(tmp_path:
     _lift(tree, container.format("c2"), "30000")  # a new limit of 0.3 core under our 0.5
     keeper()
     assert brain.caps() == {"default/web": pytest.approx(0.5)}  # 0.2 + 0.3, as the kernel holds
+
+
+def test_what_was_said_of_a_pod_is_forgotten_once_the_node_holds_nothing_of_it() -> None:
+    """Issue 32: a mark or limit found reverted is said once per pod; the pod gone (or the
+    mark handed back), the keeper keeps nothing of it: its ``said`` follows the node's
+    memory, before each tick; a mark still held stays said."""
+    brain = NodeBrain()
+    state = brain.state
+    for i in range(50):  # 50 pods in the idle class, 50 given burst, 50 batch pods limited
+        state.hold_mark(IDLE, f"ns/be-{i}", IsolationMark("pol", f"u-be-{i}"))
+        state.hold_mark(BURST, f"ns/web-{i}", IsolationMark("pol", f"u-web-{i}", 50.0))
+        state.hold_limits(f"ns/batch-{i}", HeldLimits(f"u-batch-{i}", 1.0))
+    log = _Log()
+    keeper = HeldKeeper(brain, log=log)
+    found = [Reverted(control, uid, f"ns/{name}-{i}", f"kubepods/pod{uid}")
+             for i in range(50)
+             for control, name, uid in ((CPU_IDLE, "be", f"u-be-{i}"), (CPU_BURST, "web", f"u-web-{i}"),
+                                        (BATCH_CPU_LIMIT, "batch", f"u-batch-{i}"))]  # fmt: skip
+    keeper.found(found)
+    keeper.found(found)  # a second daemon-reload: counted, not said again
+    assert len(keeper.said) == 150 and len(log.events) == 150
+    for i in range(1, 50):  # every pod but the first of each kind is gone
+        state.drop_mark(IDLE, f"ns/be-{i}")
+        state.drop_mark(BURST, f"ns/web-{i}")
+        state.drop_limits(f"ns/batch-{i}")
+    keeper()  # before the next tick
+    assert keeper.said == {(CPU_IDLE, "u-be-0"), (CPU_BURST, "u-web-0"), (BATCH_CPU_LIMIT, "u-batch-0")}
+    keeper.found(found[:3])  # the ones still held, lifted again: still said once
+    assert len(log.events) == 150

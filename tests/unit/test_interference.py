@@ -203,3 +203,25 @@ def test_the_no_visible_task_warning_names_the_pod_by_namespace_and_name(tmp_pat
     tree.set(V1_LC, 1.0, periods=10)
     assert "lc_cpu_wait_ratio" not in collector.collect([LC], pod_stats.collect([LC]).stats)
     assert [(e, f.get("pod")) for e, f in logger.events] == [(NO_TASKS_VISIBLE, "default/web (lc-1)")]
+
+
+def test_what_was_said_of_a_pod_goes_with_it(tmp_path: Path) -> None:
+    """Issue 32: a latency-critical pod with no visible task is said once; once it left,
+    nothing of it is kept (the log's memory included), and one that comes back is said
+    again."""
+    tree = FakeTree(tmp_path / "cg", 1)
+    pods = [make_pod(f"web-{i}", f"lc-{i}", GUARANTEED, {"main": f"containerd://c{i}"}) for i in range(20)]
+    for i in range(20):
+        for rel in (f"kubepods/podlc-{i}", f"kubepods/podlc-{i}/c{i}"):
+            tree.add(rel)
+            _tasks(tree, rel)  # no task visible
+    logger = ListLogger()
+    log = CountingLog(logger)
+    pod_stats = PodStatsCollector(tree.mounts, clock=Clock())
+    collector = InterferenceCollector(TaskWaitReader(str(tree.root / "cpu"), 1, str(tmp_path / "proc"), log=log))
+    collector.collect(pods, pod_stats.collect(pods).stats)
+    assert len(logger.events) == 20 and log.remembered == 20
+    collector.collect(pods[:1], pod_stats.collect(pods[:1]).stats)  # 19 went
+    assert log.remembered == 1 and len(logger.events) == 20
+    collector.collect(pods[:2], pod_stats.collect(pods[:2]).stats)  # one came back: said again
+    assert [f.get("pod") for _e, f in logger.events[20:]] == ["default/web-1 (lc-1)"]

@@ -117,3 +117,37 @@ def test_a_failing_api_is_logged_once_and_never_raises() -> None:
         assert rec.record(node_ref("n"), "Normal", "RuleRestored", "back") == "created"
     assert results == ["failed"] * 5
     assert [e["log_level"] for e in logs] == ["warning", "info"]
+
+
+def test_what_is_kept_of_pods_that_went_is_let_go_once_it_cannot_change_an_answer() -> None:
+    """Issue 32: the aggregation keys hold a pod's uid; a node whose pods come and go
+    must not keep one entry per pod that ever had an Event (up to MAX_KEYS a cache)."""
+    sink, clock = Sink(), Clock()
+    rec = recorder(sink, clock, burst=5, refill_seconds=60, window_seconds=600)
+    for i in range(200):  # 200 pods, each throttled once and gone
+        assert rec.record(pod_ref(Pod("ns", f"p{i}", f"uid-{i}")), "Normal", "Throttled", "capped") == "created"
+    assert rec.remembered == 600  # similar, dedup and bucket entries of each pod
+    clock.now += 250  # buckets full again (1 of 5 tokens used, 60 s each), windows still open
+    live = pod_ref(Pod("ns", "live", "uid-live"))
+    rec.record(live, "Normal", "Throttled", "capped")
+    assert rec.remembered == 400 + 3  # the buckets are a fresh one's: gone
+    clock.now += 600  # every window of the 200 is over; the live pod's is not
+    assert rec.record(live, "Normal", "Throttled", "capped") == "updated"
+    assert rec.remembered == 3
+
+
+def test_letting_go_changes_no_answer() -> None:
+    """An entry is dropped only when a fresh one would answer the same: a repeat after the
+    window is a new Event, a bucket refilled to its burst lets as many through."""
+    sink, clock = Sink(), Clock()
+    rec = recorder(sink, clock, burst=2, refill_seconds=60, window_seconds=600, similar_limit=2)
+    ref = pod_ref(Pod("ns", "p", "uid-p"))
+    assert [rec.record(ref, "Warning", "EvictionBlocked", m) for m in ("a", "b", "c", "d")] == [
+        "created", "created", "dropped", "dropped"]  # fmt: skip
+    clock.now += 601  # window over, bucket full: exactly a fresh recorder's answers
+    fresh = recorder(Sink(), clock, burst=2, refill_seconds=60, window_seconds=600, similar_limit=2)
+    other = pod_ref(Pod("ns", "q", "uid-q"))
+    rec.record(other, "Normal", "Throttled", "x")  # sweeps
+    assert rec.remembered == 3
+    answers = [rec.record(ref, "Warning", "EvictionBlocked", m) for m in ("a", "a", "b", "c")]
+    assert answers == [fresh.record(ref, "Warning", "EvictionBlocked", m) for m in ("a", "a", "b", "c")]

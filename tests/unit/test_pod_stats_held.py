@@ -211,3 +211,27 @@ def test_the_default_budget_leaves_room_under_the_process_limit(node: Node) -> N
         held.close()
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_what_was_said_of_a_cgroup_goes_with_it(node: Node) -> None:
+    """Issue 32: a cgroup file that cannot be read is said once; once the pod went, the
+    log keeps nothing of it (it would otherwise hold one entry per such pod for the life
+    of the agent, up to its bound)."""
+    logger = ListLogger()
+    log = OnceLog(logger)
+    collector = PodStatsCollector(node.tree.mounts, clock=Clock(), log=log)
+    pods = [node.add(f"u{i}", containers=1) for i in range(10)]
+    for pod in pods:  # a memory.stat missing in every pod cgroup
+        (node.tree.dirs(node.rels(pod)[0])[-1] / "memory.stat").unlink()
+    collector.collect(pods)
+    collector.collect(pods)
+
+    def missing() -> int:
+        return sum(e == "cgroup file missing" for e, _f in logger.events)
+
+    said = log.remembered  # and v1's "no per-cgroup PSI here", once, of the first pod
+    assert missing() == 10 and said in (10, 11)
+    for pod in pods[1:]:
+        node.remove(pod)
+    collector.collect(pods[:1])
+    assert log.remembered == said - 9 and missing() == 10

@@ -1,6 +1,6 @@
 import pytest
 
-from agent.model.quantity import format_cpu, parse_quantity, parse_resource_list
+from agent.model.quantity import cached_quantities, format_cpu, parse_quantity, parse_resource_list
 
 
 @pytest.mark.parametrize(
@@ -62,3 +62,12 @@ def test_a_resource_list_refuses_a_negative_amount_naming_the_resource() -> None
     assert parse_resource_list({"cpu": "0", "memory": "1Gi"}) == {"cpu": 0.0, "memory": 2.0**30}
     with pytest.raises(ValueError, match=r"^cpu: must not be negative, got '-1'$"):
         parse_resource_list({"memory": "1Gi", "cpu": "-1"})
+
+
+def test_new_quantities_all_its_life_keep_the_cache_bounded() -> None:
+    """Issue 32: the node's batch capacity comes back through its watch as a new figure
+    at each publication; the cache of parsed quantities stays bounded, and right."""
+    for i in range(10_000):
+        assert parse_quantity(str(8_000_000_000 + i * 4096)) == 8_000_000_000 + i * 4096
+        assert cached_quantities() <= 4096
+    assert parse_quantity("100m") == pytest.approx(0.1)
