@@ -31,12 +31,18 @@ class GuestRun:
     boot: Boot
     results: dict[str, Any]
 
+    def console(self, chars: int = 6000) -> str:
+        path = self.boot.console
+        return path.read_text(errors="replace")[-chars:] if path.exists() else "(no console.log)"
+
     def result(self, name: str) -> dict[str, Any]:
         """A check's figures; fails with the guest's own error when it failed there."""
         got = self.results.get(name)
         if got is None:
-            pytest.fail(f"{name} did not run in the guest (rc {self.boot.rc}); its log:\n"
-                        f"{self.boot.log()[-3000:]}", pytrace=False)  # fmt: skip
+            pytest.fail(f"{name} did not run in the guest (rc {self.boot.rc}, qemu {self.boot.seconds:.0f} s "
+                        f"of {TIMEOUT}); its log:\n{self.boot.log()[-3000:]}\n"
+                        f"the console's end (a stuck check's stacks are there):\n{self.console()}",
+                        pytrace=False)  # fmt: skip
         figures = got.get("figures", {})
         if not got["ok"]:
             pytest.fail(f"in the guest: {got['error']}\nfigures: {json.dumps(figures, indent=1)}\n"

@@ -16,6 +16,7 @@ Standard library and Waterline only: nothing of tests/ exists in the guest.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import signal
@@ -47,6 +48,15 @@ WEB_CID = "a1" * 32
 SCRATCH_CID = "c1" * 32
 UNLIMITED = "max 100000"
 NO_BUS = "unix:path=/run/waterline-checks/no-bus"
+#: Seconds one check may run before the guest gives up on it: every thread's stack goes to
+#: the serial console (the host's console.log, which does not depend on the 9p share) and
+#: the script exits, so the boot ends with the checks that did run instead of at the
+#: host's limit. A CI boot once stopped inside ``caps_hold_across_daemon_reloads`` and
+#: said nothing for 40 minutes; every wait inside a check has a limit of its own, so a
+#: check past this one is stuck in the kernel, systemd or the share. The longest check
+#: fits under it: the agent's start (up to AGENT_START) and the storm's 600 s budget.
+CHECK_LIMIT = 1500
+CONSOLE = "/dev/ttyS0"
 
 Figures = dict[str, Any]
 CHECKS: list[tuple[str, Callable[[Figures], None]]] = []
@@ -731,16 +741,21 @@ def main() -> int:
         return 1
     results["setup"] = {"ok": True, "seconds": round(time.monotonic() - started, 1)}
     save()
+    watchdog = open(CONSOLE, "w") if os.path.exists(CONSOLE) else sys.stderr  # noqa: SIM115
     for name, fn in CHECKS:
         if only and name not in only:
             continue
         figures: Figures = {}
         start = time.monotonic()
+        print(f"{name}: started", flush=True)
+        print(f"waterline check {name}: started", file=watchdog, flush=True)
+        faulthandler.dump_traceback_later(CHECK_LIMIT, exit=True, file=watchdog)
         try:
             fn(figures)
             outcome: dict[str, Any] = {"ok": True}
         except Exception as err:  # noqa: BLE001
             outcome = {"ok": False, "error": f"{type(err).__name__}: {err}", "trace": traceback.format_exc()}
+        faulthandler.cancel_dump_traceback_later()
         outcome.update(figures=figures, seconds=round(time.monotonic() - start, 1))
         results[name] = outcome
         print(f"{name}: {'ok' if outcome['ok'] else 'FAILED ' + outcome['error']} "
