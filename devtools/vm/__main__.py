@@ -22,7 +22,7 @@ from devtools.cluster.images import default_images
 from devtools.cluster.launcher import Cluster, ClusterError
 from devtools.vm.guest import GuestError, accel, boot, prepare_share
 from devtools.vm.image import ROOT, ImageError, ensure_image
-from devtools.vm.node import VmNode, install, save_image
+from devtools.vm.node import VmNode, install, save_image, stop_guest
 
 FACTS = """\
 /opt/waterline/bin/python - <<'PY'
@@ -44,10 +44,23 @@ PY
 """
 
 
+#: The verbs, each with what it does (``--help``).
+VERBS = {
+    "build": "make the guest image when its inputs changed (make vm-build)",
+    "up": "boot the guest once and print what it is and the times (make vm)",
+    "node": "join the guest to --dir's cluster as a real node and install deploy/ (make vm-node)",
+    "node-down": "stop that guest and delete its Node (make vm-node-down)",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m devtools.vm", description=__doc__)
-    parser.add_argument("verb", choices=["build", "up", "node", "node-down"])
-    parser.add_argument("--timeout", type=float, default=600, help="seconds a boot may take")
+    parser = argparse.ArgumentParser(prog="python -m devtools.vm", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser.add_argument("verb", choices=list(VERBS), metavar="{" + ",".join(VERBS) + "}",
+                        help="; ".join(f"{verb}: {what}" for verb, what in VERBS.items()))  # fmt: skip
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="up: seconds the boot may take (default 600); node: seconds from "
+                             "qemu's start to the Node Ready (default 1500)")  # fmt: skip
     parser.add_argument("--dir", type=Path, default=ROOT / ".cluster",
                         help="node: the cluster's folder (default %(default)s)")  # fmt: skip
     parser.add_argument("--image", default=None,
@@ -55,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                              "make image); another one runs under the project's name")  # fmt: skip
     args = parser.parse_args(argv)
     if args.verb in ("node", "node-down"):
-        return node_verb(args.verb, args.dir.resolve(), args.image)
+        return node_verb(args.verb, args.dir.resolve(), args.image, args.timeout or 1500)
     try:
         image = ensure_image()
         how = "cached" if image.cached else f"built in {image.build_seconds:.0f} s"
@@ -67,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.monotonic()
             prepare_share(share, FACTS)
             wheel_s = time.monotonic() - start
-            done = boot(image, share, timeout=args.timeout)
+            done = boot(image, share, timeout=args.timeout or 600)
             facts_file = done.out / "facts.json"
             if done.rc != 0 or not facts_file.exists():
                 print(f"vm: the guest's script failed (rc {done.rc}); its log:\n{done.log()}"
@@ -88,14 +101,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def node_verb(verb: str, folder: Path, local: str | None) -> int:
+def node_verb(verb: str, folder: Path, local: str | None, timeout: float) -> int:
     cluster = Cluster(folder, folder / "bin")
+    if verb == "node-down":  # from what the start recorded: no image needed to stop a guest
+        print(f"vm-node: {'guest stopped' if stop_guest(cluster) else 'no guest was running'}")
+        return 0
     try:
         image = ensure_image()
-        if verb == "node-down":
-            node = VmNode(cluster, image)
-            print(f"vm-node: {'guest stopped' if node.down() else 'no guest was running'}")
-            return 0
         project = default_images()[0]
         local = local or project
         start = time.monotonic()
@@ -104,7 +116,7 @@ def node_verb(verb: str, folder: Path, local: str | None) -> int:
         saved = time.monotonic() - start
         node.images = (archive,)
         node.tags = {local: project} if local != project else {}
-        steps = node.up()
+        steps = node.up(timeout)
         agent = install(cluster, node)
         print(f"vm-node: {node.name} Ready and Waterline's agent running on it ({accel()}):")
         print(f"  {local} saved for the guest: {saved:.0f} s")
@@ -114,7 +126,7 @@ def node_verb(verb: str, folder: Path, local: str | None) -> int:
             f"  {cluster.bin_dir / 'kubectl'} --kubeconfig {cluster.kubeconfig} get nodes -o wide"
         )
         print(f"  the guest's logs: {node.share / 'out'}; make vm-node-down stops it")
-    except (ImageError, ClusterError) as err:
+    except (ImageError, ClusterError, GuestError) as err:
         print(f"vm-node: {err}", file=sys.stderr)
         return 1
     return 0

@@ -130,7 +130,7 @@ class VmNode:
 
     @property
     def folder(self) -> Path:
-        return self.cluster.root / "run" / "vm-node"
+        return guest_folder(self.cluster)
 
     @property
     def share(self) -> Path:
@@ -281,11 +281,7 @@ class VmNode:
             return ""
 
     def _pid(self) -> int | None:
-        try:
-            pid = int(json.loads((self.folder / STATE).read_text())["qemu"])
-        except (OSError, ValueError, KeyError):
-            return None
-        return pid if alive(pid) else None
+        return guest_pid(self.folder)
 
     # -- the guest's commands -------------------------------------------------------------
 
@@ -319,21 +315,42 @@ class VmNode:
     # -- down -----------------------------------------------------------------------------
 
     def down(self, timeout: float = 120) -> bool:
-        """Stop the guest (asked to power off, killed after ``timeout``) and delete the
-        Node; True when a guest was running."""
-        pid = self._pid()
-        if pid is not None:
-            with contextlib.suppress(OSError):
-                (self.share / "cmd" / "stop").write_text("")
-            if not wait_gone(pid, timeout):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                wait_gone(pid, 10)
-        with contextlib.suppress(ClusterError, OSError, RuntimeError):
-            self.cluster.admin().request("DELETE", f"/api/v1/nodes/{self.name}")
+        """Stop the guest and delete the Node: ``stop_guest``."""
+        return stop_guest(self.cluster, self.name, timeout)
+
+
+def guest_folder(cluster: Cluster) -> Path:
+    """Where a guest node of ``cluster`` keeps its share and its record."""
+    return cluster.root / "run" / "vm-node"
+
+
+def guest_pid(folder: Path) -> int | None:
+    """The running guest's qemu, as its start recorded it in ``folder``; None if none runs."""
+    try:
+        pid = int(json.loads((folder / STATE).read_text())["qemu"])
+    except (OSError, ValueError, KeyError):
+        return None
+    return pid if alive(pid) else None
+
+
+def stop_guest(cluster: Cluster, name: str = NAME, timeout: float = 120) -> bool:
+    """Stop the guest node of ``cluster`` (asked to power off, killed after ``timeout``)
+    and delete its Node; True when a guest was running. Needs no image: a guest is stopped
+    from what its start recorded under the cluster's ``run`` folder."""
+    folder = guest_folder(cluster)
+    pid = guest_pid(folder)
+    if pid is not None:
         with contextlib.suppress(OSError):
-            (self.folder / STATE).unlink()
-        return pid is not None
+            (folder / "share" / "cmd" / "stop").write_text("")
+        if not wait_gone(pid, timeout):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            wait_gone(pid, 10)
+    with contextlib.suppress(ClusterError, OSError, RuntimeError):
+        cluster.admin().request("DELETE", f"/api/v1/nodes/{name}")
+    with contextlib.suppress(OSError):
+        (folder / STATE).unlink()
+    return pid is not None
 
 
 def save_image(image: str, out: Path) -> Path:

@@ -3,7 +3,12 @@ uptime, makes the steps' durations; ``up`` closes the last one."""
 
 from __future__ import annotations
 
-from devtools.vm.node import GUEST_SCRIPT, Steps, guest_steps
+import json
+import subprocess
+from pathlib import Path
+
+from devtools.cluster.launcher import Cluster
+from devtools.vm.node import GUEST_SCRIPT, STATE, Steps, guest_folder, guest_steps, stop_guest
 
 
 def test_each_step_lasts_until_the_next_one_starts() -> None:
@@ -36,3 +41,19 @@ def test_the_guest_services_restart_and_only_a_failed_kube_proxy_stops_the_join(
     assert "--property=Restart=on-failure" in service
     wait = script[script.index("step kube-proxy") : script.index("step up")]
     assert "is-failed kube-proxy" in wait and "is-active" not in wait
+
+
+def test_a_guest_is_stopped_from_its_record_with_no_image(tmp_path: Path) -> None:
+    """``make cluster-down`` and ``make vm-node-down`` stop the guest from the pid its start
+    recorded under the cluster's run folder (here a process that ignores the power-off
+    request, so it is killed after the timeout); the record goes, and a second stop finds
+    no guest. No cluster runs: deleting the Node fails quietly."""
+    cluster = Cluster(tmp_path, tmp_path / "bin")
+    folder = guest_folder(cluster)
+    (folder / "share").mkdir(parents=True)
+    with subprocess.Popen(["sleep", "600"]) as proc:  # noqa: S607
+        (folder / STATE).write_text(json.dumps({"qemu": proc.pid}))
+        assert stop_guest(cluster, timeout=0.5) is True
+        proc.wait(timeout=5)  # gone (stop_guest may have reaped it: no code to assert)
+    assert not (folder / STATE).exists()
+    assert stop_guest(cluster, timeout=0.5) is False
