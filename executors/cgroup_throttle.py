@@ -171,28 +171,40 @@ class CgroupThrottler(CpuThrottler):
                     error=str(err),
                 )
                 return False
-        written: dict[str, float] = {}
+        written: dict[str, float] = {}  # name -> the cap in force after this call
+        texts: dict[str, tuple[str, str, int, int]] = {}  # name -> (cgroup, text, quota, period)
         for name, (cgroup, orig_quota, period, current) in targets.items():
             quota = quota_for(container_caps[name], period, orig_quota)
             if current is not None and abs(quota - current) * 1000 <= period:
                 written[name] = current / period  # within 1 millicore: in force, not rewritten
                 continue
             text = str(quota) if self.version == 1 else f"{quota} {period}"
+            texts[name] = (cgroup, text, quota, period)
+        if texts:  # recorded before written, as the originals are (``intend_caps``)
+            try:
+                self.state.intend_caps(pod.uid, {n: q / p for n, (_c, _t, q, p) in texts.items()})
+            except OSError as err:
+                self._log.error("throttle: caps not persisted, nothing written", pod=pod.key, error=str(err))
+                return False
+        failed: dict[str, float | None] = {}
+        for name, (cgroup, text, quota, period) in texts.items():
             try:
                 self._write(cgroup, self.version, text)
             except OSError as err:
                 self._log.warning(
                     "throttle: quota write failed", pod=pod.key, container=name, error=str(err)
                 )
+                before = originals[name]
+                failed[name] = before.cap  # the kernel holds what it held
                 continue
             written[name] = quota / period
             self._log.info(
                 "throttled", code="throttled", pod=pod.key, container=name, quota_us=quota,
                 period_us=period,
             )
-        if written:
+        if written or failed:
             try:
-                self.state.set_caps(pod.uid, written)
+                self.state.set_caps(pod.uid, {**written, **failed})
             except OSError as err:
                 self._log.warning("throttle: caps not persisted", pod=pod.key, error=str(err))
         return bool(written)
@@ -268,7 +280,7 @@ class CgroupThrottler(CpuThrottler):
         want = quota_for(saved.cap, period, orig_quota)
         if quota is not None and abs(quota - want) * 1000 <= period:
             return None  # held (within 1 millicore)
-        new_original = raw != saved.original
+        new_original = raw != saved.original and not self._was_ours(quota, saved, period, orig_quota)
         if new_original:  # the container's limit changed under us: release gives this back
             orig_quota = quota
             want = quota_for(saved.cap, period, orig_quota)
@@ -288,6 +300,14 @@ class CgroupThrottler(CpuThrottler):
             with contextlib.suppress(OSError):
                 self.state.set_caps(uid, {name: want / period})
         return Reverted(CPU_QUOTA, uid, pod, saved.cgroup, name, raw, text, new_original, True)
+
+    @staticmethod
+    def _was_ours(quota: int | None, saved: ContainerQuota, period: int, orig_quota: int | None) -> bool:
+        """The kernel holds the agent's previous cap: it stopped after recording the
+        current one and before writing it (``QuotaState.intend_caps``)."""
+        if quota is None or saved.previous is None:
+            return False
+        return abs(quota - quota_for(saved.previous, period, orig_quota)) * 1000 <= period
 
     # -- restart and policy deletion -----------------------------------------------
 

@@ -30,8 +30,14 @@ class ContainerQuota:
     version: int
     #: The quota file's content before our first write, stripped.
     original: str
-    #: The cap last written, in cores (None before the first write).
+    #: The cap last written, in cores (None before the first write). Recorded *before*
+    #: the write (``QuotaState.intend_caps``), so a cap in the kernel is always one the
+    #: file names.
     cap: float | None = None
+    #: The cap before ``cap``: what the kernel still holds when the agent stopped between
+    #: recording ``cap`` and writing it. A value found equal to it is the agent's own, not
+    #: a limit someone else set (which would become the original a release gives back).
+    previous: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +68,7 @@ def _to_json(pods: Mapping[str, ThrottledPod]) -> dict[str, Any]:
                         "version": c.version,
                         "original": c.original,
                         "cap": c.cap,
+                        "previous": c.previous,
                     }
                     for name, c in p.containers.items()
                 },
@@ -81,12 +88,13 @@ def _from_json(raw: Any) -> dict[str, ThrottledPod]:
             version = int(c["version"])
             if version not in (1, 2) or not isinstance(c["original"], str):
                 raise ValueError(f"pod {uid} container {name}: bad quota record")
-            cap = c.get("cap")
+            cap, previous = c.get("cap"), c.get("previous")  # "previous": absent before it was kept
             containers[str(name)] = ContainerQuota(
                 cgroup=str(c["cgroup"]),
                 version=version,
                 original=c["original"],
                 cap=None if cap is None else float(cap),
+                previous=None if previous is None else float(previous),
             )
         pods[str(uid)] = ThrottledPod(
             uid=str(uid),
@@ -136,6 +144,20 @@ class QuotaState:
             return
         containers = {
             name: replace(c, cap=caps[name]) if name in caps else c
+            for name, c in pod.containers.items()
+        }
+        self._save({**self._pods, uid: replace(pod, containers=containers)})
+
+    def intend_caps(self, uid: str, caps: Mapping[str, float]) -> None:
+        """Record the caps about to be written, each container's cap so far kept as its
+        ``previous``; raises OSError (then nothing may be written). Killed between this and
+        the write, the agent left the previous cap in the kernel, which a restarted agent
+        recognises as its own."""
+        pod = self._pods.get(uid)
+        if pod is None:
+            return
+        containers = {
+            name: replace(c, cap=caps[name], previous=c.cap) if name in caps else c
             for name, c in pod.containers.items()
         }
         self._save({**self._pods, uid: replace(pod, containers=containers)})

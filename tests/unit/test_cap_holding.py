@@ -103,6 +103,35 @@ def test_a_cap_that_cannot_be_written_back_is_forgotten(tmp_path: Path) -> None:
     assert throttler.hold() == []  # not claimed, so not retried
 
 
+def test_an_agent_stopped_between_recording_a_cap_and_writing_it_finds_its_own_cap(
+    tmp_path: Path,
+) -> None:
+    """A real-node run: the agent tightened a cap and was killed (SIGKILL after its grace)
+    before the write. The kernel holds its previous cap; the restarted agent must see its
+    own value there, not a limit someone else set, or a release gives back its cap as the
+    container's original (that run gave back 93143 for 100000)."""
+    tree, container, throttler = _capped(tmp_path, 2)
+    c1 = container.format("c1")
+    throttler.state.intend_caps("u-1", {"a": 0.1})  # recorded; the process dies here
+    assert tree.quota(c1) == "20000 100000"  # still the previous cap
+    restarted = CgroupThrottler(tree.mounts, QuotaState(str(tmp_path / "state")))
+    [found] = restarted.hold()
+    assert (found.found, found.wanted) == ("20000 100000", "10000 100000")
+    assert found.rewritten and not found.new_original
+    restarted.restore(POD)
+    assert tree.quota(c1) == "max 100000"  # the original, not a cap of ours
+
+
+def test_a_cap_whose_write_failed_is_recorded_as_the_cap_the_kernel_kept(tmp_path: Path) -> None:
+    tree, container, throttler = _capped(tmp_path, 2)
+    throttler._write = _refuse  # type: ignore[method-assign]
+    throttler.apply(POD, {"a": 0.1, "b": 0.5})  # b already holds 0.5: only a is written
+    record = throttler.state.get("u-1")
+    assert record is not None and record.containers["a"].cap == pytest.approx(0.2)
+    assert tree.quota(container.format("c1")) == "20000 100000"
+    assert throttler.hold() == []  # what the file names is what the kernel holds
+
+
 def test_a_gone_container_is_left_to_the_usual_paths(tmp_path: Path) -> None:
     tree, container, throttler = _capped(tmp_path, 2)
     for name in ("cpu.max", "cpu.stat", "memory.current", "memory.stat"):
