@@ -11,8 +11,10 @@ transient systemd service (``systemd-run``), as a distribution's units would run
   its certificate names 10.0.2.2, it advertises 10.0.2.2, so the ``kubernetes`` Service's
   endpoint, which pods reach through kube-proxy, is the address the guest dials). Nothing
   in the guest dials anything else: the images come on the share, ``IfNotPresent``/
-  ``Never`` finds them. The API server cannot reach the kubelet (``kubectl logs``/``exec``
-  do not work on this node; the tests read the guest through the share instead).
+  ``Never`` finds them. The API server reaches the guest's kubelet (``kubectl logs``/
+  ``exec``) at an address this machine's loopback holds and qemu forwards to the guest
+  (devtools/vm/node_address.py); without root the Node's address is 10.0.2.15 and those
+  are not served (the tests read the guest through the share).
 * **Identities**: the kubelet's client and serving certificates and kube-proxy's, issued
   by the cluster's CA under their own stems (``vm-*``), so the host's real node can join
   the same cluster beside it.
@@ -50,6 +52,7 @@ from devtools.cluster.api import write_kubeconfig
 from devtools.cluster.images import PAUSE_IMAGE, ROOT, compile_pause, pause_archive, save
 from devtools.cluster.launcher import Cluster, ClusterError, alive, wait_gone
 from devtools.cluster.pki import Identity, issue
+from devtools.vm import node_address
 from devtools.vm.guest import CMDLINE, QEMU, accel, prepare_share
 from devtools.vm.image import Image
 
@@ -127,6 +130,9 @@ class VmNode:
     cpus: int = 2
     name: str = NAME
     started: float = 0.0
+    #: The Node's address: one this machine's loopback holds for it (node_address), else
+    #: the guest's own (``up`` decides).
+    node_ip: str = GUEST_IP
 
     @property
     def folder(self) -> Path:
@@ -156,6 +162,7 @@ class VmNode:
         self.share.mkdir(parents=True)
         try:
             self.cluster.expose(GATEWAY)
+            self.node_ip = node_address.hold() or GUEST_IP
             self._prepare()
             self._boot()
             deadline = self.started + timeout
@@ -180,7 +187,7 @@ class VmNode:
                 "vm-kubelet-server",
                 self.name,
                 dns=(self.name,),
-                ips=(GUEST_IP, "127.0.0.1"),
+                ips=(self.node_ip, GUEST_IP, "127.0.0.1"),
                 server=True,
             ),
         )
@@ -205,7 +212,7 @@ class VmNode:
         }, indent=2))  # fmt: skip
         (node / "containerd.toml").write_text(CONTAINERD_CONFIG.format(socket=SOCKET, pause=PAUSE_IMAGE,
                                                                        cni=guest_path("cni")))  # fmt: skip
-        (node / "kubelet.yaml").write_text(KUBELET_CONFIG.format(etc=ETC, socket=SOCKET))
+        (node / "kubelet.yaml").write_text(KUBELET_CONFIG.format(etc=ETC, socket=SOCKET, port=node_address.KUBELET_PORT))
         (node / "kube-proxy.yaml").write_text(
             KUBE_PROXY_CONFIG.format(etc=ETC, cidr=POD_CIDR, name=self.name)
         )
@@ -221,6 +228,7 @@ class VmNode:
         labels = ",".join(f"{k}={v}" for k, v in LABELS.items())
         taint = f"{TAINT[0]}={TAINT[1]}:{TAINT[2]}"
         prepare_share(self.share, GUEST_SCRIPT.format(etc=ETC, socket=SOCKET, name=self.name, ip=GUEST_IP,
+                                                      node_ip=self.node_ip,
                                                       gateway=GATEWAY, labels=labels, taint=taint))  # fmt: skip
         (self.share / "cmd").mkdir()
         (self.share / "out" / "logs").mkdir()
@@ -234,14 +242,16 @@ class VmNode:
             "-kernel", str(self.image.kernel), "-initrd", str(self.image.initrd), "-append", CMDLINE,
             "-drive", f"file={self.image.rootfs},format=raw,if=virtio,snapshot=on",
             "-virtfs", f"local,path={self.share},mount_tag=share,security_model=none,id=share",
-            "-nic", "user,model=virtio-net-pci", "-display", "none", "-no-reboot",
+            "-nic", "user,model=virtio-net-pci" + node_address.hostfwd(self.node_ip),
+            "-display", "none", "-no-reboot",
             "-serial", f"file:{self.share / 'console.log'}", "-monitor", "none",
         ]  # fmt: skip
         with open(self.folder / "qemu.log", "wb") as log:
             proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,  # noqa: S603
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         self.started = time.monotonic()
-        (self.folder / STATE).write_text(json.dumps({"qemu": proc.pid, "share": str(self.share)}))
+        (self.folder / STATE).write_text(json.dumps({"qemu": proc.pid, "share": str(self.share),
+                                                     "node_ip": self.node_ip}))  # fmt: skip
 
     def _wait_ready(self, deadline: float) -> float | None:
         """Wait for the Node Ready; when the kubelet's step started (seconds after qemu's
@@ -315,8 +325,11 @@ class VmNode:
     # -- down -----------------------------------------------------------------------------
 
     def down(self, timeout: float = 120) -> bool:
-        """Stop the guest and delete the Node: ``stop_guest``."""
-        return stop_guest(self.cluster, self.name, timeout)
+        """Stop the guest and delete the Node: ``stop_guest`` (the node's address given
+        back here too: a failed ``up`` may stop before the record has it)."""
+        stopped = stop_guest(self.cluster, self.name, timeout)
+        node_address.drop(self.node_ip)
+        return stopped
 
 
 def guest_folder(cluster: Cluster) -> Path:
@@ -324,11 +337,20 @@ def guest_folder(cluster: Cluster) -> Path:
     return cluster.root / "run" / "vm-node"
 
 
+def guest_record(folder: Path) -> dict[str, Any]:
+    """What the guest's start recorded in ``folder`` (its qemu, its node address); {} if none."""
+    try:
+        record = json.loads((folder / STATE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 def guest_pid(folder: Path) -> int | None:
     """The running guest's qemu, as its start recorded it in ``folder``; None if none runs."""
     try:
-        pid = int(json.loads((folder / STATE).read_text())["qemu"])
-    except (OSError, ValueError, KeyError):
+        pid = int(guest_record(folder)["qemu"])
+    except (KeyError, TypeError, ValueError):
         return None
     return pid if alive(pid) else None
 
@@ -338,7 +360,7 @@ def stop_guest(cluster: Cluster, name: str = NAME, timeout: float = 120) -> bool
     and delete its Node; True when a guest was running. Needs no image: a guest is stopped
     from what its start recorded under the cluster's ``run`` folder."""
     folder = guest_folder(cluster)
-    pid = guest_pid(folder)
+    record, pid = guest_record(folder), guest_pid(folder)
     if pid is not None:
         with contextlib.suppress(OSError):
             (folder / "share" / "cmd" / "stop").write_text("")
@@ -350,6 +372,7 @@ def stop_guest(cluster: Cluster, name: str = NAME, timeout: float = 120) -> bool
         cluster.admin().request("DELETE", f"/api/v1/nodes/{name}")
     with contextlib.suppress(OSError):
         (folder / STATE).unlink()
+    node_address.drop(str(record.get("node_ip", "")))
     return pid is not None
 
 
@@ -424,6 +447,7 @@ service() {{
 step network
 ip link set lo up
 ip addr add {ip}/24 dev eth0
+[ "{node_ip}" = "{ip}" ] || ip addr add {node_ip}/32 dev lo  # the Node's address (devtools/vm/node_address.py)
 ip link set eth0 up
 ip route add default via {gateway}
 # Nothing outside this machine: through qemu's user network the guest could reach the
@@ -453,7 +477,7 @@ while read -r from to; do
 done <"$S/tags"
 step kubelet
 service kubelet /usr/local/bin/kubelet --config {etc}/kubelet.yaml --kubeconfig {etc}/kubelet.kubeconfig \
-	--hostname-override {name} --node-ip {ip} --node-labels {labels} --register-with-taints {taint} --v 1
+	--hostname-override {name} --node-ip {node_ip} --node-labels {labels} --register-with-taints {taint} --v 1
 step kube-proxy
 # kube-proxy waits 30 s for its Node, then runs without its IPs and exits once the Node
 # shows them ("NodeIPs changed"): under a loaded machine's emulation the kubelet had not
@@ -521,6 +545,7 @@ authorization: {{mode: Webhook}}
 tlsCertFile: {etc}/vm-kubelet-server.crt
 tlsPrivateKeyFile: {etc}/vm-kubelet-server.key
 readOnlyPort: 0
+port: {port}
 healthzBindAddress: 127.0.0.1
 rotateCertificates: false
 serverTLSBootstrap: false

@@ -7,13 +7,15 @@ assertions are about what they hold, never about timing.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
 import pytest
 
 from devtools.harness.waiting import wait_until
-from devtools.vm.node import LABELS
+from devtools.vm import node_address
+from devtools.vm.node import LABELS, NAMESPACE, agent_pod
 from tests import builders
 from tests.vm_node.conftest import RELOADS, PodUnits, VmNodeRun, cores, report
 
@@ -47,6 +49,28 @@ def test_the_kubelet_puts_pods_in_systemd_slices_and_runc_in_scopes(
     assert files[f"{lc.scope_path}/cpu.max"] == "20000 100000"
     assert quota == {"CPUQuotaPerSecUSec": "200ms"}
     assert work["batch"].slice_path.startswith("kubepods.slice/kubepods-besteffort.slice/")
+
+
+def test_the_api_server_reaches_the_guests_kubelet_on_this_machine(
+    vm: VmNodeRun, work: dict[str, PodUnits]
+) -> None:
+    """``kubectl logs`` and ``exec`` on the guest: the Node's address is one this machine's
+    loopback holds and qemu forwards to the guest's kubelet (devtools/vm/node_address.py).
+    Its address was 10.0.2.15 before, not routable here, so the API server's connection left
+    the machine by its default route."""
+    node = vm.kube.kubectl("get", "node", vm.node.name, "-o", "json").stdout
+    addresses = {a["type"]: a["address"] for a in json.loads(node)["status"]["addresses"]}
+    assert addresses["InternalIP"] in node_address.CANDIDATES
+    name = work["batch"].name
+    ns = vm.kube.kubectl("get", "pods", "-A", "--field-selector", f"metadata.name={name}",
+                         "-o", "jsonpath={.items[0].metadata.namespace}").stdout  # fmt: skip
+    said = vm.kube.kubectl("-n", ns, "exec", name, "--", "sh", "-c", "echo reached $(hostname)").stdout
+    assert said.strip() == f"reached {name}"
+    agent = agent_pod(vm.kube.cluster, vm.node.name)
+    assert agent is not None
+    logs = vm.kube.kubectl("-n", NAMESPACE, "logs", agent["metadata"]["name"], "--tail", "200").stdout
+    report("layout", f"kubectl exec and logs through {addresses['InternalIP']}: {len(logs.splitlines())} lines of the agent's log")
+    assert "agent started" in logs
 
 
 # -- a cap, set as the scope's property: a daemon-reload keeps it -----------------------------
