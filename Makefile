@@ -51,7 +51,7 @@ test-programs:
 	@hack/cluster/build $(NODE_TOOLS) || [ "$$CI" != true ]
 
 test: setup test-programs
-	$(BIN)/python -m pytest -rs --ignore=tests/vm_node  # until a cold CI with them passes: docs/vm.md
+	$(BIN)/python -m pytest -rs
 
 # The quick part while iterating (under a minute): every test not marked slow, which
 # leaves out tests/integration (real cgroups, processes, servers) and the longest
@@ -134,9 +134,8 @@ vm-build: setup
 # runc, the kubelet (systemd driver, cgroup v2) and kube-proxy, Waterline's image imported,
 # deploy/ applied; prints each step's time; the guest runs until `make vm-node-down`.
 # VM_NODE_IMAGE: a local image to run under the project's name (default: `make image`'s).
-# `make test-vm-node` runs tests/vm_node/ alone (its own cluster and guest). `make test`
-# leaves them out until a cold CI with them passes under 75 min (the second took 77.2 with
-# three of them failing, since fixed; passing, about 57: docs/vm.md).
+# `make test-vm-node` runs tests/vm_node/ alone (its own cluster and guest); `make test`
+# runs them last (the cold CI's figures: docs/vm.md).
 .PHONY: vm-node vm-node-down test-vm-node
 vm-node: setup node-build
 	$(BIN)/python -m devtools.vm node $(if $(VM_NODE_IMAGE),--image $(VM_NODE_IMAGE))

@@ -36,7 +36,8 @@ def test_the_guest_services_restart_and_only_a_failed_kube_proxy_stops_the_join(
     the kubelet registered the Node's addresses, which a loaded machine makes likely (two
     joins in a row stopped there): its unit restarts it, as a distribution's does, and the
     join's wait gives up only on a unit systemd calls failed (its restarts spent)."""
-    script = GUEST_SCRIPT.format(etc="/e", socket="/s", name="n", ip="i", gateway="g", labels="l", taint="t")
+    script = GUEST_SCRIPT.format(etc="/e", socket="/s", name="n", ip="i", node_ip="i", gateway="g", labels="l",
+                                 taint="t")
     service = script[script.index("service() {") : script.index("\n}\n", script.index("service() {"))]
     assert "--property=Restart=on-failure" in service
     wait = script[script.index("step kube-proxy") : script.index("step up")]

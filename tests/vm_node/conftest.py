@@ -4,8 +4,7 @@ image imported, deploy/ installed by the run's ``kube`` fixture, so the agent ru
 DaemonSet's pod on the guest. Everything the tests read of the node they read in the guest
 (``VmNode.run`` through the share): the kernel's cgroup files and systemd's units.
 
-Run by ``make test-vm-node`` (``make test`` leaves them out until a cold CI with them
-passes under 75 min: docs/vm.md; with ``pytest tests`` they run last on the run's cluster): a
+Run last by ``make test`` (on the run's cluster), alone by ``make test-vm-node``: a
 boot and a join under software emulation take about 3 min, the thirteen tests about 17
 more on a quiet machine. The image run is ``WATERLINE_VM_NODE_IMAGE`` (a local image built
 with ``make image IMAGE=...``, run under the project's name in the guest, so a shared
