@@ -39,6 +39,7 @@ from agent.node import arguments as agent_arguments
 from agent.node import wiring as agent_wiring
 from agent.node.local import FileObjectSource
 from agent.node.loop import NodeLoop
+from agent.signal_stop import SignalStop
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -145,11 +146,7 @@ def run(args: argparse.Namespace) -> int:
     if acting:
         agent.restore_all("start-up: a previous run left pods throttled")
 
-    def stop(signum: int, _frame: Any) -> None:
-        agent.loop.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    SignalStop(lambda _name: agent.loop.stop(), (signal.SIGTERM, signal.SIGINT))
     try:
         agent.loop.run(total)
     finally:

@@ -25,6 +25,7 @@ from agent.defaults import CONTROLLER_LEASE_NAME, CONTROLLER_LEASE_NAMESPACE
 from agent.errors import InvalidObject
 from agent.logs import FORMATS, LEVELS, configure_logging
 from agent.serving import DEFAULT_ADDR, Health, MetricsServer
+from agent.signal_stop import SignalStop
 
 DEFAULT_INTERVAL = 60.0
 
@@ -140,12 +141,11 @@ def _metrics_server(addr: str, metrics: Any, health: Health, log: Any) -> Metric
 def _stop_on_signals(log: Any) -> threading.Event:
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        log.info("stopping", signal=signal.Signals(signum).name)
+    def on_signal(name: str) -> None:  # on SignalStop's thread: logging here cannot deadlock
+        log.info("stopping", signal=name)
         stop.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    SignalStop(on_signal, (signal.SIGTERM, signal.SIGINT))
     return stop
 
 

@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import resource
-import signal
-from typing import Any
 
 import structlog
 
@@ -32,6 +30,7 @@ from agent.logs import configure_logging
 from agent.node.arguments import RELEASE, add_arguments
 from agent.node.release import release
 from agent.node.wiring import build_agent
+from agent.signal_stop import SignalStop
 
 __all__ = ["add_arguments", "run"]
 
@@ -63,12 +62,11 @@ def run(args: argparse.Namespace) -> int:
         agent.server.start()
         log.info("serving metrics", code="serving-metrics", addr=args.metrics_addr, port=agent.server.port)
 
-    def stop(signum: int, _frame: Any) -> None:
-        log.info("stopping", code="stopping", signal=signal.Signals(signum).name)
+    def stop(name: str) -> None:  # on SignalStop's thread: logging here cannot deadlock
+        log.info("stopping", code="stopping", signal=name)
         agent.loop.stop()
 
-    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(signum, stop)
+    SignalStop(stop)
     log.info(
         "agent started",
         node=agent.loop.node_name,

@@ -369,7 +369,8 @@ class NodeLoop:
         return done
 
     def stop(self) -> None:
-        """Ask :meth:`run` to return after the current tick (signal-handler safe)."""
+        """Ask :meth:`run` to return after the current tick (from any thread; not from a
+        signal handler, where the Event's lock may be held: agent.signal_stop)."""
         self._stop.set()
 
 
