@@ -19,13 +19,17 @@ original, so both the unit and the file end as they were. A property found chang
 the agent set it (an operator's ``set-property``, a resize) is someone else's value: it is
 the unit's own value from then on, given back on release, never overwritten by an old one.
 Where a property call fails the write goes direct (logged); a unit not loaded any more is
-a pod gone: its record is dropped.
+a pod gone: its record is dropped. So is the record of a unit whose cgroup is gone (a pod
+deleted while capped: its release finds no cgroup and writes nothing), found by a sweep at
+most once a minute, at a write (``SystemdWrites.SWEEP_SECONDS``): the file stays as small
+as what the node holds, however many pods come and go.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -87,6 +91,9 @@ class UnitRecord:
 
     original: Mapping[str, int] = field(default_factory=dict)
     ours: Mapping[str, int] = field(default_factory=dict)
+    #: The unit's cgroup relative to the v2 root ("" in records written before it was kept:
+    #: those are never swept).
+    cgroup: str = ""
 
 
 class UnitsState:
@@ -103,7 +110,7 @@ class UnitsState:
         if doc.get("version") != FORMAT_VERSION:
             raise ValueError(f"{STATE_FILE}: unknown format version {doc.get('version')!r}")
         return {name: UnitRecord({k: int(v) for k, v in rec["original"].items()},
-                                 {k: int(v) for k, v in rec["ours"].items()})
+                                 {k: int(v) for k, v in rec["ours"].items()}, str(rec.get("cgroup", "")))
                 for name, rec in doc["units"].items()}  # fmt: skip
 
     def get(self, unit: str) -> UnitRecord | None:
@@ -120,8 +127,16 @@ class UnitsState:
             units.pop(unit, None)
         else:
             units[unit] = record
+        self._save(units)
+
+    def drop(self, names: set[str]) -> None:
+        """Persist without the records of ``names`` (one write); raises OSError."""
+        self._save({name: rec for name, rec in self._units.items() if name not in names})
+
+    def _save(self, units: dict[str, UnitRecord]) -> None:
         self.file.save({"version": FORMAT_VERSION, "units": {
-            name: {"original": dict(rec.original), "ours": dict(rec.ours)} for name, rec in units.items()}})
+            name: {"original": dict(rec.original), "ours": dict(rec.ours), "cgroup": rec.cgroup}
+            for name, rec in units.items()}})  # fmt: skip
         self._units = units
 
 
@@ -135,6 +150,26 @@ class SystemdWrites:
         self.state = state
         self.version = systemd_version
         self._log = structlog.get_logger()
+        self._swept_at: float | None = None
+
+    #: Seconds between two sweeps for records of units whose cgroup is gone (the module).
+    SWEEP_SECONDS = 60.0
+
+    def _sweep(self, root: str) -> None:
+        now = time.monotonic()
+        if self._swept_at is not None and now - self._swept_at < self.SWEEP_SECONDS:
+            return
+        self._swept_at = now
+        gone = {name for name, rec in self.state.units().items()
+                if rec.cgroup and not os.path.isdir(f"{root}/{rec.cgroup}")}  # fmt: skip
+        if gone:
+            try:
+                self.state.drop(gone)
+            except OSError as err:
+                self._log.warning("systemd: records of gone units not dropped", error=str(err))
+                return
+            self._log.info("systemd: records of units whose cgroup is gone dropped",
+                           code="units-gone", units=sorted(gone))  # fmt: skip
 
     #: Property sets per write: a second when the first was overtaken (see ``write``).
     ATTEMPTS = 2
@@ -147,12 +182,13 @@ class SystemdWrites:
         is set once more, ``_set`` recording their value as the unit's own, so the unit
         keeps the agent's value rather than theirs under a file written directly (which
         the next daemon-reload would lift)."""
+        self._sweep(root)
         unit = unit_of(cgroup)
         wanted = properties_of(file, text, self.version) if unit is not None else None
         if unit is not None and wanted is not None:
             for _ in range(self.ATTEMPTS):
                 try:
-                    self._set(unit, wanted)
+                    self._set(unit, wanted, cgroup)
                 except (OSError, ValueError) as err:
                     self._log.warning("systemd: property not set, the file is written directly (a "
                                       "daemon-reload will lift it until the next tick)", unit=unit.name,
@@ -169,7 +205,7 @@ class SystemdWrites:
         except (OSError, UnicodeDecodeError):
             return False
 
-    def _set(self, unit: Unit, wanted: Mapping[str, int]) -> None:
+    def _set(self, unit: Unit, wanted: Mapping[str, int], cgroup: str = "") -> None:
         """The unit's own values recorded (those not recorded yet, and those someone else
         changed since the agent set them), persisted, then the properties set."""
         record = self.state.get(unit.name) or UnitRecord()
@@ -179,11 +215,12 @@ class SystemdWrites:
             if name not in original or record.ours.get(name) != current:
                 original[name] = current
         ours = {**record.ours, **wanted}
-        if (original, ours) != (dict(record.original), dict(record.ours)):
-            self.state.put(unit.name, UnitRecord(original, ours))
+        if (original, ours, cgroup) != (dict(record.original), dict(record.ours), record.cgroup):
+            self.state.put(unit.name, UnitRecord(original, ours, cgroup))
         self.bus.set(unit, wanted)
 
     def give_back(self, root: str, cgroup: str, file: str, text: str) -> None:
+        self._sweep(root)
         unit = unit_of(cgroup)
         names = given_back(file, self.version) if unit is not None else ()
         record = self.state.get(unit.name) if unit is not None else None
@@ -205,7 +242,7 @@ class SystemdWrites:
             raise OSError(errno.EIO, str(err)) from err
         self.state.put(unit.name, UnitRecord(
             {n: v for n, v in record.original.items() if n not in names},
-            {n: v for n, v in record.ours.items() if n not in names}))  # fmt: skip
+            {n: v for n, v in record.ours.items() if n not in names}, record.cgroup))  # fmt: skip
         self._log.info("systemd: unit's own properties given back", unit=unit.name, properties=names)
 
 

@@ -359,3 +359,29 @@ def test_a_batch_pods_limits_are_its_units_properties_kept_by_a_reload_and_given
         assert (tree.root / rel / "cpu.max").read_text().strip() == "max 100000"
         assert (tree.root / rel / "memory.max").read_text().strip() == "max"
     assert UnitsState(str(state)).units() == {}
+
+
+def test_the_records_of_units_whose_pod_went_while_capped_are_swept(tmp_path: Path) -> None:
+    """A pod deleted while capped: its release finds no cgroup and writes nothing, so its
+    units' records would stay in systemd-units.json for ever (a churn run found them). A
+    write at least SWEEP_SECONDS after the last sweep drops them; records of units still
+    there, and those from before the cgroup was kept, stay."""
+    throttler, units, container = _throttler(tmp_path)
+    writes = throttler.writes
+    assert isinstance(writes, SystemdWrites)
+    assert throttler.apply(POD, {"a": 0.2, "b": 0.5}, owner="throttle")
+    state = UnitsState(str(tmp_path / "state"))
+    assert {n: r.cgroup for n, r in state.units().items()} == {
+        "cri-containerd-c1.scope": container.format("c1"), "cri-containerd-c2.scope": container.format("c2")}
+    legacy = json.loads((tmp_path / "state" / "systemd-units.json").read_text())
+    legacy["units"]["old.scope"] = {"original": {QUOTA: UNSET}, "ours": {QUOTA: 1}}  # no "cgroup"
+    (tmp_path / "state" / "systemd-units.json").write_text(json.dumps(legacy))
+    writes.state = UnitsState(str(tmp_path / "state"))
+    c2 = Path(throttler.cpu_root) / container.format("c2")
+    for name in list(c2.iterdir()):
+        name.unlink()
+    c2.rmdir()  # the container went with its pod
+    writes._swept_at = None  # a minute later
+    assert throttler.apply(POD, {"a": 0.3}, owner="throttle")
+    left = UnitsState(str(tmp_path / "state")).units()
+    assert sorted(left) == ["cri-containerd-c1.scope", "old.scope"]
