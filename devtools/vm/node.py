@@ -166,8 +166,7 @@ class VmNode:
             self._prepare()
             self._boot()
             deadline = self.started + timeout
-            kubelet = self._wait_ready(deadline)
-            ready = time.monotonic() - self.started
+            kubelet, ready = self._wait_ready(deadline)
             boot = None
             with contextlib.suppress(OSError, ValueError):
                 boot = float((self.share / "out" / "booted").read_text())
@@ -253,12 +252,15 @@ class VmNode:
         (self.folder / STATE).write_text(json.dumps({"qemu": proc.pid, "share": str(self.share),
                                                      "node_ip": self.node_ip}))  # fmt: skip
 
-    def _wait_ready(self, deadline: float) -> float | None:
-        """Wait for the Node Ready; when the kubelet's step started (seconds after qemu's
-        start, this machine's clock, to a second), if it was seen."""
+    def _wait_ready(self, deadline: float) -> tuple[float | None, float]:
+        """Wait for the Node Ready and the guest's last step (kube-proxy healthy: ``up``,
+        which comes after the Node is Ready, so the steps printed end with kube-proxy's);
+        when the kubelet's step started, if it was seen, and when the Node was Ready
+        (seconds after qemu's start, this machine's clock, to a second)."""
         admin = self.cluster.admin()
         booted = False
-        kubelet = None
+        kubelet: float | None = None
+        ready: float | None = None
         while True:
             if not booted and (self.share / "out" / "started").exists():
                 booted = True
@@ -270,10 +272,13 @@ class VmNode:
                 raise ClusterError(f"the guest's join stopped (rc {rc or '?'}); its log ends:\n"
                                    f"{self._read('out/guest.log')[-3000:]}\nconsole:\n"
                                    f"{self._read('console.log')[-2000:]}")  # fmt: skip
-            code, node = admin.request("GET", f"/api/v1/nodes/{self.name}")
-            conditions = node.get("status", {}).get("conditions", []) if code == 200 else []
-            if {c["type"]: c["status"] for c in conditions}.get("Ready") == "True":
-                return kubelet
+            if ready is None:
+                code, node = admin.request("GET", f"/api/v1/nodes/{self.name}")
+                conditions = node.get("status", {}).get("conditions", []) if code == 200 else []
+                if {c["type"]: c["status"] for c in conditions}.get("Ready") == "True":
+                    ready = time.monotonic() - self.started
+            if ready is not None and "\nup " in "\n" + self._read("out/steps"):
+                return kubelet, ready
             if time.monotonic() > deadline:
                 raise ClusterError(f"node {self.name} not Ready in time; the guest's steps: "
                                    f"{self._read('out/steps').split()}; its log ends:\n"
