@@ -120,7 +120,10 @@ class QuotaRaiser:
             if quota == want:
                 plans[name] = (cgroup, None)
                 continue
-            if known and quota != original:  # someone else's value: the original from now on
+            ours = {raised_quota(original, p) for p in (record.quota_percent, record.quota_percent_before) if p}
+            if known and quota in ours:  # raised by an earlier percent of ours (a policy edit)
+                pass  # the original stays; the new raise is written over it
+            elif known and quota != original:  # someone else's value: the original from now on
                 saved[name] = Saved(cgroup, raw)
                 if quota is None:
                     continue  # the limit went: nothing to raise
@@ -130,8 +133,9 @@ class QuotaRaiser:
             plans[name] = (cgroup, self._text(want, period))
         if not plans:
             return False
+        earlier = record.quota_percent if record.quota_percent != percent else record.quota_percent_before
         updated = replace(record, quota=saved, quota_owner=owner or record.quota_owner,
-                          quota_percent=percent)
+                          quota_percent=percent, quota_percent_before=earlier)
         if not iso._persist(updated, "quota burst"):
             return False
         held: set[str] = set()

@@ -58,6 +58,10 @@ class IsolatedPod:
     quota: Mapping[str, Saved] = field(default_factory=dict)
     quota_owner: str = ""
     quota_percent: float = 0.0
+    #: The percent before ``quota_percent`` (a policy edit): what the quotas still hold if
+    #: the agent stopped between recording the new percent and writing it. A quota found
+    #: raised by either is the agent's own, not a limit someone else set.
+    quota_percent_before: float = 0.0
 
     @property
     def key(self) -> str:
@@ -86,6 +90,7 @@ def _to_json(pods: Mapping[str, IsolatedPod]) -> dict[str, Any]:
                 "burstOwner": p.burst_owner,
                 "quota": {n: {"cgroup": s.cgroup, "original": s.original} for n, s in p.quota.items()},
                 "quotaOwner": p.quota_owner, "quotaPercent": p.quota_percent,
+                "quotaPercentBefore": p.quota_percent_before,
             }
             for uid, p in pods.items()
         },
@@ -109,6 +114,7 @@ def _from_json(raw: Any) -> dict[str, IsolatedPod]:
             quota={str(n): _saved(s) for n, s in (p.get("quota") or {}).items()},
             quota_owner=str(p.get("quotaOwner", "")),
             quota_percent=float(p.get("quotaPercent", 0.0)),
+            quota_percent_before=float(p.get("quotaPercentBefore", 0.0)),  # absent before it was kept
         )  # fmt: skip
     return pods
 
@@ -160,4 +166,5 @@ class IsolationState:
         if pod is not None:
             left = {n: s for n, s in pod.quota.items() if cgroups is not None and n not in cgroups}
             self.put(replace(pod, quota=left, quota_owner=pod.quota_owner if left else "",
-                             quota_percent=pod.quota_percent if left else 0.0))
+                             quota_percent=pod.quota_percent if left else 0.0,
+                             quota_percent_before=pod.quota_percent_before if left else 0.0))

@@ -10,6 +10,7 @@ kernel's side."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -304,3 +305,26 @@ def test_the_html_report_lists_the_raised_pods_and_each_take_back():
     assert ("<td>quota burst (the CFS quota raised above the limit while under the lines)</td>"
             "<td>default/web</td>") in section
     assert "<td>quotaBurst</td><td>released</td><td>default/web</td><td>colocated</td><td>over a line</td>" in section
+
+
+def test_a_policy_edit_of_the_percent_raises_from_the_original_and_gives_it_back(tmp_path: Path) -> None:
+    """The percent changed while the quota is raised (the policy edited): the raised quota
+    is the agent's own, not a limit someone else set, so the new raise is from the original
+    and the take-back gives the original (it gave the old raise back before). Also when the
+    agent stopped between recording the new percent and writing it."""
+    tree = _tree(tmp_path, 2)
+    iso = CgroupIsolator(tree.mounts, IsolationState(str(tmp_path / "state")))
+    assert iso.raise_quota(WEB, 50.0)
+    assert _read(tree, POD_REL, "cpu.max") == "75000 100000"
+    assert iso.raise_quota(WEB, 100.0)  # the policy's percent edited
+    assert _read(tree, POD_REL, "cpu.max") == "100000 100000"
+    # recorded 20%, then stopped before the write: the quotas still hold the 100% raise
+    record = iso.state.get("web")
+    assert record is not None
+    iso.state.put(replace(record, quota_percent=20.0, quota_percent_before=100.0))
+    again = CgroupIsolator(tree.mounts, IsolationState(str(tmp_path / "state")))
+    assert again.raise_quota(WEB, 20.0)
+    assert _read(tree, POD_REL, "cpu.max") == "60000 100000"
+    assert again.take_back_quota(WEB)
+    assert _read(tree, POD_REL, "cpu.max") == "50000 100000"
+    assert _read(tree, f"{POD_REL}/c-web", "cpu.max") == "50000 100000"
