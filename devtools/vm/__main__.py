@@ -53,16 +53,29 @@ VERBS = {
 }
 
 
+def positive_seconds(text: str) -> float:
+    """``--timeout``'s type: a number of seconds above 0. Without it ``up --timeout -5``
+    started qemu, killed it at once and ended in a traceback (no console.log yet), and
+    ``--timeout 0`` silently meant the default."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not seconds > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be above 0 seconds, got {text!r}")
+    return seconds
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m devtools.vm", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("verb", choices=list(VERBS), metavar="{" + ",".join(VERBS) + "}",
                         help="; ".join(f"{verb}: {what}" for verb, what in VERBS.items()))  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=None,
+    parser.add_argument("--timeout", type=positive_seconds, default=None,
                         help="up: seconds the boot may take (default 600); node: seconds from "
                              "qemu's start to the Node Ready (default 1500)")  # fmt: skip
     parser.add_argument("--dir", type=Path, default=ROOT / ".cluster",
-                        help="node: the cluster's folder (default %(default)s)")  # fmt: skip
+                        help="node, node-down: the cluster's folder (default %(default)s)")  # fmt: skip
     parser.add_argument("--image", default=None,
                         help="node: the local image of Waterline to run (default: the project's, "
                              "make image); another one runs under the project's name")  # fmt: skip
@@ -84,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             facts_file = done.out / "facts.json"
             if done.rc != 0 or not facts_file.exists():
                 print(f"vm: the guest's script failed (rc {done.rc}); its log:\n{done.log()}"
-                      f"\nconsole: {done.console.read_text(errors='replace')[-3000:]}",
+                      f"\nconsole: {done.console_tail()}",
                       file=sys.stderr)  # fmt: skip
                 return 1
             facts = json.loads(facts_file.read_text())

@@ -83,6 +83,13 @@ class Boot:
         except OSError:
             return ""
 
+    def console_tail(self, chars: int = 3000) -> str:
+        """The end of the serial console, or "" when qemu never wrote it (killed at once)."""
+        try:
+            return self.console.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
 
 def accel() -> str:
     return os.environ.get("VM_ACCEL", "tcg")

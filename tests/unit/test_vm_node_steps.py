@@ -16,6 +16,14 @@ def test_each_step_lasts_until_the_next_one_starts() -> None:
     assert guest_steps(marks) == {"network": 0.8, "programs": 8.5, "containerd": 3.5, "images": 116.2}
 
 
+def test_the_install_before_the_first_step_is_a_step_of_its_own() -> None:
+    """The guest's service starts (``out/started``), copies Waterline in, then marks
+    ``network``: that copy was printed nowhere, so the steps did not add up."""
+    marks = "network 217.0\nprograms 218.5\n"
+    assert guest_steps(marks, started="72.5\n") == {"install": 144.5, "network": 1.5}
+    assert guest_steps(marks, started="") == {"network": 1.5}
+
+
 def test_a_step_not_closed_yet_and_a_torn_line_are_left_out() -> None:
     assert guest_steps("network 61.2\nprograms 62.0\ncontainerd") == {"network": 0.8}
     assert guest_steps("") == {}
