@@ -91,7 +91,7 @@ cluster: cluster-build
 	$(PYTHON) -m devtools.cluster up --nodes $(CLUSTER_NODES)
 
 cluster-down:
-	@$(PYTHON) -m devtools.vm node-down  # a guest node first: its record is under .cluster/run
+	@$(PYTHON) -m devtools.vm node-down --if-running  # a guest node first: its record is under .cluster/run
 	$(PYTHON) -m devtools.cluster down
 
 # This machine as a real node of that cluster (root; docs/node.md): containerd, the

@@ -79,9 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image", default=None,
                         help="node: the local image of Waterline to run (default: the project's, "
                              "make image); another one runs under the project's name")  # fmt: skip
+    parser.add_argument("--if-running", action="store_true",
+                        help="node-down: say nothing when no guest runs (make cluster-down)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.verb in ("node", "node-down"):
-        return node_verb(args.verb, args.dir.resolve(), args.image, args.timeout or 1500)
+        return node_verb(args.verb, args.dir.resolve(), args.image, args.timeout or 1500, args.if_running)
     try:
         image = ensure_image()
         how = "cached" if image.cached else f"built in {image.build_seconds:.0f} s"
@@ -114,10 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def node_verb(verb: str, folder: Path, local: str | None, timeout: float) -> int:
+def node_verb(verb: str, folder: Path, local: str | None, timeout: float, quiet: bool = False) -> int:
     cluster = Cluster(folder, folder / "bin")
     if verb == "node-down":  # from what the start recorded: no image needed to stop a guest
-        print(f"vm-node: {'guest stopped' if stop_guest(cluster) else 'no guest was running'}")
+        if stop_guest(cluster):
+            print("vm-node: guest stopped")
+        elif not quiet:
+            print("vm-node: no guest was running")
         return 0
     try:
         image = ensure_image()
