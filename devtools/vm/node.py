@@ -398,7 +398,7 @@ def save_image(image: str, out: Path) -> Path:
     engine = found.stdout.strip()
     inspected = subprocess.run([engine, "image", "inspect", image], capture_output=True, env=env)  # noqa: S603
     if inspected.returncode != 0:
-        raise ClusterError(f"no image {image} here: make image")
+        raise ClusterError(f"no image {image} here: make image IMAGE={image} builds it")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.unlink(missing_ok=True)
     return save(engine, image, out, env)
