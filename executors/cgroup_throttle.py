@@ -68,6 +68,12 @@ def quota_for(cap_cores: float, period_us: int, original_quota: int | None) -> i
     return quota
 
 
+def within_a_millicore(quota: int, other: int, period_us: int) -> bool:
+    """Two quotas of one period that cap within 1 millicore of each other: the cap is in
+    force (not rewritten, not reverted)."""
+    return abs(quota - other) * 1000 <= period_us
+
+
 def spec_quota(version: int, limit_cores: float | None, period_us: int) -> str:
     """The quota file's content the kubelet writes for a container's CPU limit."""
     if limit_cores is None:
@@ -158,33 +164,31 @@ class CgroupThrottler(CpuThrottler):
             targets[name] = (cgroup, orig_quota, period, quota)
         if not targets:
             return False
+        # One record before any write: the originals, and each cap as it will be (a cap
+        # to write keeps the one so far as ``previous``: ``_was_ours``).
+        recorded = dict(originals)
+        written: dict[str, float] = {}  # name -> the cap in force after this call
+        texts: dict[str, tuple[str, str, int, int]] = {}  # name -> (cgroup, text, quota, period)
+        for name, (cgroup, orig_quota, period, current) in targets.items():
+            quota = quota_for(container_caps[name], period, orig_quota)
+            if current is not None and within_a_millicore(quota, current, period):
+                written[name] = current / period  # in force, not rewritten
+                recorded[name] = replace(recorded[name], cap=written[name])
+                continue
+            texts[name] = (cgroup, str(quota) if self.version == 1 else f"{quota} {period}", quota, period)
+            recorded[name] = replace(recorded[name], cap=quota / period, previous=recorded[name].cap)
         updated = ThrottledPod(
-            pod.uid, pod.namespace, pod.name, originals, owner or (record.tag if record else "")
+            pod.uid, pod.namespace, pod.name, recorded, owner or (record.tag if record else "")
         )
         if updated != record:
             try:
                 self.state.put(updated)
             except OSError as err:
                 self._log.error(
-                    "throttle: original quotas not persisted, nothing written",
+                    "throttle: original quotas and caps not persisted, nothing written",
                     pod=pod.key,
                     error=str(err),
                 )
-                return False
-        written: dict[str, float] = {}  # name -> the cap in force after this call
-        texts: dict[str, tuple[str, str, int, int]] = {}  # name -> (cgroup, text, quota, period)
-        for name, (cgroup, orig_quota, period, current) in targets.items():
-            quota = quota_for(container_caps[name], period, orig_quota)
-            if current is not None and abs(quota - current) * 1000 <= period:
-                written[name] = current / period  # within 1 millicore: in force, not rewritten
-                continue
-            text = str(quota) if self.version == 1 else f"{quota} {period}"
-            texts[name] = (cgroup, text, quota, period)
-        if texts:  # recorded before written, as the originals are (``intend_caps``)
-            try:
-                self.state.intend_caps(pod.uid, {n: q / p for n, (_c, _t, q, p) in texts.items()})
-            except OSError as err:
-                self._log.error("throttle: caps not persisted, nothing written", pod=pod.key, error=str(err))
                 return False
         failed: dict[str, float | None] = {}
         for name, (cgroup, text, quota, period) in texts.items():
@@ -194,17 +198,16 @@ class CgroupThrottler(CpuThrottler):
                 self._log.warning(
                     "throttle: quota write failed", pod=pod.key, container=name, error=str(err)
                 )
-                before = originals[name]
-                failed[name] = before.cap  # the kernel holds what it held
+                failed[name] = originals[name].cap  # the kernel holds what it held
                 continue
             written[name] = quota / period
             self._log.info(
                 "throttled", code="throttled", pod=pod.key, container=name, quota_us=quota,
                 period_us=period,
             )
-        if written or failed:
+        if failed:
             try:
-                self.state.set_caps(pod.uid, {**written, **failed})
+                self.state.set_caps(pod.uid, failed)
             except OSError as err:
                 self._log.warning("throttle: caps not persisted", pod=pod.key, error=str(err))
         return bool(written)
@@ -278,7 +281,7 @@ class CgroupThrottler(CpuThrottler):
             self._log.warning("hold: quota unreadable", pod=pod, container=name, error=str(err))
             return None
         want = quota_for(saved.cap, period, orig_quota)
-        if quota is not None and abs(quota - want) * 1000 <= period:
+        if quota is not None and within_a_millicore(quota, want, period):
             return None  # held (within 1 millicore)
         new_original = raw != saved.original and not self._was_ours(quota, saved, period, orig_quota)
         if new_original:  # the container's limit changed under us: release gives this back
@@ -304,10 +307,10 @@ class CgroupThrottler(CpuThrottler):
     @staticmethod
     def _was_ours(quota: int | None, saved: ContainerQuota, period: int, orig_quota: int | None) -> bool:
         """The kernel holds the agent's previous cap: it stopped after recording the
-        current one and before writing it (``QuotaState.intend_caps``)."""
+        current one and before writing it (``apply`` records before it writes)."""
         if quota is None or saved.previous is None:
             return False
-        return abs(quota - quota_for(saved.previous, period, orig_quota)) * 1000 <= period
+        return within_a_millicore(quota, quota_for(saved.previous, period, orig_quota), period)
 
     # -- restart and policy deletion -----------------------------------------------
 

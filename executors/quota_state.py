@@ -31,7 +31,7 @@ class ContainerQuota:
     #: The quota file's content before our first write, stripped.
     original: str
     #: The cap last written, in cores (None before the first write). Recorded *before*
-    #: the write (``QuotaState.intend_caps``), so a cap in the kernel is always one the
+    #: the write (``CgroupThrottler.apply``), so a cap in the kernel is always one the
     #: file names.
     cap: float | None = None
     #: The cap before ``cap``: what the kernel still holds when the agent stopped between
@@ -144,20 +144,6 @@ class QuotaState:
             return
         containers = {
             name: replace(c, cap=caps[name]) if name in caps else c
-            for name, c in pod.containers.items()
-        }
-        self._save({**self._pods, uid: replace(pod, containers=containers)})
-
-    def intend_caps(self, uid: str, caps: Mapping[str, float]) -> None:
-        """Record the caps about to be written, each container's cap so far kept as its
-        ``previous``; raises OSError (then nothing may be written). Killed between this and
-        the write, the agent left the previous cap in the kernel, which a restarted agent
-        recognises as its own."""
-        pod = self._pods.get(uid)
-        if pod is None:
-            return
-        containers = {
-            name: replace(c, cap=caps[name], previous=c.cap) if name in caps else c
             for name, c in pod.containers.items()
         }
         self._save({**self._pods, uid: replace(pod, containers=containers)})

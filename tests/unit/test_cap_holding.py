@@ -4,6 +4,7 @@ real systemd host, where ``systemctl daemon-reload`` lifts the caps: tests/vm/."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,7 +113,10 @@ def test_an_agent_stopped_between_recording_a_cap_and_writing_it_finds_its_own_c
     container's original (that run gave back 93143 for 100000)."""
     tree, container, throttler = _capped(tmp_path, 2)
     c1 = container.format("c1")
-    throttler.state.intend_caps("u-1", {"a": 0.1})  # recorded; the process dies here
+    record = throttler.state.get("u-1")
+    assert record is not None
+    a = record.containers["a"]  # what apply records before it writes; the process dies here
+    throttler.state.put(replace(record, containers={**record.containers, "a": replace(a, cap=0.1, previous=a.cap)}))
     assert tree.quota(c1) == "20000 100000"  # still the previous cap
     restarted = CgroupThrottler(tree.mounts, QuotaState(str(tmp_path / "state")))
     [found] = restarted.hold()
@@ -219,3 +223,15 @@ def test_what_was_said_of_a_pod_is_forgotten_once_the_node_holds_nothing_of_it()
     assert keeper.said == {(CPU_IDLE, "u-be-0"), (CPU_BURST, "u-web-0"), (BATCH_CPU_LIMIT, "u-batch-0")}
     keeper.found(found[:3])  # the ones still held, lifted again: still said once
     assert len(log.events) == 150
+
+
+def test_a_new_cap_is_recorded_with_the_one_before_it(tmp_path: Path) -> None:
+    """What lets a restarted agent know its own cap (above): apply records the new cap and
+    keeps the one so far as ``previous``; a cap already in force is recorded as it is."""
+    _tree_, _c, throttler = _capped(tmp_path, 2)
+    assert throttler.apply(POD, {"a": 0.1, "b": 0.5})
+    record = QuotaState(str(tmp_path / "state")).get("u-1")
+    assert record is not None
+    a, b = record.containers["a"], record.containers["b"]
+    assert (a.cap, a.previous) == (pytest.approx(0.1), pytest.approx(0.2))
+    assert (b.cap, b.previous) == (pytest.approx(0.5), None)
