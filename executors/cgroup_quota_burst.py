@@ -120,15 +120,14 @@ class QuotaRaiser:
             if quota == want:
                 plans[name] = (cgroup, None)
                 continue
-            ours = {raised_quota(original, p) for p in (record.quota_percent, record.quota_percent_before) if p}
-            if known and quota in ours:  # raised by an earlier percent of ours (a policy edit)
-                pass  # the original stays; the new raise is written over it
-            elif known and quota != original:  # someone else's value: the original from now on
+            # raised by an earlier percent of ours (a policy edit): the original stays
+            ours = quota in {raised_quota(original, p) for p in (record.quota_percent, record.quota_percent_before) if p}
+            if known and quota != original and not ours:  # someone else's value: the original from now on
                 saved[name] = Saved(cgroup, raw)
                 if quota is None:
                     continue  # the limit went: nothing to raise
                 want = raised_quota(quota, percent)
-            elif known:  # back at the original: put back by someone (systemd, the kubelet)
+            elif known and quota == original:  # back at the original: put back by someone (systemd, the kubelet)
                 iso._reverted(QUOTA_BURST_CONTROL, pod.key, pod.uid, cgroup)
             plans[name] = (cgroup, self._text(want, period))
         if not plans:

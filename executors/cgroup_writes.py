@@ -205,7 +205,7 @@ class SystemdWrites:
         except (OSError, UnicodeDecodeError):
             return False
 
-    def _set(self, unit: Unit, wanted: Mapping[str, int], cgroup: str = "") -> None:
+    def _set(self, unit: Unit, wanted: Mapping[str, int], cgroup: str) -> None:
         """The unit's own values recorded (those not recorded yet, and those someone else
         changed since the agent set them), persisted, then the properties set."""
         record = self.state.get(unit.name) or UnitRecord()
