@@ -31,17 +31,13 @@ class GuestRun:
     boot: Boot
     results: dict[str, Any]
 
-    def console(self, chars: int = 6000) -> str:
-        path = self.boot.console
-        return path.read_text(errors="replace")[-chars:] if path.exists() else "(no console.log)"
-
     def result(self, name: str) -> dict[str, Any]:
         """A check's figures; fails with the guest's own error when it failed there."""
         got = self.results.get(name)
         if got is None:
             pytest.fail(f"{name} did not run in the guest (rc {self.boot.rc}, qemu {self.boot.seconds:.0f} s "
                         f"of {TIMEOUT}); its log:\n{self.boot.log()[-3000:]}\n"
-                        f"the console's end (a stuck check's stacks are there):\n{self.console()}",
+                        f"the console's end (a stuck check's stacks are there):\n{self.boot.console_tail(6000)}",
                         pytrace=False)  # fmt: skip
         figures = got.get("figures", {})
         if not got["ok"]:
@@ -67,7 +63,7 @@ def guest(tmp_path_factory: pytest.TempPathFactory) -> GuestRun:
         need(str(err))
     results_file = done.out / "results.json"
     if not results_file.exists():
-        console = done.console.read_text(errors="replace")[-3000:] if done.console.exists() else ""
+        console = done.console_tail()
         pytest.fail(f"the guest ran no check (rc {done.rc}, {done.seconds:.0f} s); its log:\n"
                     f"{done.log()[-3000:]}\nconsole:\n{console}", pytrace=False)  # fmt: skip
     run = GuestRun(image, done, json.loads(results_file.read_text()))
