@@ -29,6 +29,7 @@ from bench.colocation_protocol import (
     MIN_BATCH_CORES,
     Sizing,
     alone_throttled,
+    baseline_throttled_more,
     sizing_problems,
     window_problems,
 )
@@ -251,7 +252,8 @@ def summarize(run: dict[str, Any], windows: Sequence[dict[str, Any]],
         _checks(summary, run, sizing, case, figs)
         for row in rows:
             if row.key in STRATEGY_KEYS and row.baseline:
-                row.verdict = _verdict(row, summary, {k: len(lat[k].union) for k in kinds})
+                own = baseline_throttled_more(_throttled(figs[row.baseline]), _throttled(figs[row.key]))
+                row.verdict = _verdict(row, summary, {k: len(lat[k].union) for k in kinds}, own)
         out.append(summary)
     return out
 
@@ -287,9 +289,15 @@ def _checks(summary: CaseSummary, run: dict[str, Any], sizing: Sizing, case: dic
         summary.unsure.append(f"web's queue had not drained before {undrained} windows")
 
 
-def _verdict(row: Row, summary: CaseSummary, sizes: dict[str, int]) -> Verdict:
+def _throttled(figs: Sequence[dict[str, float]]) -> tuple[int, int]:
+    """Web's CFS periods and throttled periods over the rounds of a window kind."""
+    return sum(int(f["web_periods"]) for f in figs), sum(int(f["web_throttled"]) for f in figs)
+
+
+def _verdict(row: Row, summary: CaseSummary, sizes: dict[str, int], own: str | None = None) -> Verdict:
+    """The goal's verdict for a strategy's row; ``own``: why this row alone is undecided."""
     p99, p999, kept = GOAL
-    unsure = "; ".join(summary.unsure) or None
+    unsure = "; ".join([*summary.unsure, *([own] if own else [])]) or None
     base = row.baseline or "alone"
     verdicts = [
         judge(row.ratio["p99"], p99, unsure=unsure or thin_tail([sizes[row.key], sizes[base]], 0.99)),

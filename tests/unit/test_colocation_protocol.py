@@ -8,6 +8,7 @@ import pytest
 from bench.colocation_protocol import (
     Sizing,
     alone_throttled,
+    baseline_throttled_more,
     drained,
     near_limit,
     rate_for,
@@ -38,6 +39,17 @@ def test_a_throttled_alone_run_is_refused_with_its_share() -> None:
     why = alone_throttled(1000, 30)
     assert why is not None and why.startswith("web alone was throttled by its own quota in 3.0%")
     assert alone_throttled(0, 0) == "web alone ran no CFS period (no quota?)"
+
+
+def test_a_window_throttled_less_than_its_baseline_by_webs_own_quota_is_not_judged_against_it() -> None:
+    """Near its limit, web alone is throttled by its own quota; beside busy batch pods its
+    CPU per request falls and so does its throttling: a ratio would credit the strategy."""
+    assert baseline_throttled_more((1000, 127), (1000, 17)) is not None  # the near-limit run's 12.7% vs 1.7%
+    assert baseline_throttled_more((1000, 127), (1000, 0)) is not None
+    assert baseline_throttled_more((1000, 127), (1000, 200)) is None  # the window worse: the ratio is conservative
+    assert baseline_throttled_more((1000, 10), (1000, 0)) is None  # 1%: within the protocol's allowance
+    assert baseline_throttled_more((0, 0), (1000, 0)) is None  # no quota, no throttling
+    assert baseline_throttled_more((1000, 127), (0, 0)) is not None  # a window with no quota is not throttled
 
 
 def test_windows_must_be_a_minute_at_a_core_of_batch_demand() -> None:

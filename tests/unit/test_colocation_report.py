@@ -97,6 +97,20 @@ def test_a_throttled_or_ill_sized_baseline_gets_no_verdict() -> None:
     assert unsized.refused == ["web's CPU per request measured over 5 s < 30 s"]
 
 
+def test_a_strategy_throttled_less_than_its_throttled_baseline_is_undecided_and_says_why() -> None:
+    """The near-limit case (exempt from the throttled-baseline refusal): a window whose
+    web is throttled less than web alone is undecided, however good its ratio; a window
+    judged against an unthrottled baseline keeps its verdict."""
+    run = run_doc(rounds=10)
+    run["cases"][0]["near_limit"] = True
+    shapes = {**SHAPES, "alone": (3.0, 0.0, 1), "idle": (1.0, 0.69, 0)}  # alone 10% throttled and slow
+    (case,) = summarize(run, windows_doc(10, 10_000, shapes), FEW)
+    assert case.refused == []
+    got = verdicts(case)
+    assert got["idle"].word == UNDECIDED and "throttled by web's own quota in 10.0%" in got["idle"].why
+    assert got["idle-burst"].word == FAILS  # against alone-burst, unthrottled: batch keeps 71%
+
+
 def test_the_report_is_made_again_from_the_records_with_a_self_contained_page(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     (tmp_path / "run.json").write_text(json.dumps(run_doc(2)))
