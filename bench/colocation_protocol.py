@@ -96,7 +96,8 @@ def baseline_throttled_more(base: tuple[int, int], window: tuple[int, int]) -> s
     than it throttled the window, or None. ``base`` and ``window`` are (periods,
     throttled) of web. Where web alone is near its limit (the near-limit case), the
     baseline's tail is its own CFS throttling; web's CPU per request is lower beside
-    busy batch pods (no idle wake-ups between requests), so the contended window is
+    busy batch pods (measured, 0.49-0.52 ms against 0.61; likely the wake-ups from an idle
+    CPU between requests, which a busy CPU does not pay), so the contended window is
     throttled less, and a ratio against that baseline would credit the strategy with a
     throttling it did not remove (the run of 2026-11-28: 11.5% of periods alone, 1.2%
     beside the batch-capacity pods, p99 0.22x)."""
