@@ -93,6 +93,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--weight", type=int, default=8192,
                    help="cpu.shares of the bench's top cgroup against each process outside it, as "
                    "kubepods outweighs a real node's system daemons (default %(default)s)")
+    p.add_argument("--share-cpu", action="store_true",
+                   help="--real: leave the node's processes outside kubepods (the kubelet, containerd, the "
+                   "control plane) free to run on the bench CPU, as the runs before this flag did; default: "
+                   "moved off it for the run, as reserved system CPUs keep them (bench.bench_cpu)")
     p.add_argument("--strategies", default=None, metavar="A,B",
                    help="only these strategies (keys: none, waterline-cpu, waterline-lc, floor-all, "
                    "one-per-tick, idle, idle-burst, batch-capacity and batch-capacity-breathe (--real only); default: "

@@ -19,9 +19,11 @@ drives both through its ``Backend``); here the pods are pods:
   has the batch-capacity pods ``cap-1..3`` (``cap_manifests``), which carry the batch
   demand in that window only (see "Batch capacity" below). Every pod's process pins itself to the bench
   CPU: the node's pods contend on one CPU as in the hand-made tree, with the kubelet's own
-  ``cpu.shares`` and quotas, and the node's other processes (kubelet, containerd, the
-  control plane, the agent) run where the kernel puts them: their share of the bench CPU
-  is recorded in every window ("others %").
+  ``cpu.shares`` and quotas. The node's processes outside kubepods (kubelet, containerd,
+  the control plane) are moved off the bench CPU for the run, as reserved system CPUs
+  keep them (``bench.bench_cpu``; ``--share-cpu``: left where the kernel puts them, as
+  the runs before it); the agent, a pod, runs where the kernel puts it. What others
+  still take of the bench CPU is recorded in every window ("others %").
 * **The load** comes from the host, outside kubepods and off the bench CPU: an open-loop
   Poisson generator (``colocation_pod client``) pinned to the other CPUs, reaching the web
   pod over its pod IP; a response time is its answer's arrival minus its scheduled
@@ -85,6 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.model.batch import BATCH_CPU, BATCH_MEMORY
+from bench.bench_cpu import BenchCpu
 from bench.colocation import (
     SIZING,
     SIZING_CASE,
@@ -483,6 +486,11 @@ class RealBench:
     with_caps: bool = False
     #: name -> the quota the agent writes from its batch-cpu limit, and the CFS period
     caps: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: The processes outside kubepods kept off the bench CPU (None: ``--share-cpu``).
+    reserved: BenchCpu | None = None
+    #: How many were moved off it: at the start, and in all.
+    moved_at_start: int = 0
+    moved: int = 0
 
     @property
     def batch_names(self) -> list[str]:
@@ -508,6 +516,9 @@ class RealBench:
         from devtools.cluster.images import default_images
 
         self.image = default_images()[0]
+        if not getattr(self.args, "share_cpu", False):
+            self.reserved = BenchCpu(self.cpu)
+            self.moved_at_start = self.moved = self.reserved.keep_off()
         self.namespace = self.kube.namespace("colocation")
         self.kube.apply([code_map(self.namespace), *batch_manifests(self.namespace, self.place.node, self.image, self.cpu)])
         agent = self._agent_ip()
@@ -674,6 +685,8 @@ class RealBench:
         the kubelet wrote it, and the pause."""
         args, kernel, scraper = self.args, self.kernel, self.scraper
         assert kernel is not None and scraper is not None
+        if self.reserved is not None:  # what started since (kubectl, a restarted daemon) off it too
+            self.moved += self.reserved.keep_off()
         policy = scoped(window.rules(args.line, args.wait_line), self.namespace)
         if policy:
             self.kube.apply(policy)
@@ -763,11 +776,15 @@ class RealBench:
             "cap_pods": {name: {"qos": self.pods[name].qos, "quota_us": quota, "period_us": period,
                                 "baseline": self.originals.get(name, {})}
                          for name, (quota, period) in self.caps.items() if name in self.pods},
+            "bench_cpu": ({"shared": True} if self.reserved is None else
+                          {"shared": False, "moved_at_start": self.moved_at_start, "moved": self.moved}),
             "cluster": "started for the run" if self.place.started else "running already",
             "installed": "by the run (hack/node/overlay)" if self.place.installed else "already",
         }}  # fmt: skip
 
     def close(self) -> None:
+        if self.reserved is not None:
+            self.reserved.give_back()
         if self.client is not None:
             with contextlib.suppress(Exception):
                 self._stop(self.client)

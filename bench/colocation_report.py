@@ -364,13 +364,23 @@ def _loadavg(machine: dict[str, Any]) -> str:
     return f"{first:.2f}" if isinstance(first, int | float) else str(first)
 
 
+def _kept_off(real: dict[str, Any]) -> str:
+    """How the bench CPU was shared: nothing said for runs from before it was recorded."""
+    cpu = real.get("bench_cpu")
+    if not cpu:
+        return ""
+    if cpu.get("shared"):
+        return "; the node's other processes free to run on it (--share-cpu)"
+    return f"; {cpu['moved']} processes outside kubepods kept off it ({cpu['moved_at_start']} at the start)"
+
+
 def _header(run: dict[str, Any]) -> list[str]:
     a, sz = run["args"], run["sizing"]
     cpr = sz["cpu_s"] / sz["requests"] * 1e3 if sz["requests"] else math.nan
     m = run.get("machine", {})
     real = run.get("real")
     where = (f"on the real node {real['node']} (kubelet {real['kubelet']}; the pods pinned to CPU {run['cpu']}, "
-             f"the load from the host's other CPUs)" if real
+             f"the load from the host's other CPUs{_kept_off(real)})" if real
              else f"on real cgroup v1, CPU {run['cpu']} as a one-core node")  # fmt: skip
     return [
         f"co-location ({run['mode']}) {where}: "
