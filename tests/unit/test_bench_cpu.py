@@ -40,7 +40,9 @@ def test_the_cpu_controllers_path_is_read_from_v1_or_the_unified_line() -> None:
 def test_this_process_reads_as_a_user_process_and_kthreadd_as_a_kernel_thread() -> None:
     me = read_proc(os.getpid())
     assert me is not None and not me.kernel_thread and me.cpus == frozenset(os.sched_getaffinity(0))
-    kthreadd = read_proc(2)  # pid 2 is the kernel's thread daemon on Linux
+    if _comm(2) != "kthreadd":
+        need("the kernel's threads in /proc (pid 2, kthreadd): not in a PID namespace")
+    kthreadd = read_proc(2)
     assert kthreadd is not None and kthreadd.kernel_thread
     assert read_proc(2**22 + 12345) is None  # beyond pid_max: gone
 
@@ -54,6 +56,14 @@ def children() -> Iterator[list[subprocess.Popen[bytes]]]:
     for p in procs:
         p.kill()
         p.wait()
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def _mask(pid: int) -> frozenset[int]:
