@@ -191,6 +191,34 @@ def test_records_kept_gzipped_are_read_and_cut_ones_are_refused_naming_the_file_
         load(str(tmp_path))
 
 
+@pytest.mark.parametrize(("damage", "where", "says"), [
+    (lambda run, docs: run.pop("sizing"), "run.json", "the run has no 'sizing'"),
+    (lambda run, docs: run["args"].pop("window"), "run.json", "args has no 'window'"),
+    (lambda run, docs: run["cases"][0].pop("near_limit"), "run.json", "cases[0] has no 'near_limit'"),
+    (lambda run, docs: run["windows"][2].pop("baseline"), "run.json", "windows[2] has no 'baseline'"),
+    (lambda run, docs: run["windows"][2].update(baseline="alon"), "run.json",
+     "windows[2] has baseline 'alon', not a window of this run"),
+    (lambda run, docs: docs[3].pop("latency_us"), "windows.jsonl", "record 4 has no 'latency_us'"),
+    (lambda run, docs: docs[1]["ticks"][5].pop("dt"), "windows.jsonl", "record 2: tick 5 has no 'dt'"),
+    (lambda run, docs: docs.clear(), "windows.jsonl", "no window records"),
+])  # fmt: skip
+def test_records_lacking_a_field_the_report_reads_are_refused_naming_the_file_and_field(
+    tmp_path: Path, damage: Any, where: str, says: str
+) -> None:
+    """`--replot` of damaged records: an error naming the file and the field, not a
+    traceback from inside the report, nor an empty report for no records at all."""
+    from bench.colocation_report import RecordsError, load
+
+    run, docs = run_doc(2), windows_doc(2, 50)
+    run["windows"] = [dict(k) for k in run["windows"]]
+    damage(run, docs)
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in docs))
+    with pytest.raises(RecordsError) as err:
+        load(str(tmp_path))
+    assert str(err.value) == f"{tmp_path / where}: {says}"
+
+
 def test_the_breathing_window_is_judged_against_web_alone_breathing_and_says_webs_own_gain() -> None:
     """``batch-capacity-breathe`` is judged against ``alone-breathe`` (web's own setting
     alike), whose gain over plain ``alone`` is printed as web's own, not as protection; the
