@@ -111,6 +111,21 @@ def test_a_strategy_throttled_less_than_its_throttled_baseline_is_undecided_and_
     assert got["idle-burst"].word == FAILS  # against alone-burst, unthrottled: batch keeps 71%
 
 
+def test_a_throttled_baseline_leaves_a_failing_ratio_or_batch_share_failing() -> None:
+    """The throttled baseline deflates the latency ratio: beyond the goal even so, the
+    window fails; batch CPU kept does not depend on the baseline: short of 95%, it fails."""
+    run = run_doc(rounds=10)
+    run["cases"][0]["near_limit"] = True
+    shapes = {**SHAPES, "alone": (3.0, 0.0, 1), "none": (12.0, 0.7, 0), "idle": (1.0, 0.3, 0)}
+    (case,) = summarize(run, windows_doc(10, 10_000, shapes), FEW)
+    got = verdicts(case)
+    assert got["none"].word == FAILS  # p99 about 4x of a baseline throttled in 10% of its periods
+    assert got["idle"].word == FAILS  # p99 0.33x, undecided alone, but batch keeps 43%
+    shapes["idle"] = (1.0, 0.69, 0)
+    (case,) = summarize(run, windows_doc(10, 10_000, shapes), FEW)
+    assert verdicts(case)["idle"].word == UNDECIDED  # batch keeps 99%: only the ratio could tell
+
+
 def test_the_report_is_made_again_from_the_records_with_a_self_contained_page(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     (tmp_path / "run.json").write_text(json.dumps(run_doc(2)))
