@@ -111,6 +111,21 @@ def test_a_strategy_throttled_less_than_its_throttled_baseline_is_undecided_and_
     assert got["idle-burst"].word == FAILS  # against alone-burst, unthrottled: batch keeps 71%
 
 
+def test_a_throttled_baseline_leaves_a_failing_ratio_or_batch_share_failing() -> None:
+    """The throttled baseline deflates the latency ratio: beyond the goal even so, the
+    window fails; batch CPU kept does not depend on the baseline: short of 95%, it fails."""
+    run = run_doc(rounds=10)
+    run["cases"][0]["near_limit"] = True
+    shapes = {**SHAPES, "alone": (3.0, 0.0, 1), "none": (12.0, 0.7, 0), "idle": (1.0, 0.3, 0)}
+    (case,) = summarize(run, windows_doc(10, 10_000, shapes), FEW)
+    got = verdicts(case)
+    assert got["none"].word == FAILS  # p99 about 4x of a baseline throttled in 10% of its periods
+    assert got["idle"].word == FAILS  # p99 0.33x, undecided alone, but batch keeps 43%
+    shapes["idle"] = (1.0, 0.69, 0)
+    (case,) = summarize(run, windows_doc(10, 10_000, shapes), FEW)
+    assert verdicts(case)["idle"].word == UNDECIDED  # batch keeps 99%: only the ratio could tell
+
+
 def test_the_report_is_made_again_from_the_records_with_a_self_contained_page(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     (tmp_path / "run.json").write_text(json.dumps(run_doc(2)))
@@ -189,6 +204,34 @@ def test_records_kept_gzipped_are_read_and_cut_ones_are_refused_naming_the_file_
     (tmp_path / "windows.jsonl.gz").unlink()
     with pytest.raises(RecordsError, match="no windows.jsonl"):
         load(str(tmp_path))
+
+
+@pytest.mark.parametrize(("damage", "where", "says"), [
+    (lambda run, docs: run.pop("sizing"), "run.json", "the run has no 'sizing'"),
+    (lambda run, docs: run["args"].pop("window"), "run.json", "args has no 'window'"),
+    (lambda run, docs: run["cases"][0].pop("near_limit"), "run.json", "cases[0] has no 'near_limit'"),
+    (lambda run, docs: run["windows"][2].pop("baseline"), "run.json", "windows[2] has no 'baseline'"),
+    (lambda run, docs: run["windows"][2].update(baseline="alon"), "run.json",
+     "windows[2] has baseline 'alon', not a window of this run"),
+    (lambda run, docs: docs[3].pop("latency_us"), "windows.jsonl", "record 4 has no 'latency_us'"),
+    (lambda run, docs: docs[1]["ticks"][5].pop("dt"), "windows.jsonl", "record 2: tick 5 has no 'dt'"),
+    (lambda run, docs: docs.clear(), "windows.jsonl", "no window records"),
+])  # fmt: skip
+def test_records_lacking_a_field_the_report_reads_are_refused_naming_the_file_and_field(
+    tmp_path: Path, damage: Any, where: str, says: str
+) -> None:
+    """`--replot` of damaged records: an error naming the file and the field, not a
+    traceback from inside the report, nor an empty report for no records at all."""
+    from bench.colocation_report import RecordsError, load
+
+    run, docs = run_doc(2), windows_doc(2, 50)
+    run["windows"] = [dict(k) for k in run["windows"]]
+    damage(run, docs)
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in docs))
+    with pytest.raises(RecordsError) as err:
+        load(str(tmp_path))
+    assert str(err.value) == f"{tmp_path / where}: {says}"
 
 
 def test_the_breathing_window_is_judged_against_web_alone_breathing_and_says_webs_own_gain() -> None:
