@@ -99,8 +99,8 @@ def baseline_throttled_more(base: tuple[int, int], window: tuple[int, int]) -> s
     busy batch pods (measured, 0.49-0.52 ms against 0.61; likely the wake-ups from an idle
     CPU between requests, which a busy CPU does not pay), so the contended window is
     throttled less, and a ratio against that baseline would credit the strategy with a
-    throttling it did not remove (the run of 2026-11-28: 11.5% of periods alone, 1.2%
-    beside the batch-capacity pods, p99 0.22x)."""
+    throttling it did not remove (the run of 2026-11-28: 12.7% of periods alone, 1.7%
+    beside the batch-capacity pods, pooled over the rounds; p99 0.22x)."""
     (bp, bt), (wp, wt) = base, window
     if bp <= 0:
         return None
