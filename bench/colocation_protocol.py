@@ -91,6 +91,31 @@ def alone_throttled(periods: int, throttled: int) -> str | None:
     return None
 
 
+def alone_use(web_cpu_s: float, seconds: float, limit: float) -> str | None:
+    """Why web alone's use in the measured windows is off its sizing, or None. The sizing
+    sets the rate from web's CPU per request measured at a lower rate, and the rate's
+    check against it holds by construction; what web used in the windows is the check
+    that can fail (the near-limit run of 2026-11-28, sized for 85%, used 74%)."""
+    if seconds <= 0 or limit <= 0:
+        return "web alone was not measured"
+    use = web_cpu_s / seconds / limit
+    low, high = USE_RANGE
+    if not low <= use <= high:
+        return f"web alone used {use:.0%} of its limit in the windows, not {low:.0%}-{high:.0%}"
+    return None
+
+
+def not_near_limit(periods: int, throttled: int) -> str | None:
+    """Why the near-limit case's web alone was not near its limit, or None: it exists for
+    a pod throttled by its own quota, and one that was not (at most the protocol's 1% of
+    its periods) says nothing of that."""
+    if periods > 0 and throttled / periods > MAX_ALONE_THROTTLED:
+        return None
+    share = throttled / periods if periods > 0 else 0.0
+    return (f"web alone was throttled by its own quota in {share:.1%} of its periods "
+            f"(<= {MAX_ALONE_THROTTLED:.0%}): not near its limit")  # fmt: skip
+
+
 def baseline_throttled_more(base: tuple[int, int], window: tuple[int, int]) -> str | None:
     """Why a window cannot be judged against a baseline that its own quota throttled more
     than it throttled the window, or None. ``base`` and ``window`` are (periods,

@@ -29,7 +29,9 @@ from bench.colocation_protocol import (
     MIN_BATCH_CORES,
     Sizing,
     alone_throttled,
+    alone_use,
     baseline_throttled_more,
+    not_near_limit,
     sizing_problems,
     window_problems,
 )
@@ -339,6 +341,11 @@ def _checks(summary: CaseSummary, run: dict[str, Any], sizing: Sizing, case: dic
         why = alone_throttled(periods, throttled)
         if why:
             summary.refused.append(why)
+        why = alone_use(sum(f["web_cpu_s"] for f in alone), sum(f["seconds"] for f in alone), float(case["limit"]))
+    else:
+        why = not_near_limit(periods, throttled)
+    if why and alone:
+        summary.unsure.append(why)
     args = run["args"]
     demand = max((w["batch_cores"] for w in run["windows"] if w["key"] in STRATEGY_KEYS), default=0.0)
     summary.unsure += window_problems(float(args["window"]), demand if demand else MIN_BATCH_CORES)

@@ -8,9 +8,11 @@ import pytest
 from bench.colocation_protocol import (
     Sizing,
     alone_throttled,
+    alone_use,
     baseline_throttled_more,
     drained,
     near_limit,
+    not_near_limit,
     rate_for,
     rotated,
     sizing_problems,
@@ -50,6 +52,19 @@ def test_a_window_throttled_less_than_its_baseline_by_webs_own_quota_is_not_judg
     assert baseline_throttled_more((1000, 10), (1000, 0)) is None  # 1%: within the protocol's allowance
     assert baseline_throttled_more((0, 0), (1000, 0)) is None  # no quota, no throttling
     assert baseline_throttled_more((1000, 127), (0, 0)) is not None  # a window with no quota is not throttled
+
+
+def test_web_alone_must_use_in_its_windows_what_it_was_sized_for() -> None:
+    assert alone_use(0.27 * 600, 600.0, 0.6) is None  # 45%
+    assert alone_use(0.6 * 0.74 * 600, 600.0, 0.6) == "web alone used 74% of its limit in the windows, not 40%-50%"
+    assert alone_use(0.0, 0.0, 0.6) == "web alone was not measured"
+
+
+def test_the_near_limit_case_must_have_been_near_its_limit() -> None:
+    assert not_near_limit(1000, 127) is None
+    assert not_near_limit(1000, 10) == ("web alone was throttled by its own quota in 1.0% of its periods "
+                                        "(<= 1%): not near its limit")  # fmt: skip
+    assert not_near_limit(0, 0) is not None  # no quota: no limit to be near
 
 
 def test_windows_must_be_a_minute_at_a_core_of_batch_demand() -> None:

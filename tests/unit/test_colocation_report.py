@@ -126,6 +126,23 @@ def test_a_throttled_baseline_leaves_a_failing_ratio_or_batch_share_failing() ->
     assert verdicts(case)["idle"].word == UNDECIDED  # batch keeps 99%: only the ratio could tell
 
 
+def test_web_alone_off_its_sizing_in_the_windows_leaves_the_verdicts_undecided() -> None:
+    """The sizing's own check holds by construction; what web alone used in its windows,
+    and for the near-limit case whether its quota throttled it, can fail."""
+    windows = windows_doc(10, 10_000)
+    for w in windows:
+        if w["window"] == "alone":
+            for t in w["ticks"]:
+                t["web"] = 0.4  # 67% of its 0.6 core limit
+    (busy,) = summarize(run_doc(10), windows, FEW)
+    assert busy.refused == [] and busy.unsure == ["web alone used 67% of its limit in the windows, not 40%-50%"]
+    assert verdicts(busy)["idle"].word == UNDECIDED
+    run = run_doc(10)
+    run["cases"][0]["near_limit"] = True
+    (loose,) = summarize(run, windows_doc(10, 10_000), FEW)  # alone never throttled
+    assert loose.unsure and loose.unsure[0].endswith("not near its limit")
+
+
 def test_the_report_is_made_again_from_the_records_with_a_self_contained_page(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     (tmp_path / "run.json").write_text(json.dumps(run_doc(2)))
