@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import subprocess
 import sys
 import time
@@ -46,11 +47,16 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
     argv = [sys.executable, "-m", "bench", "colocation", "--real", "--quick", "--cases", "burstable",
             "--strategies", "idle,batch-capacity,batch-capacity-breathe", "--rounds", str(ROUNDS), "--window", str(WINDOW), "--warmup", str(WARMUP),
             "--settle", "0.2", "--sizing", "2", "--out", str(out)]  # fmt: skip
+    masks = {pid: os.sched_getaffinity(pid) for pid in [os.getpid(), *_named("kubelet")]}
     start = time.monotonic()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)  # noqa: S603
     took = time.monotonic() - start
     assert done.returncode == 0, done.stderr[-3000:]
     assert "skipped" not in done.stdout, done.stdout
+    # the bench CPU was the pods': this test's process and the kubelet (outside kubepods)
+    # were moved off it for the run, and have their masks back
+    assert len(masks) == 2, masks
+    assert {pid: os.sched_getaffinity(pid) for pid in masks} == masks
 
     run = json.loads((out / "run.json").read_text())
     windows = [json.loads(line) for line in (out / "windows.jsonl").read_text().splitlines()]
@@ -58,6 +64,7 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
            f"{run['real']['node']}: {took:.0f} s, report and pictures included")  # fmt: skip
     assert run["mode"] == "real" and run["real"]["node"] == real.node.name
     assert run["real"]["cluster"] == "running already" and run["real"]["installed"] == "already"
+    assert run["real"]["bench_cpu"]["shared"] is False and run["real"]["bench_cpu"]["moved_at_start"] >= 2
     assert [w["key"] for w in run["windows"]] == list(KINDS)
     assert sorted((w["window"], w["round"]) for w in windows) == sorted((k, r) for k in KINDS for r in range(ROUNDS))
     for w in windows:
@@ -137,3 +144,16 @@ def test_a_short_real_round_keeps_its_records_and_makes_intervals_and_pictures(
         return BATCH_CPU not in status.get("allocatable", {}) and BATCH_CPU not in status.get("capacity", {})
 
     wait_until(withdrawn, 30, "the node's batch capacity withdrawn", interval=0.5)
+
+
+def _named(name: str) -> list[int]:
+    """The pids of the processes called ``name`` (their comm)."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == name:
+                    out.append(int(pid))
+        except OSError:
+            continue
+    return out
