@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.flags import Limit, OneLine, check
+
 NODE = "churn-node"
 NAMESPACE = "churn"
 QOS = "qos.waterline.io/v1alpha1"
@@ -598,8 +600,25 @@ def run(args: argparse.Namespace) -> int:
     return 0 if verdict(churn, args.resolution) != "fails" else 1
 
 
+#: The flags and what each must be (fewer than 2 segments give no interval; no churning
+#: pod, nothing to measure; tracemalloc keeps 1 to 65,535 frames).
+LIMITS: tuple[Limit, ...] = (
+    ("--lc-pods", lambda v: v >= 0, "must be >= 0"),
+    ("--burstable-pods", lambda v: v >= 0, "must be >= 0"),
+    ("--churning-pods", lambda v: v >= 1, "must be >= 1"),
+    ("--churn-every", lambda v: v >= 1, "must be >= 1 tick"),
+    ("--segment-pods", lambda v: v >= 1, "must be >= 1"),
+    ("--segments", lambda v: v >= 2, "must be >= 2 (an interval needs two)"),
+    ("--warmup", lambda v: v >= 0, "must be >= 0 ticks"),
+    ("--relist", lambda v: v >= 1, "must be >= 1 tick"),
+    ("--frames", lambda v: 1 <= v <= 65535, "must be 1..65535"),
+    ("--top", lambda v: v >= 0, "must be >= 0"),
+    ("--resolution", lambda v: v >= 0, "must be >= 0 bytes"),
+)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench churn-memory", description=__doc__.split("\n\n")[0])
+    parser = OneLine("churn-memory", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--source", choices=("cache", "files"), default="cache",
                         help="cluster mode's watch cache (default) or local mode's objects file")
     parser.add_argument("--cgroup", type=int, choices=(1, 2), default=1, help="the fake tree's cgroup version")
@@ -619,7 +638,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--resolution", type=float, default=4096.0,
                         help="bytes per 1,000 pods (or ticks) below which growth counts as none")
-    raise SystemExit(run(parser.parse_args(argv or [])))
+    args = parser.parse_args(argv or [])
+    check(parser, args, LIMITS)  # before a tree is made or a tick run
+    raise SystemExit(run(args))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,6 @@ Goals (issues 3 and 32): at most 1.3x the bare read loop at 250 pods; peak RSS u
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import resource
@@ -52,6 +51,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench.flags import Limit, OneLine, check, pod_counts
 
 PODS = (50, 250, 500, 1000)
 GOAL_PODS = 250
@@ -415,22 +416,32 @@ def verdict(ratios: list[float], goal: float = GOAL_RATIO) -> str:
     return "fails" if min(ratios) > goal else "undecided"
 
 
+LIMITS: tuple[Limit, ...] = (
+    ("--rounds", lambda v: v >= 1, "must be >= 1"),
+    ("--max-open-files", lambda v: v >= 0, "must be >= 0 (0: none held)"),
+)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench collectors")
-    parser.add_argument("--pods", default=",".join(map(str, PODS)),
-                        help="comma-separated pod counts (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser = OneLine("collectors")
+    parser.add_argument("--pods", type=pod_counts, default=list(PODS),
+                        help=f"comma-separated pod counts (default: {','.join(map(str, PODS))})")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"(default {ROUNDS})")
     parser.add_argument("--tree", type=Path, action="append",
                         help="the collector of this tree (repeatable: the trees in turn, side by side)")
     parser.add_argument("--no-lc", action="store_true", help="leave out the lc_* runs (half the time)")
     parser.add_argument("--max-open-files", type=int, default=None,
                         help="the bound on held descriptors (the agent's maxOpenFiles; default: each tree's)")
     args = parser.parse_args(argv or [])
+    check(parser, args, LIMITS)
+    for tree in args.tree or []:  # else the child imports this tree's collector under its name
+        if not (tree / "collectors" / "pod_stats.py").is_file():
+            parser.error(f"--tree {tree}: no collectors/pod_stats.py there")
     trees: list[Path | None] = [t.resolve() for t in args.tree] if args.tree else [None]
     if not os.path.isdir("/dev/shm"):
         print("no /dev/shm: skipped")
         return
-    sizes = [int(n) for n in args.pods.split(",")]
+    sizes: list[int] = args.pods
     print(f"pods x {CONTAINERS} containers, CPU time per tick (median of {TICKS} ticks), "
           f"{args.rounds} rounds of bare / collector / bare with the lc files / collector + lc; "
           "median [range] of the rounds")

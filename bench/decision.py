@@ -13,7 +13,6 @@ the process waited for a core. ``--pods 250`` runs one size.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -23,6 +22,7 @@ from agent.model.policy import load_policies
 from agent.model.usage import ContainerUsage, PodUsage
 from agent.node.tick import NodeBrain
 from agent.simulate.actuators import SimulatedEvictionAPI, SimulatedThrottler
+from bench.flags import OneLine, pod_counts
 
 PODS = (50, 250, 500, 1000)
 GOAL_PODS = 250
@@ -103,11 +103,11 @@ def _quantile(sorted_values: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench decision", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--pods", default=",".join(map(str, PODS)),
-                        help="comma-separated pod counts (default: %(default)s)")
+    parser = OneLine("decision", description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--pods", type=pod_counts, default=list(PODS),
+                        help=f"comma-separated pod counts (default: {','.join(map(str, PODS))})")
     args = parser.parse_args(argv or [])
-    sizes = [int(n) for n in args.pods.split(",")]
+    sizes: list[int] = args.pods
     worlds = {n: _world(n) for n in sizes}
     metrics = {"cpu_total_usage": 80.0, "memory_total_usage": 350 * 2**30, "cpu_pressure": 60.0}
     durations: dict[int, list[float]] = {n: [] for n in sizes}

@@ -66,6 +66,7 @@ from typing import Any, Protocol
 
 from agent.kube.deleting import delete
 from agent.kube.resources import PODS
+from bench.flags import Limit, OneLine, check
 from devtools.harness.agent_env import POOL_LABEL, QOS, Pool
 from devtools.harness.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
 from devtools.harness.cluster import start as start_cluster
@@ -532,8 +533,50 @@ def rss_only(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) 
         pool.close()
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench soak", description=__doc__.split("\n\n")[0])
+#: The soak's flags and what each must be, checked before any cluster starts.
+LIMITS: tuple[Limit, ...] = (
+    ("--minutes", lambda v: v > 0, "must be > 0"),
+    ("--pods", lambda v: v >= 1, "must be >= 1"),
+    ("--churn", lambda v: v >= 0, "must be >= 0 pods a minute"),
+    ("--sample", lambda v: v > 0, "must be > 0 seconds"),
+    ("--real-pods", lambda v: v >= 1, "must be >= 1"),
+)
+#: What ``summarize`` reads of every record.
+SAMPLE_KEYS = ("t_min", "rss_mib", "fds", "threads", "watch_faults", "watch_recovered")
+
+
+def read_samples(folder: Path, minutes: float, real: bool) -> list[dict[str, Any]]:
+    """A run's ``samples.jsonl`` for ``--report``; ValueError naming the file, the line and
+    what is wrong (not there, empty, a line cut, a figure missing, samples past ``--minutes``,
+    a real-node run without ``--real`` or the other way): the summary is of those flags."""
+    path = folder / "samples.jsonl"
+    if not path.is_file():
+        raise ValueError(f"--report: no samples.jsonl in {folder}")
+    samples = []
+    for no, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            record = json.loads(line)
+        except ValueError:
+            raise ValueError(f"{path}: line {no} is not a JSON record (cut?): {line[:60]!r}") from None
+        missing = [k for k in SAMPLE_KEYS if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise ValueError(f"{path}: line {no} has no {', '.join(missing)}")
+        samples.append(record)
+    if not samples:
+        raise ValueError(f"{path}: no samples")
+    gaps = [b["t_min"] - a["t_min"] for a, b in zip(samples, samples[1:], strict=False)]
+    if samples[-1]["t_min"] > minutes + statistics.median(gaps or [1.0]):
+        raise ValueError(f"{path}: the samples run to {samples[-1]['t_min']:.1f} min, past --minutes {minutes:g}: "
+                         "give the run's --minutes")  # fmt: skip
+    if ("restarts" in samples[-1]) != real:  # only the real node's agent is counted restarting
+        raise ValueError(f"{path}: a {'kwok' if real else 'real-node'} run's samples: "
+                         f"{'leave out' if real else 'add'} --real")  # fmt: skip
+    return samples
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The flags, refused in one line (exit 2) before anything starts."""
+    parser = OneLine("soak", description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="how long the soak runs (default 60)")
     parser.add_argument("--pods", type=int, default=250, help="running pods on the agent's kwok node (default 250)")
     parser.add_argument("--churn", type=int, default=None, help="pods replaced a minute (default 10; --real: 2)")
@@ -553,11 +596,22 @@ def main(argv: list[str] | None = None) -> None:
                         help="--real: a local image to run under the project's name (default: the project's)")
     parser.add_argument("--tree", type=Path, action="append",
                         help="--rss: the agent's code from this tree (repeatable: the trees in turn)")
-    args = parser.parse_args(argv or [])
+    args = parser.parse_args(list(argv))
     if args.churn is None:
         args.churn = 2 if args.real else 10
+    check(parser, args, LIMITS)
     if args.report is not None:
-        samples = [json.loads(line) for line in (args.report / "samples.jsonl").read_text().splitlines()]
+        try:
+            args.samples = read_samples(args.report, args.minutes, args.real)
+        except ValueError as err:
+            parser.error(str(err))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv or [])
+    if args.report is not None:
+        samples = args.samples
         marks = [(args.minutes * q / 4, "policy edit") for q in (1, 3)]
         marks.append((args.minutes / 2, "policy edit, apiserver restart"))
         summary = summarize(samples, args.minutes, args.real_pods if args.real else args.pods)

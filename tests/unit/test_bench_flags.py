@@ -3,6 +3,8 @@ benchmark starts (and, for the co-location benchmark, before any cgroup is made)
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bench.__main__ import main as bench_main
@@ -86,3 +88,87 @@ def test_colocation_full_run_follows_the_protocol_and_quick_is_short() -> None:
     # every case, and every strategy the in-process tree can run (batch-capacity needs --real)
     assert (quick.cases, quick.strategies) == (
         None, "none,waterline-cpu,waterline-lc,floor-all,one-per-tick,idle,idle-burst")  # fmt: skip
+
+
+def _refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as stopped:
+        bench_main(argv)
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err  # one line
+    return err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["soak", "--minutes", "0"], "soak: --minutes must be > 0, got 0"),
+        (["soak", "--minutes", "-1"], "soak: --minutes must be > 0, got -1"),
+        (["soak", "--pods", "-5"], "soak: --pods must be >= 1, got -5"),
+        (["soak", "--churn", "-1"], "soak: --churn must be >= 0 pods a minute, got -1"),  # pods[:-1] a minute
+        (["soak", "--sample", "0"], "soak: --sample must be > 0 seconds, got 0"),
+        (["soak", "--real", "--real-pods", "0"], "soak: --real-pods must be >= 1, got 0"),
+        (["churn-memory", "--segments", "0"], "churn-memory: --segments must be >= 2 (an interval needs two), got 0"),
+        (["churn-memory", "--churn-every", "0"], "churn-memory: --churn-every must be >= 1 tick, got 0"),
+        (["churn-memory", "--segment-pods", "0"], "churn-memory: --segment-pods must be >= 1, got 0"),
+        (["churn-memory", "--churning-pods", "0"], "churn-memory: --churning-pods must be >= 1, got 0"),
+        (["churn-memory", "--warmup", "-1"], "churn-memory: --warmup must be >= 0 ticks, got -1"),
+        (["churn-memory", "--frames", "0"], "churn-memory: --frames must be 1..65535, got 0"),
+        (["decision", "--pods", "-5"], "decision: argument --pods: every pod count must be >= 1, got '-5'"),
+        (["decision", "--pods", "250,,"], "decision: argument --pods: must be comma-separated pod counts, got '250,,'"),
+        (["collectors", "--pods", "0"], "collectors: argument --pods: every pod count must be >= 1, got '0'"),
+        (["collectors", "--rounds", "0"], "collectors: --rounds must be >= 1, got 0"),
+        (["collectors", "--max-open-files", "-1"], "collectors: --max-open-files must be >= 0 (0: none held), got -1"),
+        (["collectors", "--tree", "/nonexistent"], "collectors: --tree /nonexistent: no collectors/pod_stats.py there"),
+    ],
+)
+def test_issue_32_benchmarks_refuse_bad_flags_before_anything_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bench.churn_memory
+    import bench.soak
+
+    def started(*_: object) -> None:
+        raise AssertionError("started before the flags were checked")
+
+    monkeypatch.setattr(bench.soak, "start_cluster", started)
+    monkeypatch.setattr(bench.churn_memory, "run", started)
+    assert _refused(argv, capsys) == message
+
+
+def _run_folder(tmp_path: Path, lines: list[str]) -> Path:
+    (tmp_path / "samples.jsonl").write_text("".join(line + "\n" for line in lines))
+    return tmp_path
+
+
+SAMPLE = '{"t_min": %s, "rss_mib": 50.0, "fds": 12, "threads": 10, "watch_faults": 0, "watch_recovered": 0}'
+
+
+@pytest.mark.parametrize(
+    ("lines", "flags", "message"),
+    [
+        (None, [], "no samples.jsonl in"),
+        ([], [], "samples.jsonl: no samples"),
+        ([SAMPLE % 1, SAMPLE[:40]], [], "samples.jsonl: line 2 is not a JSON record (cut?)"),
+        ([SAMPLE % 1, '{"t_min": 2, "rss_mib": 50.0}'], [], "samples.jsonl: line 2 has no fds, threads, watch_faults"),
+        ([SAMPLE % t for t in range(1, 63)], ["--minutes", "60"], "the samples run to 62.0 min, past --minutes 60"),
+        ([SAMPLE % 1, SAMPLE % 2], ["--real"], "a kwok run's samples: leave out --real"),
+        ([(SAMPLE % 1)[:-1] + ', "restarts": 0}'], [], "a real-node run's samples: add --real"),
+    ],
+)
+def test_soak_report_refuses_a_folder_it_cannot_summarize_naming_the_file(
+    lines: list[str] | None, flags: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path if lines is None else _run_folder(tmp_path, lines)
+    err = _refused(["soak", "--report", str(folder), *flags], capsys)
+    assert err.startswith("soak: ") and message in err
+    assert not (tmp_path / "soak.html").exists()  # nothing written
+
+
+def test_soak_report_redoes_a_stored_runs_summary_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stored = Path(__file__).resolve().parents[2] / "docs" / "soak" / "kwok-1h"
+    (tmp_path / "samples.jsonl").write_bytes((stored / "samples.jsonl").read_bytes())
+    assert bench_main(["soak", "--report", str(tmp_path), "--minutes", "60"]) == 0
+    printed = capsys.readouterr().out.splitlines()[1:]
+    assert printed == (stored / "summary.txt").read_text().splitlines()[: len(printed)]
+    assert {p.name for p in tmp_path.glob("soak-*.svg")} >= {"soak-rss_mib.svg", "soak-cpu_per_tick_ms.svg"}
