@@ -103,7 +103,7 @@ def _write(path: Path, text: str) -> None:
 
 def _build(
     base: Path, version: int, pods_n: int
-) -> tuple[list[dict[str, object]], list[str], list[str]]:
+) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """Make the tree; returns raw pod specs, the files the collector reads each tick and
     the ones the lc_* metrics add (task lists and their schedstat)."""
     roots = [base / c for c in ("cpu", "cpuacct", "memory")] if version == 1 else [base]
@@ -302,8 +302,8 @@ def child(version: int, what: str, pods_n: int) -> None:
                     uid=str(p["uid"]),
                     qos_class=str(p["qos"]),
                     containers=tuple(
-                        Container(f"c{j}", container_id=cid)
-                        for j, cid in enumerate(p["ids"])  # type: ignore[arg-type]
+                        Container(f"c{j}", container_id=str(cid))
+                        for j, cid in enumerate(p["ids"])
                     ),
                 )
                 for p in raw

@@ -74,9 +74,9 @@ class RecordsError(ValueError):
 #: window kind) and from each window record and its ticks: ``load`` refuses records
 #: that lack one, naming the file and the field, rather than fail inside the report.
 RUN_FIELDS = ("mode", "args", "cpu", "rate", "rate_sized", "web_limit", "sizing", "cases", "windows", "minutes")
-RUN_NESTED = {"args": ("rounds", "warmup", "window"), "sizing": ("seconds", "requests", "cpu_s")}
-CASE_FIELDS = ("key", "label", "limit", "near_limit")
-KIND_FIELDS = ("key", "label", "baseline", "batch_cores")
+RUN_NESTED: dict[str, tuple[str, ...]] = {"args": ("rounds", "warmup", "window"), "sizing": ("seconds", "requests", "cpu_s")}
+CASE_FIELDS: tuple[str, ...] = ("key", "label", "limit", "near_limit")
+KIND_FIELDS: tuple[str, ...] = ("key", "label", "baseline", "batch_cores")
 RECORD_FIELDS = ("case", "window", "round", "drained", "iterations", "latency_us", "ticks")
 TICK_FIELDS = ("t", "dt", "in_window", "web", "batch", "busy", "steal", "other_busy", "wait", "agent_wait",
                "web_periods", "web_throttled", "batch_periods", "batch_throttled", "agent_batch", "actions",
