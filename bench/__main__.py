@@ -40,6 +40,9 @@ def main(argv: list[str]) -> int:
             continue
         module = importlib.import_module(module_name)
         if flags and not inspect.signature(module.main).parameters:
+            if flags in (["--help"], ["-h"]):  # what it measures, and that it takes no flags
+                print(f"usage: python -m bench {short.replace('_', '-')}  (no flags)\n\n{(module.__doc__ or '').strip()}")
+                return 0
             print(f"{short.replace('_', '-')} takes no flags, got {' '.join(flags)}", file=sys.stderr)
             return 2
         print(f"== {module_name}")

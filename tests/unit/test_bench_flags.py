@@ -24,6 +24,12 @@ def test_flags_to_a_benchmark_that_takes_none_are_refused(capsys: pytest.Capture
     assert "== bench" not in captured.out  # nothing ran
 
 
+def test_help_of_a_benchmark_that_takes_no_flags_says_what_it_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    assert bench_main(["agent-memory", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m bench agent-memory  (no flags)") and "== bench" not in out
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
