@@ -42,14 +42,18 @@ class Proc:
     cpus: frozenset[int]
     kernel_thread: bool
 
+    @property
+    def outside_pods(self) -> bool:
+        """A user process outside kubepods: what the bench CPU is kept free of."""
+        return not self.kernel_thread and KUBEPODS not in self.cgroup
+
 
 def movable(procs: Iterable[Proc], cpu: int, keep: Iterable[int] = ()) -> list[int]:
     """The pids to move off ``cpu``: user processes outside kubepods allowed on it,
     except ``keep``."""
     kept = set(keep)
     return sorted(p.pid for p in procs
-                  if cpu in p.cpus and not p.kernel_thread and KUBEPODS not in p.cgroup
-                  and p.pid not in kept and len(p.cpus) > 1)  # fmt: skip
+                  if cpu in p.cpus and p.outside_pods and p.pid not in kept and len(p.cpus) > 1)  # fmt: skip
 
 
 def cpu_cgroup(text: str) -> str:
@@ -124,8 +128,7 @@ class BenchCpu:
                 self.moved.setdefault(pid, before)
                 done += 1
         for p in procs:  # a child of one moved: inherited the narrowed mask
-            if (p.pid not in self.moved and p.pid not in self.theirs and p.cpus == narrowed
-                    and not p.kernel_thread and KUBEPODS not in p.cgroup):
+            if p.pid not in self.moved and p.pid not in self.theirs and p.cpus == narrowed and p.outside_pods:
                 self.moved[p.pid] = self.every
         return done
 

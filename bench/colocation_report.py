@@ -334,8 +334,7 @@ def _checks(summary: CaseSummary, run: dict[str, Any], sizing: Sizing, case: dic
     verdicts; short windows, thin batch demand, too few rounds or an undrained queue leave
     them undecided."""
     alone = figs.get("alone", [])
-    periods = sum(int(f["web_periods"]) for f in alone)
-    throttled = sum(int(f["web_throttled"]) for f in alone)
+    periods, throttled = _throttled(alone)
     if not case["near_limit"]:
         summary.refused += sizing_problems(sizing, run["rate"], case["limit"])
         why = alone_throttled(periods, throttled)
@@ -367,12 +366,9 @@ def _verdict(row: Row, summary: CaseSummary, sizes: dict[str, int], own: str | N
     p99, p999, kept = GOAL
     unsure = "; ".join(summary.unsure) or None
     base = row.baseline or "alone"
-    verdicts = [
-        _deflated(judge(row.ratio["p99"], p99, unsure=unsure or thin_tail([sizes[row.key], sizes[base]], 0.99)),
-                  unsure, own),
-        _deflated(judge(row.ratio["p999"], p999, unsure=unsure or thin_tail([sizes[row.key], sizes[base]], 0.999)),
-                  unsure, own),
-    ]  # fmt: skip
+    verdicts = [_deflated(judge(row.ratio[name], goal, unsure=unsure or thin_tail([sizes[row.key], sizes[base]], q)),
+                          unsure, own)
+                for name, goal, q in (("p99", p99, 0.99), ("p999", p999, 0.999))]  # fmt: skip
     if row.key != "none":
         verdicts.append(judge(row.kept, kept, at_most=False, unsure=unsure))
     return combine(verdicts)

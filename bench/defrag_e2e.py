@@ -61,7 +61,6 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NoReturn
 
 from agent.cluster.defrag import PLACEHOLDER_LABEL, DefragArgs, DefragPlan, Migration, plan, stays
 from agent.cluster.migrator import DRAIN_TAINT_EFFECT, DRAIN_TAINT_KEY
@@ -69,6 +68,7 @@ from agent.cluster.placement import Snapshot
 from agent.model.objects import Pod, Taint
 from agent.model.store import ObjectStore
 from agent.scenario import Scenario, load_scenario
+from bench.flags import OneLine
 from bench.scheduler_model import SchedulerModel
 from devtools import generate as generator
 
@@ -430,15 +430,8 @@ def table(title: str, case: Case) -> None:
         print(_row(name, cells))
 
 
-class _Flags(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        """One line and exit 2, as ``python -m bench`` refuses what it cannot run."""
-        print(f"defrag-e2e: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    p = _Flags(prog="python -m bench defrag-e2e", description=__doc__.split("\n\n")[0])
+    p = OneLine("defrag-e2e", description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--real", action="store_true",
                    help="also on a real control plane with kwok nodes (bench/defrag_real.py)")
     p.add_argument("--nodes", type=int, default=None,
