@@ -2,6 +2,8 @@
 
 ``python -m bench NAME... [--flag ...]`` runs the named ones; flags after the names go to
 the one benchmark named. ON_REQUEST benchmarks run only when named (minutes long, root).
+Exit codes: 0 every benchmark run measured; 2 a name or flag refused before anything ran;
+3 one lacked what it measures with (bench.outcome), after the others ran.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
+
+from bench.outcome import NOTHING_MEASURED, NothingMeasured
 
 BENCHMARKS = (
     "bench.decision",
@@ -34,6 +38,7 @@ def main(argv: list[str]) -> int:
         listed = ", ".join(k.replace("_", "-") for k in known)
         print(f"unknown benchmark {unknown[0]!r} (known: {listed})", file=sys.stderr)
         return 2
+    code = 0
     for module_name in BENCHMARKS + ON_REQUEST:
         short = module_name.rsplit(".", 1)[-1]
         if (names and short not in names) or (not names and module_name in ON_REQUEST):
@@ -46,8 +51,12 @@ def main(argv: list[str]) -> int:
             print(f"{short.replace('_', '-')} takes no flags, got {' '.join(flags)}", file=sys.stderr)
             return 2
         print(f"== {module_name}")
-        module.main(flags) if flags else module.main()
-    return 0
+        try:
+            module.main(flags) if flags else module.main()
+        except NothingMeasured as lacking:
+            print(f"{short.replace('_', '-')}: nothing measured: {lacking}", file=sys.stderr)
+            code = NOTHING_MEASURED
+    return code
 
 
 if __name__ == "__main__":

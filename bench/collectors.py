@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.flags import Limit, OneLine, check, pod_counts
+from bench.outcome import NothingMeasured
 
 PODS = (50, 250, 500, 1000)
 GOAL_PODS = 250
@@ -439,8 +440,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--tree {tree}: no collectors/pod_stats.py there")
     trees: list[Path | None] = [t.resolve() for t in args.tree] if args.tree else [None]
     if not os.path.isdir("/dev/shm"):
-        print("no /dev/shm: skipped")
-        return
+        raise NothingMeasured("no /dev/shm to build the cgroup tree in")
     sizes: list[int] = args.pods
     print(f"pods x {CONTAINERS} containers, CPU time per tick (median of {TICKS} ticks), "
           f"{args.rounds} rounds of bare / collector / bare with the lc files / collector + lc; "

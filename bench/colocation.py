@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bench.colocation_cases import BURSTABLE, FULL_CASES, Case, chosen_cases
+from bench.outcome import NothingMeasured
 from devtools.demo.load import load_argv
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -837,8 +838,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         found, setup = real_preflight(), real_setup
     if isinstance(found, str):
-        print(f"skipped: {found}")
-        return
+        raise NothingMeasured(found)
     from agent.logs import configure_logging
 
     configure_logging("console", "error")  # the agent's per-action lines would drown the table

@@ -84,6 +84,7 @@ from agent.model.objects import Pod
 from agent.model.store import ObjectStore
 from agent.model.timeutil import parse_time_or_none
 from bench.defrag_e2e import Case, Outcome, bound_pods, controlled, plain_eviction, tight_rooms
+from bench.outcome import NothingMeasured
 
 DEFAULT_NODES = 24
 SEED = 1
@@ -676,8 +677,7 @@ def main(nodes: int = DEFAULT_NODES) -> None:
         try:
             kube = launch(Path(folder))
         except ClusterError as err:
-            print(f"skipped: {err}")
-            return
+            raise NothingMeasured(str(err)) from err
         try:
             kube.install()
             print(f"real control plane up and deploy/ installed in {time.monotonic() - start:.0f} s")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.node.wiring import build_agent
+from bench.outcome import NothingMeasured
 from devtools.harness.agent_env import Load, Pool, agent_args, name_of
 from devtools.harness.cluster import BIN, RealCluster
 from devtools.harness.cluster import start as start_cluster
@@ -141,8 +142,7 @@ def hang(kube: RealCluster, tmp: Path) -> None:
 
 def main() -> None:
     if not (BIN / "kube-apiserver").exists():
-        print(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first; nothing measured")
-        return
+        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")
     with tempfile.TemporaryDirectory(prefix="waterline-faults-") as tmp_dir:
         tmp = Path(tmp_dir)
         started = time.monotonic()

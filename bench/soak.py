@@ -67,6 +67,7 @@ from typing import Any, Protocol
 from agent.kube.deleting import delete
 from agent.kube.resources import PODS
 from bench.flags import Limit, OneLine, check
+from bench.outcome import NothingMeasured
 from devtools.harness.agent_env import POOL_LABEL, QOS, Pool
 from devtools.harness.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
 from devtools.harness.cluster import start as start_cluster
@@ -249,8 +250,7 @@ def real_soak(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path)
 
     problems = missing_prerequisites(BIN)
     if problems:
-        print("no real node here: " + "; ".join(problems) + "; nothing measured")
-        return
+        raise NothingMeasured("no real node here: " + "; ".join(problems))
     project, _ = default_images()
     local = args.image or project
     node = RealNode(kube.cluster, images=save_images([local], kube.cluster))
@@ -498,8 +498,7 @@ def _run(kube: RealCluster, args: argparse.Namespace, out: Path, agent: Sampled,
                 kube.restart_apiserver()
             time.sleep(1)
     if not samples:
-        print("no sample was taken")
-        return
+        raise NothingMeasured("no sample was taken")
     summary = summarize(samples, args.minutes, args.pods if not args.real else args.real_pods)
     print(summary)
     _report(out, samples, marks, summary)
@@ -619,8 +618,7 @@ def main(argv: list[str] | None = None) -> None:
         _report(args.report, samples, sorted(marks), summary)
         return
     if not (BIN / "kube-apiserver").exists():
-        print(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first; nothing measured")
-        return
+        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")
     out = args.out or Path(f"soak-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="waterline-soak-") as tmp_dir:

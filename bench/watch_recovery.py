@@ -34,6 +34,7 @@ from pathlib import Path
 from agent.kube.client import build_api
 from agent.kube.nodeview import start_node_view
 from agent.kube.watching import Reflector
+from bench.outcome import NothingMeasured
 from devtools.harness.agent_env import Pool
 from devtools.harness.cluster import BIN, RealCluster
 from devtools.harness.cluster import start as start_cluster
@@ -100,8 +101,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=4, help="per way (default %(default)s)")
     args = parser.parse_args(argv or [])
     if not (BIN / "kube-apiserver").exists():
-        print(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first; nothing measured")
-        return
+        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")
     with tempfile.TemporaryDirectory(prefix="waterline-watch-") as tmp_dir:
         kube = start_cluster(Path(tmp_dir) / "cluster")
         try:

@@ -178,3 +178,19 @@ def test_soak_report_redoes_a_stored_runs_summary_and_plots(tmp_path: Path, caps
     printed = capsys.readouterr().out.splitlines()[1:]
     assert printed == (stored / "summary.txt").read_text().splitlines()[: len(printed)]
     assert {p.name for p in tmp_path.glob("soak-*.svg")} >= {"soak-rss_mib.svg", "soak-cpu_per_tick_ms.svg"}
+
+
+def test_a_benchmark_that_measured_nothing_exits_3_after_the_others_ran(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script or CI job must not take "no control plane built here" for a run (exit 0)."""
+    import bench.faults
+    import bench.watch_recovery
+
+    monkeypatch.setattr(bench.faults, "BIN", tmp_path)  # a machine where make cluster never ran
+    monkeypatch.setattr(bench.watch_recovery, "BIN", tmp_path)
+    assert bench_main(["faults", "watch-recovery"]) == 3
+    captured = capsys.readouterr()
+    assert "== bench.faults" in captured.out and "== bench.watch_recovery" in captured.out  # both tried
+    assert f"faults: nothing measured: no {tmp_path / 'kube-apiserver'}" in captured.err
+    assert f"watch-recovery: nothing measured: no {tmp_path / 'kube-apiserver'}" in captured.err

@@ -1,0 +1,13 @@
+"""What a benchmark that could not measure raises, so that ``python -m bench`` says so in
+its exit code (3) instead of 0: a CI job or a script that runs a benchmark must not take
+"no cluster here, nothing measured" for a run."""
+
+from __future__ import annotations
+
+#: ``python -m bench``'s exit code when a named benchmark measured nothing (2 is bad flags)
+NOTHING_MEASURED = 3
+
+
+class NothingMeasured(Exception):
+    """The benchmark lacked what it measures with (a built control plane, a real node,
+    /dev/shm); the message says what, and how to get it."""
