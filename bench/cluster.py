@@ -40,6 +40,7 @@ from pathlib import Path
 from agent.model.bulk import bulk_load
 from agent.scenario import Scenario, load_scenario, parse_scenario, read_document
 from agent.simulate.sections import SECTIONS
+from bench.verdicts import every_run
 from devtools import generate as generator
 
 NODES, PODS, JOBS, QUEUES, SEED = 5000, 150_000, 10_000, 100, 1
@@ -156,12 +157,6 @@ def _time_engine(key: str, scenario: Scenario) -> tuple[list[Clock], str] | None
     return times, _summary(key, result)
 
 
-def _verdict(ratios: list[float], goal: float) -> str:
-    if max(ratios) <= goal:
-        return "meets"
-    return "FAILS" if min(ratios) > goal else "undecided"
-
-
 def engine_line(key: str, times: Sequence[Clock], load: Clock, summary: str) -> str:
     """One engine's line: its CPU time (median, range) and ratio to the load's CPU time,
     with the verdict on that ratio; then the same in wall time, for reference."""
@@ -177,7 +172,7 @@ def engine_line(key: str, times: Sequence[Clock], load: Clock, summary: str) -> 
     wall, _ = figures([t.wall for t in times], load.wall)
     return (
         f"  {key:<13} cpu {cpu} (goal <= {LOAD_RATIO_GOAL:g}x: "
-        f"{_verdict(ratios, LOAD_RATIO_GOAL)}, {len(times)} runs);  wall {wall}  {summary}"
+        f"{every_run(ratios, LOAD_RATIO_GOAL)}, {len(times)} runs);  wall {wall}  {summary}"
     )
 
 

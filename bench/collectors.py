@@ -54,6 +54,7 @@ from typing import Any
 
 from bench.flags import Limit, OneLine, check, pod_counts
 from bench.outcome import NothingMeasured
+from bench.verdicts import every_run
 
 PODS = (50, 250, 500, 1000)
 GOAL_PODS = 250
@@ -412,9 +413,7 @@ def _spread(values: list[float], fmt: str) -> str:
 
 def verdict(ratios: list[float], goal: float = GOAL_RATIO) -> str:
     """meets: every round at most the goal; fails: every round above it; else undecided."""
-    if max(ratios) <= goal:
-        return "meets"
-    return "fails" if min(ratios) > goal else "undecided"
+    return every_run(ratios, goal)
 
 
 LIMITS: tuple[Limit, ...] = (

@@ -68,6 +68,7 @@ from agent.kube.deleting import delete
 from agent.kube.resources import PODS
 from bench.flags import Limit, OneLine, check
 from bench.outcome import NothingMeasured
+from bench.verdicts import every_run
 from devtools.harness.agent_env import POOL_LABEL, QOS, Pool
 from devtools.harness.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
 from devtools.harness.cluster import start as start_cluster
@@ -527,7 +528,7 @@ def rss_only(kube: RealCluster, args: argparse.Namespace, out: Path, tmp: Path) 
         for tree, got in peaks.items():
             print(f"agent in cluster mode ({tree}), {args.pods} running pods on its node, 20 "
                   f"ticks, peak RSS (max_rss_mib) of 3 runs: {', '.join(f'{p:.1f}' for p in got)} "
-                  f"MiB (goal < 80 MiB; {args.python})")
+                  f"MiB (goal < 80 MiB: {every_run(got, 80.0, below=True)}; {args.python})")
     finally:
         pool.close()
 

@@ -14,7 +14,7 @@ def test_the_verdict_is_on_cpu_time_and_both_figures_are_printed() -> None:
     assert "wall   3.00 s [2.90-3.20]  0.15x load [0.14-0.16]" in line
     # an engine slow in CPU fails even when a loaded load made its wall ratio look small
     slow = [Clock(wall=3.0, cpu=4.4), Clock(wall=3.0, cpu=4.5)]
-    assert "FAILS" in engine_line("queues", slow, load, "")
+    assert "fails" in engine_line("queues", slow, load, "")
     # and one quick in CPU meets even when its own runs were slowed in wall time
     slowed = [Clock(wall=30.0, cpu=3.0), Clock(wall=31.0, cpu=3.1)]
     assert "meets" in engine_line("queues", slowed, load, "")
