@@ -747,7 +747,8 @@ class Backend(Protocol):
 
 def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
     """Sizing, then every round: per case, every window in the round's rotated order.
-    Writes ``windows.jsonl`` as it goes and returns the run's description."""
+    Writes ``windows.jsonl`` once every window ran (the response times and the ticks are
+    read from the pods and the agent by ``finish``) and returns the run's description."""
     from bench.colocation_protocol import drained, rate_for, rotated
     from bench.colocation_strategies import baselines
 
