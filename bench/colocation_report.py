@@ -196,7 +196,8 @@ def window_figures(w: dict[str, Any]) -> dict[str, float]:
         "steal_pct": sum(t["steal"] * t["dt"] for t in ticks) / seconds * 100 if seconds else math.nan,
         "other_busy_pct": sum(t["other_busy"] * t["dt"] for t in ticks) / seconds * 100 if seconds else math.nan,
         "foreign_pct": foreign / seconds * 100 if seconds else math.nan,
-        "util_pct": (web + batch) / seconds * 100 if seconds else math.nan,
+        "pods_pct": (web + batch) / seconds * 100 if seconds else math.nan,
+        "busy_pct": sum(t["busy"] * t["dt"] for t in ticks) / seconds * 100 if seconds else math.nan,
         "iterations": float(sum(w["iterations"].values())),
         "batch_agent_s": sum(t["agent_batch"] * t["dt"] for t in ticks),
         "batch_thr_pct": sum(t["batch_throttled"] for t in ticks) / max(1, sum(t["batch_periods"] for t in ticks)) * 100,
@@ -402,12 +403,13 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
                          f"{r.ms['p99'].text('{:.1f}'):>21} {r.ms['p999'].text('{:.1f}'):>21}"
                          f"{ratio('p99'):>20}{ratio('p999'):>20}")  # fmt: skip
         lines += ["", f"{'window':<30}{'BE kept % (kernel)':>22}{'BE % of spare':>22}{'BE iter %':>22}"
-                  f"{'util %':>8}{'web ms/req':>11}{'web thr %':>10}{'steal %':>8}{'other CPU %':>12}"
+                  f"{'busy %':>8}{'pods %':>8}{'web ms/req':>11}{'web thr %':>10}{'steal %':>8}{'other CPU %':>12}"
                   f"{'others %':>9}{'undrained':>10}"]  # fmt: skip
         for r in s.rows:
             f = r.figures
             lines.append(f"{r.label:<30}{r.kept.text('{:.0f}'):>22}{r.spare.text('{:.0f}'):>22}"
-                         f"{r.iterations.text('{:.0f}'):>22}{f.get('util_pct', math.nan):>8.0f}"
+                         f"{r.iterations.text('{:.0f}'):>22}{f.get('busy_pct', math.nan):>8.0f}"
+                         f"{f.get('pods_pct', math.nan):>8.0f}"
                          f"{f.get('web_cpu_per_request_ms', math.nan):>11.2f}"
                          f"{f.get('web_throttled_pct', math.nan):>10.1f}{f.get('steal_pct', math.nan):>8.1f}"
                          f"{f.get('other_busy_pct', math.nan):>12.0f}{f.get('foreign_pct', math.nan):>9.1f}"
@@ -426,8 +428,8 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
               "[low-high] = 95% interval, block bootstrap over rounds; BE kept % = batch kernel "
               "CPU (cpuacct) of the no-agent window's; BE % of spare = of the node's core minus "
               "web's CPU minus other processes'; BE iter % = batch iterations of the no-agent "
-              "window's; others % = the bench CPU used by processes outside the bench; util % = "
-              "the bench CPU's busy share; web thr % = web's CFS periods throttled; steal % = time "
+              "window's; others % = the bench CPU used by processes outside the bench; busy % = "
+              "the bench CPU's busy share (the kernel's); pods % = its share web and batch used; web thr % = web's CFS periods throttled; steal % = time "
               "the hypervisor took; other CPU % = the busy share of the machine's other CPU(s); "
               "undrained = windows whose pause did not empty web's queue first"]  # fmt: skip
     if run["mode"] == "quick" or run["args"].get("quick"):

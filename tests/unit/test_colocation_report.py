@@ -274,3 +274,12 @@ def test_the_breathing_window_is_judged_against_web_alone_breathing_and_says_web
     assert rows["alone-breathe"].ratio["p99"].value == pytest.approx(0.5, abs=0.05)  # against plain alone
     (line,) = summary.capacity
     assert line.startswith("batch capacity + breathing:") and "raised above its limit in 60/100 ticks" in line
+
+
+def test_the_bench_cpus_busy_share_is_the_kernels_apart_from_the_pods_share() -> None:
+    """The pods' share (web + batch) once read as the CPU's busy share: a node whose other
+    processes took 1% looked 1% less busy than it was."""
+    idle = window_figures(windows_doc(1, 10)[3])  # web 0.27 + batch 0.69 + others 0.01 each tick
+    assert idle["busy_pct"] == pytest.approx(97.0)
+    assert idle["pods_pct"] == pytest.approx(96.0)
+    assert idle["foreign_pct"] == pytest.approx(1.0)
