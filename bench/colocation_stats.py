@@ -182,7 +182,8 @@ def judge(interval: Interval, goal: float, *, at_most: bool = True,
     if unsure is not None:
         return Verdict(UNDECIDED, unsure)
     if interval.rounds < MIN_ROUNDS:
-        return Verdict(UNDECIDED, f"{interval.rounds} rounds < {MIN_ROUNDS}")
+        few = f"{interval.rounds} round" + ("s" if interval.rounds != 1 else "")
+        return Verdict(UNDECIDED, f"{few} < {MIN_ROUNDS}")
     if beyond_goal(better):
         return Verdict(FAILS)
     if not beyond_goal(worse):

@@ -82,6 +82,7 @@ def test_verdicts_follow_the_interval_ends_and_say_why_they_cannot() -> None:
         UNDECIDED, "the interval straddles the goal"
     )
     assert judge(Interval(1.1, 1.0, 1.1, 3), 1.2) == Verdict(UNDECIDED, f"3 rounds < {n}")
+    assert judge(Interval(1.1, 1.0, 1.1, 1), 1.2) == Verdict(UNDECIDED, f"1 round < {n}")
     assert judge(Interval(1.1, 1.0, 1.1, n), 1.2, unsure="thin") == Verdict(UNDECIDED, "thin")
     # at least: batch CPU kept must stay at or above its goal
     assert judge(Interval(97.0, 96.0, 99.0, n), 95.0, at_most=False).word == MEETS
