@@ -25,6 +25,8 @@ class OneLine(argparse.ArgumentParser):
         self.name = name
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments"):  # where a user finds the right ones
+            message += f" ({self.prog} --help lists the flags)"
         print(f"{self.name}: {message}", file=sys.stderr)
         raise SystemExit(2)
 

@@ -33,7 +33,7 @@ def test_help_of_a_benchmark_that_takes_no_flags_says_what_it_measures(capsys: p
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--bogus"], "defrag-e2e: unrecognized arguments: --bogus"),
+        (["--bogus"], "defrag-e2e: unrecognized arguments: --bogus (python -m bench defrag-e2e --help lists the flags)"),
         (["--nodes", "0"], "defrag-e2e: --nodes must be >= 1, got 0"),
         (["--real", "--nodes", "1"], "defrag-e2e: --nodes must be >= 2, got 1"),
         (["--nodes", "many"], "defrag-e2e: argument --nodes: invalid int value: 'many'"),
