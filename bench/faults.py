@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from agent.node.wiring import build_agent
-from bench.outcome import NothingMeasured
+from bench.outcome import need_built_control_plane
 from devtools.harness.agent_env import Load, Pool, agent_args, name_of
-from devtools.harness.cluster import BIN, RealCluster
+from devtools.harness.cluster import RealCluster
 from devtools.harness.cluster import start as start_cluster
 from devtools.harness.faultproxy import Fault, FaultProxy
 
@@ -141,8 +141,7 @@ def hang(kube: RealCluster, tmp: Path) -> None:
 
 
 def main() -> None:
-    if not (BIN / "kube-apiserver").exists():
-        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")
+    need_built_control_plane()
     with tempfile.TemporaryDirectory(prefix="waterline-faults-") as tmp_dir:
         tmp = Path(tmp_dir)
         started = time.monotonic()

@@ -11,3 +11,12 @@ NOTHING_MEASURED = 3
 class NothingMeasured(Exception):
     """The benchmark lacked what it measures with (a built control plane, a real node,
     /dev/shm); the message says what, and how to get it."""
+
+
+def need_built_control_plane() -> None:
+    """Raises NothingMeasured unless ``make cluster`` has built the control plane the
+    cluster benchmarks (faults, soak, watch-recovery) start."""
+    from devtools.harness.cluster import BIN  # here: `python -m bench NAME` imports this module
+
+    if not (BIN / "kube-apiserver").exists():
+        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")

@@ -67,7 +67,7 @@ from typing import Any, Protocol
 from agent.kube.deleting import delete
 from agent.kube.resources import PODS
 from bench.flags import Limit, OneLine, check
-from bench.outcome import NothingMeasured
+from bench.outcome import NothingMeasured, need_built_control_plane
 from bench.verdicts import every_run
 from devtools.harness.agent_env import POOL_LABEL, QOS, Pool
 from devtools.harness.cluster import AGENT_SA, BIN, NAMESPACE, RealCluster
@@ -618,8 +618,7 @@ def main(argv: list[str] | None = None) -> None:
         print(summary)
         _report(args.report, samples, sorted(marks), summary)
         return
-    if not (BIN / "kube-apiserver").exists():
-        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")
+    need_built_control_plane()
     out = args.out or Path(f"soak-{time.strftime('%Y%m%d-%H%M%S')}")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="waterline-soak-") as tmp_dir:

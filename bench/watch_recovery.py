@@ -34,9 +34,9 @@ from pathlib import Path
 from agent.kube.client import build_api
 from agent.kube.nodeview import start_node_view
 from agent.kube.watching import Reflector
-from bench.outcome import NothingMeasured
+from bench.outcome import need_built_control_plane
 from devtools.harness.agent_env import Pool
-from devtools.harness.cluster import BIN, RealCluster
+from devtools.harness.cluster import RealCluster
 from devtools.harness.cluster import start as start_cluster
 from devtools.harness.faultproxy import Fault
 
@@ -100,8 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--outage", type=float, default=20.0, help="seconds (default %(default)s)")
     parser.add_argument("--rounds", type=int, default=4, help="per way (default %(default)s)")
     args = parser.parse_args(argv or [])
-    if not (BIN / "kube-apiserver").exists():
-        raise NothingMeasured(f"no {BIN / 'kube-apiserver'}: run hack/cluster/build (make cluster) first")
+    need_built_control_plane()
     with tempfile.TemporaryDirectory(prefix="waterline-watch-") as tmp_dir:
         kube = start_cluster(Path(tmp_dir) / "cluster")
         try:

@@ -184,11 +184,9 @@ def test_a_benchmark_that_measured_nothing_exits_3_after_the_others_ran(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A script or CI job must not take "no control plane built here" for a run (exit 0)."""
-    import bench.faults
-    import bench.watch_recovery
+    import devtools.harness.cluster
 
-    monkeypatch.setattr(bench.faults, "BIN", tmp_path)  # a machine where make cluster never ran
-    monkeypatch.setattr(bench.watch_recovery, "BIN", tmp_path)
+    monkeypatch.setattr(devtools.harness.cluster, "BIN", tmp_path)  # a machine where make cluster never ran
     assert bench_main(["faults", "watch-recovery"]) == 3
     captured = capsys.readouterr()
     assert "== bench.faults" in captured.out and "== bench.watch_recovery" in captured.out  # both tried
