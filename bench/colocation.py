@@ -27,7 +27,8 @@ second. The agent's node CPU is the sum of the bench pods (``--node-cpu pods``).
 The records are kept (``--out DIR``: ``run.json``, ``windows.jsonl`` with every response
 time and every tick) and the report, its verdicts and its pictures are made from them
 only (``bench.colocation_report``, ``bench.colocation_plot``): ``--replot DIR`` makes them
-again. ``--quick`` is a smoke run of a few minutes: its verdicts are undecided, by design.
+again. A run stopped after its first round (Ctrl-C, SIGTERM, a failure) keeps its whole
+rounds' records and their report (``RunStopped``). ``--quick`` is a smoke run of a few minutes: its verdicts are undecided, by design.
 """
 
 from __future__ import annotations
@@ -745,11 +746,27 @@ class Backend(Protocol):
     def batch_names(self) -> list[str]: ...
 
 
+class RunStopped(Exception):
+    """The run stopped before its last round (Ctrl-C, SIGTERM, or a failure such as the
+    agent's pod gone) after at least one whole round: those rounds' records are written
+    and ``described`` says how far it got, so two hours of windows are not lost to the
+    last minutes. ``cause`` is what stopped it; the run still ends with it."""
+
+    def __init__(self, described: dict[str, Any], cause: BaseException) -> None:
+        super().__init__(described["stopped"]["why"])
+        self.described = described
+        self.cause = cause
+
+
 def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
     """Sizing, then every round: per case, every window in the round's rotated order.
-    Writes ``windows.jsonl`` once every window ran (the response times and the ticks are
-    read from the pods and the agent by ``finish``) and returns the run's description."""
-    from bench.colocation_protocol import drained, rate_for, rotated
+    Writes ``windows.jsonl`` once the rounds ran (the response times and the ticks are
+    read from the pods and the agent by ``finish``) and returns the run's description.
+
+    Stopped in round k > 1 (an interrupt or a failure), it keeps the k - 1 whole rounds
+    (a partial round would weigh its windows' slots unevenly) and raises ``RunStopped``;
+    stopped in the first round it keeps nothing and the cause goes on as it came."""
+    from bench.colocation_protocol import rate_for
     from bench.colocation_strategies import baselines
 
     started = time.monotonic()
@@ -761,6 +778,28 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
     rate = args.rate or rate_for(sizing.cpu_per_request, WEB_LIMIT)
     cases = bench.cases = [bench.prepare(c, sizing.cpu_per_request, rate) for c in chosen_cases(args.cases)]
     ran: list[Window] = []
+    try:
+        run_rounds(args, bench, cases, windows, rate, iterations, ran)
+    except (KeyboardInterrupt, Exception) as cause:
+        whole = len(ran) // (len(cases) * len(windows))
+        if whole == 0:
+            raise
+        records = bench.finish()
+        kept = ran[: whole * len(cases) * len(windows)]
+        write_windows(out, args, kept, records, bench.batch_names)
+        how = "interrupted" if isinstance(cause, KeyboardInterrupt) else f"failed: {type(cause).__name__}: {cause}"
+        stopped = {"why": f"{how} in round {whole + 1} of {args.rounds}", "rounds": whole}
+        raise RunStopped(describe_run(args, bench, sizing, rate, cases, windows, started, stopped), cause) from cause
+    write_windows(out, args, ran, bench.finish(), bench.batch_names)
+    return describe_run(args, bench, sizing, rate, cases, windows, started, None)
+
+
+def run_rounds(args: argparse.Namespace, bench: Backend, cases: Sequence[Case], windows: Sequence[Any],
+               rate: float, iterations: int, ran: list[Window]) -> None:
+    """Every round, per case, every window in the round's rotated order; each window
+    appended to ``ran`` as it ends (what a stopped run keeps)."""
+    from bench.colocation_protocol import rotated
+
     total = args.rounds * len(cases) * len(windows)
     for round_ in range(args.rounds):
         for case in cases:
@@ -773,12 +812,23 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
                 done.took = time.monotonic() - begun
                 progress(f"  {done.took:.1f} s end to end")
                 ran.append(done)
-    records = bench.finish()
+
+
+def write_windows(out: str, args: argparse.Namespace, ran: Sequence[Window], records: list[tuple[float, float]],
+                  batch: list[str]) -> None:
+    """``windows.jsonl``: a line per window, its responses and its ticks."""
+    from bench.colocation_protocol import drained
+
     with open(os.path.join(out, "windows.jsonl"), "w", encoding="utf-8") as f:
         for w in ran:
-            rec = window_record(w, args.warmup, records, bench.batch_names,
+            rec = window_record(w, args.warmup, records, batch,
                                 drained(records, w.warm_start - args.settle - 0.2, w.warm_start))  # fmt: skip
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+
+
+def describe_run(args: argparse.Namespace, bench: Backend, sizing: Any, rate: float, cases: Sequence[Case],
+                 windows: Sequence[Any], started: float, stopped: dict[str, Any] | None) -> dict[str, Any]:
+    """``run.json``: what was run, on what, and (``stopped``) how far a cut run got."""
     return {
         "mode": "real" if args.real else "quick" if args.quick else "tree",
         "args": {k: v for k, v in vars(args).items()},
@@ -791,8 +841,20 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
         "batch": bench.batch_names,
         "minutes": (time.monotonic() - started) / 60,
         "machine": machine(),
-        **bench.describe(),
+        **({"stopped": stopped} if stopped else {}),
+        **backend_description(bench, stopped is not None),
     }  # fmt: skip
+
+
+def backend_description(bench: Backend, stopped: bool) -> dict[str, Any]:
+    """The backend's own description; a stopped run (its cluster may be what failed)
+    keeps its records without it, saying why."""
+    try:
+        return bench.describe()
+    except Exception as err:
+        if not stopped:
+            raise
+        return {"undescribed": f"{type(err).__name__}: {err}"}
 
 
 def machine() -> dict[str, Any]:
@@ -854,9 +916,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"interrupted: every process and cgroup of the run removed; no report ({out})",
               file=sys.stderr)  # fmt: skip
         raise SystemExit(130) from None
+    except RunStopped as stop:
+        write_run(out, stop.described)
+        render(out)
+        from bench.colocation_report import whole_rounds
+
+        print(f"{stop}: the records of {whole_rounds(stop.described['stopped']['rounds'])} and their report "
+              f"are kept in {out}", file=sys.stderr)  # fmt: skip
+        if isinstance(stop.cause, KeyboardInterrupt):
+            raise SystemExit(130) from None
+        raise stop.cause from None
+    write_run(out, described)
+    render(out)
+
+
+def write_run(out: str, described: Mapping[str, Any]) -> None:
     with open(os.path.join(out, "run.json"), "w", encoding="utf-8") as f:
         json.dump(described, f, indent=1)
-    render(out)
 
 
 if __name__ == "__main__":

@@ -161,14 +161,23 @@ def record_lacks(record: Any, n: int) -> str | None:
 
 def missing_rounds(run: Mapping[str, Any], windows: Sequence[Mapping[str, Any]]) -> str | None:
     """What the records lack against what run.json says was run (a file cut at a line
-    boundary reads well and would be reported as a shorter run); None when whole."""
+    boundary reads well and would be reported as a shorter run), or how far a stopped run
+    got (``stopped`` in run.json, ``bench.colocation.RunStopped``); None when whole."""
     wanted = (run.get("args") or {}).get("rounds")
     cases = len(run.get("cases") or []) or 1
     kinds = len(run.get("windows") or []) or 1
+    stopped = run.get("stopped")
+    if isinstance(stopped, dict) and isinstance(stopped.get("rounds"), int) \
+            and stopped["rounds"] * cases * kinds == len(windows):
+        return f"the run stopped, {stopped.get('why')}: the report covers {whole_rounds(stopped['rounds'])}"
     if not isinstance(wanted, int) or len(windows) >= wanted * cases * kinds:
         return None
     return (f"records: {len(windows)} of the {wanted * cases * kinds} windows run.json says were run "
             f"({wanted} rounds x {cases} cases x {kinds} windows): the report covers only these")  # fmt: skip
+
+
+def whole_rounds(n: int) -> str:
+    return "its whole round" if n == 1 else f"its {n} whole rounds"
 
 
 def in_window(w: dict[str, Any]) -> list[dict[str, Any]]:

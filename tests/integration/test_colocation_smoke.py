@@ -75,3 +75,41 @@ def test_a_quick_run_keeps_its_records_and_makes_intervals_and_pictures_from_the
     again = subprocess.run([sys.executable, "-m", "bench", "colocation", "--replot", str(out)], cwd=ROOT,  # noqa: S603
                            capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
     assert (out / "report.txt").read_text() == report and report in again.stdout
+
+
+def test_a_run_stopped_after_a_whole_round_keeps_that_rounds_records_and_reports_them(tmp_path: Path) -> None:
+    """SIGTERM in round 2 of 3: the run still ends (130, every process and cgroup gone),
+    but round 1's records, run.json saying how far it got, and the report from them are
+    kept (a two-hour run is not lost to its last minutes)."""
+    import signal
+
+    if os.geteuid() != 0:
+        need("the co-location benchmark needs root to create cgroups")
+    try:
+        roots = v1_roots(CGROUP_ROOT, PROC_ROOT)
+    except ValueError as err:
+        need(f"the co-location benchmark needs cgroup v1: {err}")
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "bench", "colocation", "--quick", "--cases", "burstable",
+            "--strategies", "idle-burst", "--rounds", "3", "--window", str(WINDOW),
+            "--warmup", str(WARMUP), "--settle", "0.2", "--sizing", "2", "--out", str(out)]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # noqa: S603
+    assert proc.stderr is not None
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if line.startswith("round 2/3"):
+            proc.send_signal(signal.SIGTERM)
+            break
+    stdout, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 130, "".join(seen) + rest[-3000:]
+
+    run = json.loads((out / "run.json").read_text())
+    assert run["stopped"] == {"why": "interrupted in round 2 of 3", "rounds": 1}
+    windows = [json.loads(line) for line in (out / "windows.jsonl").read_text().splitlines()]
+    assert sorted((w["window"], w["round"]) for w in windows) == sorted((k, 0) for k in KINDS)
+    report = (out / "report.txt").read_text()
+    assert report.startswith("the run stopped, interrupted in round 2 of 3: the report covers its whole round\n")
+    assert report in stdout and str(out) in rest
+    assert "cgroups left behind" not in rest
+    assert not [r for r in roots if r and os.path.exists(os.path.join(r, f"waterline-bench-{proc.pid}"))]

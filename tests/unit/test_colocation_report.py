@@ -283,3 +283,20 @@ def test_the_bench_cpus_busy_share_is_the_kernels_apart_from_the_pods_share() ->
     assert idle["busy_pct"] == pytest.approx(97.0)
     assert idle["pods_pct"] == pytest.approx(96.0)
     assert idle["foreign_pct"] == pytest.approx(1.0)
+
+
+def test_a_stopped_runs_report_says_how_far_it_got(tmp_path: Path) -> None:
+    """A run stopped in round 3 of 5 keeps its 2 whole rounds (``RunStopped``): its
+    report opens with why it stopped and what it covers, and its verdicts come from those
+    rounds only."""
+    from bench.colocation_report import missing_rounds
+
+    run = {**run_doc(5), "stopped": {"why": "interrupted in round 3 of 5", "rounds": 2}}
+    docs = windows_doc(2, 50)
+    assert missing_rounds(run, docs) == (
+        "the run stopped, interrupted in round 3 of 5: the report covers its 2 whole rounds")
+    assert "of the 25 windows run.json says were run" in (missing_rounds(run, docs[:-1]) or "")
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in docs))
+    render(str(tmp_path), png=False)
+    assert (tmp_path / "report.txt").read_text().startswith("the run stopped, interrupted in round 3 of 5")
