@@ -662,9 +662,12 @@ class RealBench:
         time.sleep(1.0)  # the connection's start is nobody's latency
 
     def _client(self, web: RealPod, rate: float, seed: int, path: str) -> subprocess.Popen[bytes]:
+        """The load generator, in a session of its own: a terminal's Ctrl-C reaches the run
+        only, which stops the generator itself with SIGTERM (its records flushed), so a
+        stopped run keeps them (``bench.colocation.RunStopped``)."""
         cpus = ",".join(map(str, self.other_cpus()))
         return subprocess.Popen([sys.executable, "-m", "bench.colocation_pod", "client", web.ip, str(WEB_PORT),  # noqa: S603
-                                 f"{rate:.6f}", str(seed), path, cpus], cwd=ROOT)  # fmt: skip
+                                 f"{rate:.6f}", str(seed), path, cpus], cwd=ROOT, start_new_session=True)  # fmt: skip
 
     @staticmethod
     def _stop(proc: subprocess.Popen[bytes]) -> None:
