@@ -300,3 +300,27 @@ def test_a_stopped_runs_report_says_how_far_it_got(tmp_path: Path) -> None:
     (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in docs))
     render(str(tmp_path), png=False)
     assert (tmp_path / "report.txt").read_text().startswith("the run stopped, interrupted in round 3 of 5")
+
+
+def test_where_the_busy_alone_control_ran_the_strategies_judged_against_alone_are_also_shown_against_it(
+    tmp_path: Path,
+) -> None:
+    """A busy CPU spares web the wake-ups an idle one pays, so beside the verdict (against
+    web alone) the report shows what the batch pods cost beyond a busy CPU's: the ratio
+    to the control, for the windows judged against alone only (idle-burst's baseline is
+    web alone with burst: against the control it would mix burst's gain in), not judged."""
+    control = {"key": "busy-alone", "label": "web beside an idle spinner", "baseline": "alone", "batch_cores": 1.0}
+    run = {**run_doc(10), "windows": [*WINDOWS, control]}
+    shapes = {**SHAPES, "busy-alone": (0.5, 0.69, 0)}  # half web alone's latency: the idle one doubles it
+    (case,) = summarize(run, windows_doc(10, 10_000, shapes), FEW)
+    shown = {r.key: r.vs_control for r in case.rows if r.vs_control}
+    assert sorted(shown) == ["idle", "none"]
+    assert shown["idle"]["p99"].low > 1.5 and shown["none"]["p99"].low > 4.5
+    assert verdicts(case)["idle"].word == MEETS  # the goal stays against web alone
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows_doc(10, 2_000, shapes)))
+    render(str(tmp_path), png=False)
+    report = (tmp_path / "report.txt").read_text()
+    assert "against the control (not judged): batch idle: p99 " in report
+    (case,) = summarize(run_doc(10), windows_doc(10, 10_000), FEW)  # no control ran: nothing shown
+    assert not any(r.vs_control for r in case.rows)
