@@ -913,8 +913,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         with terminate_as_interrupt(), setup(args, *found) as bench:
             described = run(args, bench, out)
     except KeyboardInterrupt:
-        print(f"interrupted: every process and cgroup of the run removed; no report ({out})",
-              file=sys.stderr)  # fmt: skip
+        print(f"interrupted before a round was whole: every process and cgroup of the run removed; "
+              f"nothing written to {out}", file=sys.stderr)  # fmt: skip
         raise SystemExit(130) from None
     except RunStopped as stop:
         write_run(out, stop.described)

@@ -146,10 +146,30 @@ def run_lacks(run: Any) -> str | None:
         why = next((w for i, o in enumerate(run[name]) if (w := _lacks(o, f"{name}[{i}]", fields))), None)
         if why:
             return why
+    why = stopped_lacks(run)
+    if why:
+        return why
     keys = {k["key"] for k in run["windows"]}
     return next((f"windows[{i}] has baseline {k['baseline']!r}, not a window of this run"
                  for i, k in enumerate(run["windows"]) if k["baseline"] is not None and k["baseline"] not in keys),
                 None)  # fmt: skip
+
+
+def stopped_lacks(run: Mapping[str, Any]) -> str | None:
+    """What is wrong with a stopped run's ``stopped`` (``bench.colocation.RunStopped``:
+    why, a text, and the whole rounds kept, 1 to one less than asked), or None."""
+    if "stopped" not in run:
+        return None
+    stopped, asked = run["stopped"], run["args"].get("rounds")
+    if not isinstance(stopped, dict):
+        return "stopped is not an object"
+    if not isinstance(stopped.get("why"), str):
+        return "stopped has no 'why' (a text)"
+    rounds = stopped.get("rounds")
+    top = asked - 1 if type(asked) is int else None
+    if type(rounds) is not int or rounds < 1 or (top is not None and rounds > top):
+        return f"stopped's rounds is {rounds!r}, not a count of whole rounds from 1 to {top or 'the rounds asked - 1'}"
+    return None
 
 
 def record_lacks(record: Any, n: int) -> str | None:
@@ -411,7 +431,7 @@ def text(run: dict[str, Any], summaries: Sequence[CaseSummary]) -> str:
     lines = _header(run)
     for s in summaries:
         lines += ["", f"=== {s.label}{' (judged apart: near its own limit)' if s.near_limit else ''}; "
-                  f"{s.rounds} rounds ==="]  # fmt: skip
+                  f"{s.rounds} {'round' if s.rounds == 1 else 'rounds'} ==="]  # fmt: skip
         lines.append(f"{'window':<30}{'req':>8}{'p50 ms':>22}{'p99 ms':>22}{'p99.9 ms':>22}"
                      f"{'p99 x':>20}{'p99.9 x':>20}")  # fmt: skip
         for r in s.rows:

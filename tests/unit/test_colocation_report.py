@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -324,3 +325,21 @@ def test_where_the_busy_alone_control_ran_the_strategies_judged_against_alone_ar
     assert "against the control (not judged): batch idle: p99 " in report
     (case,) = summarize(run_doc(10), windows_doc(10, 10_000), FEW)  # no control ran: nothing shown
     assert not any(r.vs_control for r in case.rows)
+
+
+@pytest.mark.parametrize(("stopped", "why"), [
+    (5, "stopped is not an object"),
+    ({"rounds": 2}, "stopped has no 'why'"),
+    ({"why": 7, "rounds": 2}, "stopped has no 'why'"),
+    ({"why": "interrupted", "rounds": "x"}, "stopped's rounds is 'x', not a count of whole rounds from 1 to 4"),
+    ({"why": "interrupted", "rounds": 0}, "stopped's rounds is 0"),
+    ({"why": "interrupted", "rounds": 5}, "stopped's rounds is 5"),
+    ({"why": "interrupted", "rounds": True}, "stopped's rounds is True"),
+])  # fmt: skip
+def test_a_damaged_stopped_is_refused_naming_the_field(tmp_path: Path, stopped: Any, why: str) -> None:
+    from bench.colocation_report import RecordsError, load
+
+    (tmp_path / "run.json").write_text(json.dumps({**run_doc(5), "stopped": stopped}))
+    (tmp_path / "windows.jsonl").write_text("".join(json.dumps(w) + "\n" for w in windows_doc(2, 50)))
+    with pytest.raises(RecordsError, match=f"run.json: {re.escape(why)}"):
+        load(str(tmp_path))
