@@ -266,22 +266,9 @@ def move_into(tree: Any, pid: int, pod: Any) -> None:
 
 
 def start_process(tree: Any, pod: Any, name: str, argv: list[str]) -> Any:
-    """A process that joins the pod's container cgroups before it runs (and is killed
-    with the tree)."""
-    import psutil
-
-    files = [os.path.join(r, pod.container_rel(tree.kubelet_root), "cgroup.procs") for r in tree.roots]
-
-    def join() -> None:
-        for path in files:
-            with open(path, "w", encoding="ascii") as f:
-                f.write(str(os.getpid()))
-
-    proc = psutil.Popen(argv, preexec_fn=join, start_new_session=True, cwd=ROOT)  # noqa: S603
-    tree.procs[name] = proc
-    return proc
-
-
+    """A process that joins the pod's container cgroups before it runs, known to the tree
+    as ``name`` (killed with it, and with this process)."""
+    return tree.start(pod, argv, name)
 
 
 # -- the kernel's figures ----------------------------------------------------------------

@@ -16,7 +16,7 @@ import ctypes
 import os
 import signal
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -28,6 +28,30 @@ BUSY = ["/bin/sh", "-c", "while :; do :; done"]
 CHECKOUT = Path(__file__).resolve().parents[2]
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _LIBC = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child only calls into it
+
+
+#: What ends a demo or a benchmark through its clean-up: Ctrl-C, and SIGTERM and SIGHUP
+#: (``devtools.demo.live.terminate_as_interrupt``).
+INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[Callable[[], None]]:
+    """``INTERRUPTS`` held (blocked, kept pending) while a child is started and recorded,
+    and taken when the block ends. One landing inside ``fork`` runs Python's handler in an
+    at-fork hook, where its KeyboardInterrupt is printed as "ignored" and the run goes on
+    (a user's Ctrl-C lost), or lands between the fork and the caller's record of the
+    child, which the clean-up then does not know. Yields what the child calls first
+    (``preexec_fn``): the caller's mask back, so that the child can be stopped."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+
+    def restore() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    try:
+        yield restore
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def die_with_parent(parent: int) -> Callable[[], None]:
@@ -114,24 +138,29 @@ class CgroupTree:
                 self.write(rel, "cpu.cfs_period_us", "100000")
                 self.write(rel, "cpu.cfs_quota_us", quota)
 
-    def start(self, pod: DemoPod, argv: list[str] | None = None) -> None:
+    def start(self, pod: DemoPod, argv: list[str] | None = None, name: str | None = None) -> psutil.Popen:
         """A process (a busy loop unless ``argv``) that joins the container's cgroups
         before it runs, and dies with this process (kill -9 of the demo included); it runs
-        from the checkout's root, so that ``python -m devtools...`` finds the dev tools."""
+        from the checkout's root, so that ``python -m devtools...`` finds the dev tools.
+        Known by ``name`` (default: the pod's) to ``stop`` and ``cleanup``; an interrupt
+        while it starts is taken once it is known (``interrupts_held``)."""
         procs_files = [
             os.path.join(root, pod.container_rel(self.kubelet_root), "cgroup.procs")
             for root in self.roots
         ]
         arm = die_with_parent(os.getpid())
+        with interrupts_held() as restore:
 
-        def join() -> None:
-            arm()
-            for path in procs_files:
-                with open(path, "w", encoding="ascii") as f:
-                    f.write(str(os.getpid()))
+            def join() -> None:
+                restore()
+                arm()
+                for path in procs_files:
+                    with open(path, "w", encoding="ascii") as f:
+                        f.write(str(os.getpid()))
 
-        self.procs[pod.name] = psutil.Popen(argv or BUSY, preexec_fn=join, start_new_session=True,  # noqa: S603
-                                            cwd=CHECKOUT)  # fmt: skip
+            proc = psutil.Popen(argv or BUSY, preexec_fn=join, start_new_session=True, cwd=CHECKOUT)  # noqa: S603
+            self.procs[name or pod.name] = proc
+        return proc
 
     def signal(self, name: str, sig: int) -> None:
         proc = self.procs.get(name)
