@@ -28,7 +28,8 @@ The records are kept (``--out DIR``: ``run.json``, ``windows.jsonl`` with every 
 time and every tick) and the report, its verdicts and its pictures are made from them
 only (``bench.colocation_report``, ``bench.colocation_plot``): ``--replot DIR`` makes them
 again. A run stopped after its first round (Ctrl-C, SIGTERM, a failure) keeps its whole
-rounds' records and their report (``RunStopped``). ``--quick`` is a smoke run of a few minutes: its verdicts are undecided, by design.
+rounds' records and their report (``RunStopped``). ``--quick`` is a smoke run of a few
+minutes: its verdicts are undecided, by design.
 """
 
 from __future__ import annotations
@@ -263,12 +264,6 @@ def move_into(tree: Any, pid: int, pod: Any) -> None:
         with open(os.path.join(root, pod.container_rel(tree.kubelet_root), "cgroup.procs"), "w",
                   encoding="ascii") as f:  # fmt: skip
             f.write(str(pid))
-
-
-def start_process(tree: Any, pod: Any, name: str, argv: list[str]) -> Any:
-    """A process that joins the pod's container cgroups before it runs, known to the tree
-    as ``name`` (killed with it, and with this process)."""
-    return tree.start(pod, argv, name)
 
 
 # -- the kernel's figures ----------------------------------------------------------------
@@ -538,8 +533,7 @@ class Bench:
             if demand > 0:
                 counts[pod.name] = os.path.join(self.state, f"{pod.name}.count")
                 steps = f"0:{demand:g},{seconds + 0.3:.3f}:0"
-                start_process(self.tree, pod, pod.name,
-                              load_argv("worker", self.cpu, warm_start, steps, counts[pod.name]))  # fmt: skip
+                self.tree.start(pod, load_argv("worker", self.cpu, warm_start, steps, counts[pod.name]))
         out = Window(window.key, case.key, round_, slot, warm_start)
         loop = NodeLoop(
             node_name=NODE, source=self.source(case, window.rules(args.line, args.wait_line)),
@@ -590,8 +584,8 @@ class Bench:
         if self.server is not None:
             return
         path = os.path.join(self.state, "web.records")
-        self.server = start_process(self.tree, self.webs[case.key], "web",
-                                    load_argv("lc", self.cpu, rate, iterations, self.args.seed, path))  # fmt: skip
+        self.server = self.tree.start(self.webs[case.key],
+                                      load_argv("lc", self.cpu, rate, iterations, self.args.seed, path), "web")  # fmt: skip
         assert self.kernel is not None
         self.kernel.server_pid = self.server.pid
         time.sleep(1.0)  # the server's start-up is nobody's latency
@@ -696,7 +690,7 @@ def measure(bench: Bench, rate: float, iterations: int, seconds: float) -> Any:
     web = bench.webs[SIZING]
     path = os.path.join(bench.state, "sizing.records")
     kubelet_shares(bench.tree, SIZING_CASE, web, bench.batch, bench.args.weight)
-    start_process(bench.tree, web, SIZING, load_argv("lc", bench.cpu, rate, iterations, bench.args.seed, path))
+    bench.tree.start(web, load_argv("lc", bench.cpu, rate, iterations, bench.args.seed, path), SIZING)
     time.sleep(1.0)  # the server's start-up is nobody's work per request
     before, t0 = bench.tree.cpu_seconds(web), time.monotonic()
     time.sleep(seconds)
@@ -768,12 +762,11 @@ def run(args: argparse.Namespace, bench: Backend, out: str) -> dict[str, Any]:
     try:
         run_rounds(args, bench, cases, windows, rate, iterations, ran)
     except (KeyboardInterrupt, Exception) as cause:
-        whole = len(ran) // (len(cases) * len(windows))
+        per_round = len(cases) * len(windows)
+        whole = len(ran) // per_round
         if whole == 0:
             raise
-        records = bench.finish()
-        kept = ran[: whole * len(cases) * len(windows)]
-        write_windows(out, args, kept, records, bench.batch_names)
+        write_windows(out, args, ran[: whole * per_round], bench.finish(), bench.batch_names)
         how = "interrupted" if isinstance(cause, KeyboardInterrupt) else f"failed: {type(cause).__name__}: {cause}"
         stopped = {"why": f"{how} in round {whole + 1} of {args.rounds}", "rounds": whole}
         raise RunStopped(describe_run(args, bench, sizing, rate, cases, windows, started, stopped), cause) from cause

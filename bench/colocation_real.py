@@ -81,7 +81,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -629,15 +629,12 @@ class RealBench:
 
         pod = self.pods[SIZING]
         path = os.path.join(self.state, "sizing.records")
-        from devtools.demo.cgroups import interrupts_held
-
-        with interrupts_held() as restore:  # recorded before an interrupt is taken: close() stops it
-            self.client = self._client(pod, rate, self.args.seed, path, restore)
+        client = self._start_client(pod, rate, self.args.seed, path)
         time.sleep(1.0)
         before, t0 = pod.cpu_seconds(), time.monotonic()
         time.sleep(seconds)
         used, t1 = pod.cpu_seconds() - before, time.monotonic()
-        self._stop(self.client)
+        self._stop(client)
         self.client = None
         requests = sum(1 for a, _ in read_records(path) if t0 <= a < t1)
         os.unlink(path)
@@ -662,21 +659,22 @@ class RealBench:
         self.kernel.server_pid = web.server_pid()
         path = os.path.join(self.state, f"web-{len(self.blocks)}.records")
         self.blocks.append(path)
-        from devtools.demo.cgroups import interrupts_held
-
-        with interrupts_held() as restore:  # recorded before an interrupt is taken: close() stops it
-            self.client = self._client(web, rate, self.args.seed * 1000 + len(self.blocks), path, restore)
+        self._start_client(web, rate, self.args.seed * 1000 + len(self.blocks), path)
         time.sleep(1.0)  # the connection's start is nobody's latency
 
-    def _client(self, web: RealPod, rate: float, seed: int, path: str,
-                preexec: Callable[[], None]) -> subprocess.Popen[bytes]:  # fmt: skip
-        """The load generator, in a session of its own: a terminal's Ctrl-C reaches the run
-        only, which stops the generator itself with SIGTERM (its records flushed), so a
-        stopped run keeps them (``bench.colocation.RunStopped``)."""
+    def _start_client(self, web: RealPod, rate: float, seed: int, path: str) -> subprocess.Popen[bytes]:
+        """The load generator (``self.client``), in a session of its own: a terminal's
+        Ctrl-C reaches the run only, which stops the generator itself with SIGTERM (its
+        records flushed), so a stopped run keeps them (``bench.colocation.RunStopped``).
+        It is recorded before an interrupt is taken (``interrupts_held``): close() stops it."""
+        from devtools.demo.cgroups import interrupts_held
+
         cpus = ",".join(map(str, self.other_cpus()))
-        return subprocess.Popen([sys.executable, "-m", "bench.colocation_pod", "client", web.ip, str(WEB_PORT),  # noqa: S603
-                                 f"{rate:.6f}", str(seed), path, cpus], cwd=ROOT, start_new_session=True,
-                                preexec_fn=preexec)  # fmt: skip
+        with interrupts_held() as restore:
+            self.client = subprocess.Popen([sys.executable, "-m", "bench.colocation_pod", "client", web.ip,  # noqa: S603
+                                            str(WEB_PORT), f"{rate:.6f}", str(seed), path, cpus], cwd=ROOT,
+                                           start_new_session=True, preexec_fn=restore)  # fmt: skip
+        return self.client
 
     @staticmethod
     def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -63,9 +63,9 @@ BREATHING = "batch-capacity-breathe"
 #: The baselines that change web's own settings, and what that setting is: each is
 #: compared with web alone too, printed as web's own gain (what the setting does for web
 #: with nothing beside it is not protection, so it is never credited to a strategy).
+OWN_SETTINGS = {"alone-burst": "burst", "alone-breathe": "its quota breathing"}
 #: The busy-alone control's window: web beside one idle-class spinner.
 CONTROL = "busy-alone"
-OWN_SETTINGS = {"alone-burst": "burst", "alone-breathe": "its quota breathing"}
 
 
 class RecordsError(ValueError):
@@ -188,10 +188,9 @@ def missing_rounds(run: Mapping[str, Any], windows: Sequence[Mapping[str, Any]])
     wanted = (run.get("args") or {}).get("rounds")
     cases = len(run.get("cases") or []) or 1
     kinds = len(run.get("windows") or []) or 1
-    stopped = run.get("stopped")
-    if isinstance(stopped, dict) and isinstance(stopped.get("rounds"), int) \
-            and stopped["rounds"] * cases * kinds == len(windows):
-        return f"the run stopped, {stopped.get('why')}: the report covers {whole_rounds(stopped['rounds'])}"
+    stopped = run.get("stopped")  # its shape checked by load (stopped_lacks)
+    if stopped and stopped["rounds"] * cases * kinds == len(windows):
+        return f"the run stopped, {stopped['why']}: the report covers {whole_rounds(stopped['rounds'])}"
     if not isinstance(wanted, int) or len(windows) >= wanted * cases * kinds:
         return None
     return (f"records: {len(windows)} of the {wanted * cases * kinds} windows run.json says were run "
